@@ -1,0 +1,62 @@
+#!lua
+-- append.lua: append one or more encoded messages to a conversation, atomically.
+--
+-- The shebang declares no flags on purpose: that makes this a write script, which a
+-- server over `maxmemory` (noeviction) rejects BEFORE it runs, so an OOM never leaves
+-- a half-written batch behind. (Servers that cannot parse the shebang get this file
+-- with the first line blanked out; see scripts.py.)
+--
+-- KEYS[1]   seq counter: a string holding the last assigned seq (absent = 0)
+-- KEYS[2]   stream: one entry per message, entry ID "<seq>-0", fields "at" and "msg"
+-- ARGV[1]   publish command: "PUBLISH", "SPUBLISH" (cluster) or "" for no event
+-- ARGV[2]   channel for the post-commit event
+-- ARGV[3..] the encoded messages (JSON), in order; at least one
+--
+-- Returns {last_seq, at}: the seq of the last message written and the commit time in
+-- microseconds since the Unix epoch (a string), read once from the server's clock.
+--
+-- Nothing is written unless everything can be: the counter is read and checked, then the
+-- first XADD (the only write that can fail: wrong type, or a counter behind the stream)
+-- runs before any other change. Later XADDs use larger IDs and cannot fail.
+
+local time = redis.call('TIME')
+local at = time[1] .. string.format('%06d', tonumber(time[2]))
+
+local raw = redis.pcall('GET', KEYS[1])
+if type(raw) == 'table' and raw.err then
+  return redis.error_reply('WRONGTYPE seq counter ' .. KEYS[1] .. ' is not a string')
+end
+local last = 0
+if raw then
+  last = tonumber(raw)
+  if last == nil or last < 0 or last % 1 ~= 0 then
+    return redis.error_reply('MSGLOG_BADSEQ seq counter ' .. KEYS[1] .. ' holds ' .. raw)
+  end
+end
+
+local n = #ARGV - 2
+local first_id = string.format('%d-0', last + 1)
+local added = redis.pcall('XADD', KEYS[2], first_id, 'at', at, 'msg', ARGV[3])
+if type(added) == 'table' and added.err then
+  if string.find(added.err, 'WRONGTYPE', 1, true) then
+    return redis.error_reply('WRONGTYPE stream ' .. KEYS[2] .. ' is not a stream')
+  end
+  if string.find(added.err, 'equal or smaller', 1, true) then
+    return redis.error_reply('MSGLOG_BEHIND seq counter ' .. KEYS[1] .. ' (' .. last ..
+      ') is behind the last entry of stream ' .. KEYS[2])
+  end
+  return redis.error_reply(added.err)
+end
+for i = 2, n do
+  redis.call('XADD', KEYS[2], string.format('%d-0', last + i), 'at', at, 'msg', ARGV[i + 2])
+end
+local new_last = redis.call('INCRBY', KEYS[1], n)
+
+if ARGV[1] ~= '' then
+  local first = string.format('%d', last + 1)
+  local payload = '{"first":' .. first .. ',"last":' .. string.format('%d', new_last) ..
+    ',"at":' .. at .. ',"messages":[' .. table.concat(ARGV, ',', 3) .. ']}'
+  redis.call(ARGV[1], ARGV[2], payload)
+end
+
+return {new_last, at}

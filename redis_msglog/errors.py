@@ -1,0 +1,70 @@
+"""The exceptions this library raises. Every one is a :class:`MessageLogError`.
+
+Bad input is also a :class:`ValueError`, so code that already guards against bad values
+keeps working. Server-side failures keep redis-py's exception as ``__cause__``.
+"""
+
+from __future__ import annotations
+
+
+class MessageLogError(Exception):
+    """Base class of every error raised by redis-msglog."""
+
+
+class InvalidMessageError(MessageLogError, ValueError):
+    """A message failed validation (unknown role, non-string content, bad tool call...).
+
+    Nothing was written. ``index`` is the position of the offending message in the batch
+    (0 for a single append); the message names the field.
+    """
+
+    def __init__(self, message: str, *, index: int = 0) -> None:
+        super().__init__(message)
+        self.index = index
+
+
+class CodecError(MessageLogError, ValueError):
+    """A value has no exact JSON form (a set, an object, NaN, a 65-bit int, a lone
+    surrogate...), or a stored entry could not be decoded. Nothing was written."""
+
+
+class MessageTooLargeError(MessageLogError, ValueError):
+    """An encoded message is larger than the log's ``max_message_bytes``. Nothing was
+    written."""
+
+
+class StorageError(MessageLogError):
+    """The server refused the command or could not be reached.
+
+    For an append, nothing was written unless the subclass says otherwise
+    (:class:`AppendInDoubtError`).
+    """
+
+
+class ServerUnavailableError(StorageError):
+    """No connection to the server could be made (or a read timed out). Nothing was
+    written."""
+
+
+class AppendInDoubtError(ServerUnavailableError):
+    """The connection failed after an append was sent: it may or may not have committed.
+
+    The library never re-sends it blindly (that could write it twice). Read the log
+    (``last()``/``read()``) to find out, or retry with an idempotency key once that is
+    available.
+    """
+
+
+class OutOfMemoryError(StorageError):
+    """The server is over ``maxmemory`` and refused the write before running it: nothing
+    was written."""
+
+
+class WrongTypeError(StorageError):
+    """A key of this conversation holds a value of the wrong type (the message names the
+    key). Nothing was written."""
+
+
+class CorruptLogError(StorageError):
+    """The conversation's keys are inconsistent (for example the seq counter was reset
+    while the stream still has entries beyond it). Nothing was written."""

