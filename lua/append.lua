@@ -38,14 +38,15 @@ local n = #ARGV - 2
 local first_id = string.format('%d-0', last + 1)
 local added = redis.pcall('XADD', KEYS[2], first_id, 'at', at, 'msg', ARGV[3])
 if type(added) == 'table' and added.err then
-  if string.find(added.err, 'WRONGTYPE', 1, true) then
+  local err = tostring(added.err)  -- fakeredis hands over a userdata, not a string
+  if string.find(err, 'WRONGTYPE', 1, true) then
     return redis.error_reply('WRONGTYPE stream ' .. KEYS[2] .. ' is not a stream')
   end
-  if string.find(added.err, 'equal or smaller', 1, true) then
+  if string.find(err, 'equal or smaller', 1, true) then
     return redis.error_reply('MSGLOG_BEHIND seq counter ' .. KEYS[1] .. ' (' .. last ..
       ') is behind the last entry of stream ' .. KEYS[2])
   end
-  return redis.error_reply(added.err)
+  return redis.error_reply(err)
 end
 for i = 2, n do
   redis.call('XADD', KEYS[2], string.format('%d-0', last + i), 'at', at, 'msg', ARGV[i + 2])

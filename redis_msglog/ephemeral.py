@@ -46,10 +46,12 @@ class EphemeralServer:
     ``extra_args`` are passed on the command line (e.g. ``["--appendonly", "yes"]``).
     """
 
-    def __init__(self, binary: str, extra_args: list[str] | None = None) -> None:
+    def __init__(
+        self, binary: str, extra_args: list[str] | None = None, *, port: int = 0
+    ) -> None:
         self.binary = binary
         self.extra_args = list(extra_args or [])
-        self.port = 0
+        self.port = port  # 0: pick a free one at each start
         self._process: subprocess.Popen[bytes] | None = None
         self._dir: tempfile.TemporaryDirectory[str] | None = None
 
@@ -59,9 +61,10 @@ class EphemeralServer:
 
     def start(self, timeout: float = 10.0) -> EphemeralServer:
         """Start on a free port and wait until it answers PING."""
+        fixed_port = self.port
         for _attempt in range(3):  # a port taken between probe and bind: try another
             self._dir = tempfile.TemporaryDirectory(prefix="msglog-server-")
-            self.port = _free_port()
+            self.port = fixed_port or _free_port()
             args = [self.binary, "--port", str(self.port), "--bind", "127.0.0.1"]
             args += ["--save", "", "--appendonly", "no", "--dir", self._dir.name]
             args += ["--logfile", str(Path(self._dir.name) / "server.log")]
@@ -71,6 +74,8 @@ class EphemeralServer:
             if self._wait_ready(timeout):
                 return self
             self.stop()
+            if fixed_port:
+                break
         raise RuntimeError(f"{self.binary} did not start (tried 3 ports)")
 
     def _wait_ready(self, timeout: float) -> bool:

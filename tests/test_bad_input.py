@@ -1,0 +1,160 @@
+"""Bad input gets a clear, typed error and writes nothing, on every backend and shell."""
+
+from __future__ import annotations
+
+import enum
+import uuid
+from datetime import datetime
+from typing import Any
+
+import pytest
+
+from redis_msglog import (
+    AsyncMessageLog,
+    CodecError,
+    InvalidMessageError,
+    MessageLog,
+    MessageLogError,
+    MessageTooLargeError,
+)
+
+from .conftest import Env
+
+
+class Color(enum.Enum):
+    RED = "red"
+
+
+def call(args: Any) -> dict[str, Any]:
+    return {"role": "assistant", "content": "", "toolCalls": [{"id": "c", "name": "f", "args": args}]}
+
+
+INVALID = {
+    "unknown role": ({"role": "robot", "content": "x"}, "role"),
+    "missing content": ({"role": "user"}, "content"),
+    "int content": ({"role": "user", "content": 5}, "content"),
+    "bytes content": ({"role": "user", "content": b"x"}, "content"),
+    "none content": ({"role": "user", "content": None}, "content"),
+    "unknown key": ({"role": "user", "content": "x", "tool_call": "c"}, "tool_call"),
+    "tool call without id": (
+        {"role": "assistant", "content": "", "toolCalls": [{"name": "f"}]},
+        "id",
+    ),
+    "tool calls not a list": ({"role": "assistant", "content": "", "toolCalls": "f"}, "toolCalls"),
+    "int name": ({"role": "user", "content": "x", "name": 7}, "name"),
+    "not a mapping": ("user: hello", "expected an AgentMessage or a mapping"),
+}
+
+NO_EXACT_JSON = {
+    "set": call({1, 2}),
+    "object": call(object()),
+    "nan": call(float("nan")),
+    "infinity": call({"x": float("inf")}),
+    "negative infinity": call([float("-inf")]),
+    "int beyond 64 bits": call(2**64),
+    "negative int beyond 64 bits": call(-(2**63) - 1),
+    "tuple": call((1, 2)),
+    "uuid": call(uuid.uuid4()),
+    "datetime": call(datetime(2024, 1, 1)),
+    "enum": call(Color.RED),
+    "bytes": call(b"raw"),
+    "non-str key": call({1: "x"}),
+}
+LONE_SURROGATE = "\ud800"
+
+
+def assert_nothing_written(log: Any, env: Env) -> None:
+    assert log.count() == 0
+    assert log.all() == []
+    assert env.raw.exists(log.keys.seq, log.keys.stream) == 0
+
+
+@pytest.mark.parametrize("case", sorted(INVALID))
+def test_invalid_message_is_rejected_naming_the_field(env: Env, case: str) -> None:
+    message, field = INVALID[case]
+    log = env.log()
+    with pytest.raises(InvalidMessageError, match=field) as info:
+        log.append(message)
+    assert isinstance(info.value, ValueError) and isinstance(info.value, MessageLogError)
+    assert_nothing_written(log, env)
+
+
+@pytest.mark.parametrize("case", sorted(NO_EXACT_JSON))
+def test_value_without_exact_json_raises_codec_error(env: Env, case: str) -> None:
+    log = env.log()
+    with pytest.raises(CodecError) as info:
+        log.append(NO_EXACT_JSON[case])
+    assert isinstance(info.value, ValueError) and isinstance(info.value, MessageLogError)
+    assert_nothing_written(log, env)
+
+
+@pytest.mark.parametrize("where", ["content", "name", "args"])
+def test_lone_surrogate_raises_codec_error(env: Env, where: str) -> None:
+    message: dict[str, Any] = {"role": "user", "content": "ok"}
+    if where == "args":
+        message = call({"text": LONE_SURROGATE})
+    else:
+        message[where] = f"x{LONE_SURROGATE}y"
+    log = env.log()
+    with pytest.raises(CodecError):
+        log.append(message)
+    assert_nothing_written(log, env)
+
+
+def test_one_bad_row_rejects_the_whole_batch(env: Env) -> None:
+    log = env.log()
+    good = {"role": "user", "content": "fine"}
+    with pytest.raises(InvalidMessageError, match="message 2: content") as info:
+        log.append_many([good, good, {"role": "user", "content": 5}, good])
+    assert info.value.index == 2
+    with pytest.raises(CodecError, match="message 1"):
+        log.append_many([good, call(float("nan"))])
+    assert_nothing_written(log, env)
+
+
+def test_append_many_rejects_a_single_message_or_a_string(env: Env) -> None:
+    log = env.log()
+    for not_a_batch in ({"role": "user", "content": "x"}, "user", b"user"):
+        with pytest.raises(InvalidMessageError, match="sequence of messages"):
+            log.append_many(not_a_batch)
+    assert_nothing_written(log, env)
+
+
+def test_message_size_limit(env: Env) -> None:
+    log = env.log(max_message_bytes=1000)
+    with pytest.raises(MessageTooLargeError, match="max_message_bytes"):
+        log.add("user", "x" * 1000)  # the JSON around it pushes it over
+    with pytest.raises(MessageTooLargeError):
+        log.append_many([{"role": "user", "content": "ok"}, {"role": "user", "content": "é" * 600}])
+    assert_nothing_written(log, env)
+    assert log.add("user", "x" * 900) == 1
+
+
+def test_default_size_limit_is_8_mib(env: Env) -> None:
+    log = env.log()
+    with pytest.raises(MessageTooLargeError, match=str(8 * 1024 * 1024)):
+        log.add("user", "x" * (8 * 1024 * 1024))
+    assert_nothing_written(log, env)
+
+
+def test_add_validates_role_and_content(env: Env) -> None:
+    log = env.log()
+    with pytest.raises(InvalidMessageError, match="role"):
+        log.add("moderator", "x")
+    with pytest.raises(InvalidMessageError, match="content"):
+        log.add("user", 42)
+    assert_nothing_written(log, env)
+
+
+@pytest.mark.parametrize("bad_id", ["", None, 42])
+def test_conversation_id_must_be_a_non_empty_string(env: Env, bad_id: Any) -> None:
+    for cls, client in ((MessageLog, env.raw), (AsyncMessageLog, env.make_async_client())):
+        with pytest.raises(ValueError, match="conversation id"):
+            cls(client, bad_id)
+
+
+@pytest.mark.parametrize("bad", [{"prefix": ""}, {"prefix": "a{b"}, {"page_size": 0},
+                                 {"max_message_bytes": -1}, {"page_size": True}])
+def test_bad_options_are_rejected(env: Env, bad: dict[str, Any]) -> None:
+    with pytest.raises(ValueError):
+        MessageLog(env.raw, "c", **bad)

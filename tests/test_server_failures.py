@@ -1,0 +1,227 @@
+"""A failing server gets a clear error, never a silent loss or a duplicate."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import threading
+import time
+from collections.abc import Callable
+
+import pytest
+import redis
+import redis.asyncio
+from redis.backoff import ConstantBackoff
+from redis.retry import Retry
+
+from redis_msglog import (
+    AppendInDoubtError,
+    AsyncMessageLog,
+    CorruptLogError,
+    MessageLog,
+    OutOfMemoryError,
+    ServerUnavailableError,
+    StorageError,
+    WrongTypeError,
+)
+from redis_msglog.ephemeral import EphemeralServer
+
+from .conftest import Env, new_id
+
+
+def test_noscript_after_script_flush_is_transparent(env: Env) -> None:
+    log = env.log()
+    assert log.add("user", "before") == 1
+    env.raw.script_flush()
+    assert log.add("user", "after") == 2
+    env.raw.script_flush()
+    assert log.append_many([{"role": "user", "content": "a"}, {"role": "user", "content": "b"}]) == 4
+    assert [m.seq for m in log.all()] == [1, 2, 3, 4]
+
+
+def test_stream_key_of_wrong_type(env: Env) -> None:
+    log = env.log()
+    env.raw.set(log.keys.stream, "not a stream")
+    with pytest.raises(WrongTypeError, match=log.keys.stream.replace("{", r"\{").replace("}", r"\}")):
+        log.add("user", "x")
+    assert env.raw.get(log.keys.seq) is None  # the counter did not move
+    assert env.raw.get(log.keys.stream) == b"not a stream"
+
+
+def test_seq_key_of_wrong_type(env: Env) -> None:
+    log = env.log()
+    env.raw.rpush(log.keys.seq, "x")
+    with pytest.raises(WrongTypeError, match="seq counter"):
+        log.add("user", "x")
+    assert env.raw.exists(log.keys.stream) == 0
+
+
+def test_seq_key_holding_garbage(env: Env) -> None:
+    log = env.log()
+    env.raw.set(log.keys.seq, "abc")
+    with pytest.raises(CorruptLogError, match="seq counter"):
+        log.add("user", "x")
+    assert env.raw.exists(log.keys.stream) == 0
+
+
+def test_counter_behind_the_stream_writes_nothing(env: Env) -> None:
+    log = env.log()
+    log.append_many([{"role": "user", "content": str(i)} for i in range(3)])
+    env.raw.delete(log.keys.seq)  # an operator's mistake: the counter restarts at 0
+    with pytest.raises(CorruptLogError, match="behind"):
+        log.append_many([{"role": "user", "content": "x"}, {"role": "user", "content": "y"}])
+    assert env.raw.get(log.keys.seq) is None
+    assert env.raw.xlen(log.keys.stream) == 3
+
+
+def test_out_of_memory_rejects_before_running(
+    real_backend: str, flavor: str, private_server: Callable[..., EphemeralServer]
+) -> None:
+    server = private_server(real_backend)
+    admin = redis.Redis.from_url(server.url)
+    conversation = new_id()
+    log = MessageLog(redis.Redis.from_url(server.url), conversation)
+    assert log.add("user", "first") == 1
+    admin.config_set("maxmemory-policy", "noeviction")
+    admin.config_set("maxmemory", 1)
+    try:
+        if flavor == "sync":
+            with pytest.raises(OutOfMemoryError):
+                log.append_many([{"role": "user", "content": "a"}, {"role": "user", "content": "b"}])
+        else:
+            async def attempt() -> None:
+                client = redis.asyncio.Redis.from_url(server.url)
+                with pytest.raises(OutOfMemoryError):
+                    await AsyncMessageLog(client, conversation).add("user", "a")
+                await client.aclose()
+
+            asyncio.run(attempt())
+        assert log.count() == 1 and len(log.all()) == 1
+    finally:
+        admin.config_set("maxmemory", 0)
+    assert log.add("user", "after") == 2
+    assert [m.seq for m in log.all()] == [1, 2]
+
+
+def _closed_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+    return port
+
+
+def test_unreachable_server_is_a_clear_error_and_not_in_doubt(flavor: str) -> None:
+    url = f"redis://127.0.0.1:{_closed_port()}/0"
+    if flavor == "sync":
+        log = MessageLog(redis.Redis.from_url(url, socket_connect_timeout=1), "c")
+        for operation in (lambda: log.add("user", "x"), log.count, log.all, log.last):
+            with pytest.raises(ServerUnavailableError) as info:
+                operation()
+            assert not isinstance(info.value, AppendInDoubtError)
+            assert isinstance(info.value.__cause__, redis.ConnectionError)
+        return
+
+    async def attempt() -> None:
+        client = redis.asyncio.Redis.from_url(url, socket_connect_timeout=1)
+        alog = AsyncMessageLog(client, "c")
+        with pytest.raises(ServerUnavailableError) as info:
+            await alog.add("user", "x")
+        assert not isinstance(info.value, AppendInDoubtError)
+        with pytest.raises(ServerUnavailableError):
+            await alog.all()
+        await client.aclose()
+
+    asyncio.run(attempt())
+
+
+def _stall(url: str, seconds: float) -> threading.Thread:
+    """Block the server for ``seconds`` (DEBUG SLEEP) from another connection."""
+    admin = redis.Redis.from_url(url, socket_timeout=seconds + 10)
+    thread = threading.Thread(target=admin.execute_command, args=("DEBUG", "SLEEP", seconds))
+    thread.start()
+    time.sleep(0.2)  # let DEBUG SLEEP reach the server first
+    return thread
+
+
+EAGER_RETRY = Retry(ConstantBackoff(0.05), 10)  # what redis-py 8 does by default, and then some
+
+
+def test_lost_reply_is_reported_in_doubt_and_never_resent(
+    real_backend: str, flavor: str, shared_server: Callable[[str], EphemeralServer]
+) -> None:
+    url = shared_server(real_backend).url
+    conversation = new_id()
+    options = {"socket_timeout": 0.3, "retry": EAGER_RETRY,
+               "retry_on_error": [redis.ConnectionError, redis.TimeoutError]}
+    # Each log appends once before the stall, so its connection is already open: a stall
+    # during connect (redis-py's handshake) would fail before anything was sent.
+    if flavor == "sync":
+        log = MessageLog(redis.Redis.from_url(url, **options), conversation)
+        log.add("user", "warm")
+        stall = _stall(url, 1.5)
+        with pytest.raises(AppendInDoubtError, match="may or may not have committed"):
+            log.add("user", "once")
+    else:
+        async def attempt() -> threading.Thread:
+            client = redis.asyncio.Redis.from_url(url, **options)
+            alog = AsyncMessageLog(client, conversation)
+            await alog.add("user", "warm")
+            stall = _stall(url, 1.5)
+            with pytest.raises(AppendInDoubtError):
+                await alog.add("user", "once")
+            await client.aclose()
+            return stall
+
+        stall = asyncio.run(attempt())
+    stall.join()
+    # The server ran the one append it received once unblocked; nothing was re-sent.
+    reader = MessageLog(redis.Redis.from_url(url), conversation)
+    assert [(m.seq, m.content) for m in reader.all()] == [(1, "warm"), (2, "once")]
+    assert reader.add("user", "next") == 3
+
+
+def test_cancelled_async_append_has_committed_or_not_and_the_log_stays_consistent(
+    real_backend: str, shared_server: Callable[[str], EphemeralServer]
+) -> None:
+    url = shared_server(real_backend).url
+    conversation = new_id()
+
+    async def scenario() -> None:
+        client = redis.asyncio.Redis.from_url(url)
+        log = AsyncMessageLog(client, conversation)
+        assert await log.add("user", "first") == 1
+        stall = _stall(url, 1.0)
+        task = asyncio.create_task(log.add("user", "cancelled"))
+        await asyncio.sleep(0.2)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        await asyncio.to_thread(stall.join)
+        count = await log.count()
+        assert count in (1, 2)  # committed or not, never half
+        assert [m.seq for m in await log.all()] == list(range(1, count + 1))
+        assert await log.add("user", "after") == count + 1  # the client is still usable
+        await client.aclose()
+
+    asyncio.run(scenario())
+
+
+def test_server_stopped_mid_run_then_back(
+    real_backend: str, private_server: Callable[..., EphemeralServer]
+) -> None:
+    server = private_server(real_backend)
+    log = MessageLog(redis.Redis.from_url(server.url, socket_connect_timeout=1), new_id())
+    assert log.add("user", "before") == 1
+    server.stop()
+    with pytest.raises(ServerUnavailableError):
+        log.add("user", "lost")
+    with pytest.raises(StorageError):
+        log.count()
+    # The same port again: the same client and log resume without intervention. (An
+    # in-memory server lost its data, so the log starts over at 1.)
+    restarted = EphemeralServer(server.binary, server.extra_args, port=server.port).start()
+    try:
+        assert log.add("user", "again") == 1
+        assert [m.content for m in log.all()] == ["again"]
+    finally:
+        restarted.stop()
