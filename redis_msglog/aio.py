@@ -109,7 +109,7 @@ class AsyncMessageLog:
     async def last(self) -> StoredMessage | None: ...
     @overload
     async def last(self, n: int) -> list[StoredMessage]: ...
-    async def last(self, n: int | None = None) -> StoredMessage | None | list[StoredMessage]:
+    async def last(self, n: int | None = None) -> StoredMessage | list[StoredMessage] | None:
         """The most recent message (or ``None``), or the last ``n`` in chronological order."""
         if n is None:
             rows = await self._run(self._core.last_plan(1))

@@ -60,7 +60,7 @@ def _check_args_round_trip(calls: list[dict[str, Any]], data: bytes) -> None:
     # infinities (written as null), tuples (lists), UUIDs and enums (strings). orjson
     # keeps int, float and bool apart, so plain equality is exact here.
     decoded = orjson.loads(data)["toolCalls"]
-    for index, (sent, back) in enumerate(zip(calls, decoded)):
+    for index, (sent, back) in enumerate(zip(calls, decoded, strict=True)):
         if sent["args"] != back["args"]:
             raise CodecError(
                 f"tool_calls[{index}].args has no exact JSON form (NaN, infinity, tuple, "

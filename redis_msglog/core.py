@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Generator, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, TypeVar, Union
+from typing import Any, TypeVar
 
 from pydantic import ValidationError
 from redis import exceptions as redis_errors
@@ -23,7 +23,7 @@ from .models import AgentMessage, StoredMessage
 from .scripts import LuaScript, load_script
 
 T = TypeVar("T")
-Command = tuple[Union[str, bytes, int], ...]
+Command = tuple[str | bytes | int, ...]
 
 DEFAULT_MAX_MESSAGE_BYTES = 8 * 1024 * 1024
 DEFAULT_PAGE_SIZE = 1000
@@ -46,7 +46,7 @@ class Write:
     command: Command
 
 
-Step = Union[Read, Write]
+Step = Read | Write
 Plan = Generator[Step, Any, T]
 
 
@@ -108,7 +108,7 @@ class LogCore:
 
     def append_plan(self, batch: Batch) -> Plan[tuple[int, int]]:
         """Append a non-empty batch in one script call; returns ``(last_seq, at_micros)``."""
-        keys_and_args = (
+        keys_and_args: Command = (
             2,
             self.keys.seq,
             self.keys.stream,

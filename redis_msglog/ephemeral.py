@@ -46,9 +46,7 @@ class EphemeralServer:
     ``extra_args`` are passed on the command line (e.g. ``["--appendonly", "yes"]``).
     """
 
-    def __init__(
-        self, binary: str, extra_args: list[str] | None = None, *, port: int = 0
-    ) -> None:
+    def __init__(self, binary: str, extra_args: list[str] | None = None, *, port: int = 0) -> None:
         self.binary = binary
         self.extra_args = list(extra_args or [])
         self.port = port  # 0: pick a free one at each start
@@ -83,11 +81,13 @@ class EphemeralServer:
         while time.monotonic() < deadline:
             if self._process is None or self._process.poll() is not None:
                 return False
-            with contextlib.suppress(OSError):
-                with socket.create_connection(("127.0.0.1", self.port), timeout=1) as sock:
-                    sock.sendall(b"PING\r\n")
-                    if sock.recv(64).startswith(b"+PONG"):
-                        return True
+            with (
+                contextlib.suppress(OSError),
+                socket.create_connection(("127.0.0.1", self.port), timeout=1) as sock,
+            ):
+                sock.sendall(b"PING\r\n")
+                if sock.recv(64).startswith(b"+PONG"):
+                    return True
             time.sleep(0.02)
         return False
 

@@ -119,7 +119,7 @@ class MessageLog:
     def last(self) -> StoredMessage | None: ...
     @overload
     def last(self, n: int) -> list[StoredMessage]: ...
-    def last(self, n: int | None = None) -> StoredMessage | None | list[StoredMessage]:
+    def last(self, n: int | None = None) -> StoredMessage | list[StoredMessage] | None:
         """The most recent message (``None`` on an empty log), or the last ``n`` in
         chronological order (``ValueError`` for a negative ``n``)."""
         if n is None:

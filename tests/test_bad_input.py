@@ -26,7 +26,11 @@ class Color(enum.Enum):
 
 
 def call(args: Any) -> dict[str, Any]:
-    return {"role": "assistant", "content": "", "toolCalls": [{"id": "c", "name": "f", "args": args}]}
+    return {
+        "role": "assistant",
+        "content": "",
+        "toolCalls": [{"id": "c", "name": "f", "args": args}],
+    }
 
 
 INVALID = {
@@ -153,8 +157,16 @@ def test_conversation_id_must_be_a_non_empty_string(env: Env, bad_id: Any) -> No
             cls(client, bad_id)
 
 
-@pytest.mark.parametrize("bad", [{"prefix": ""}, {"prefix": "a{b"}, {"page_size": 0},
-                                 {"max_message_bytes": -1}, {"page_size": True}])
+@pytest.mark.parametrize(
+    "bad",
+    [
+        {"prefix": ""},
+        {"prefix": "a{b"},
+        {"page_size": 0},
+        {"max_message_bytes": -1},
+        {"page_size": True},
+    ],
+)
 def test_bad_options_are_rejected(env: Env, bad: dict[str, Any]) -> None:
     with pytest.raises(ValueError):
         MessageLog(env.raw, "c", **bad)

@@ -35,14 +35,18 @@ def test_noscript_after_script_flush_is_transparent(env: Env) -> None:
     env.raw.script_flush()
     assert log.add("user", "after") == 2
     env.raw.script_flush()
-    assert log.append_many([{"role": "user", "content": "a"}, {"role": "user", "content": "b"}]) == 4
+    assert (
+        log.append_many([{"role": "user", "content": "a"}, {"role": "user", "content": "b"}]) == 4
+    )
     assert [m.seq for m in log.all()] == [1, 2, 3, 4]
 
 
 def test_stream_key_of_wrong_type(env: Env) -> None:
     log = env.log()
     env.raw.set(log.keys.stream, "not a stream")
-    with pytest.raises(WrongTypeError, match=log.keys.stream.replace("{", r"\{").replace("}", r"\}")):
+    with pytest.raises(
+        WrongTypeError, match=log.keys.stream.replace("{", r"\{").replace("}", r"\}")
+    ):
         log.add("user", "x")
     assert env.raw.get(log.keys.seq) is None  # the counter did not move
     assert env.raw.get(log.keys.stream) == b"not a stream"
@@ -87,8 +91,11 @@ def test_out_of_memory_rejects_before_running(
     try:
         if flavor == "sync":
             with pytest.raises(OutOfMemoryError):
-                log.append_many([{"role": "user", "content": "a"}, {"role": "user", "content": "b"}])
+                log.append_many(
+                    [{"role": "user", "content": "a"}, {"role": "user", "content": "b"}]
+                )
         else:
+
             async def attempt() -> None:
                 client = redis.asyncio.Redis.from_url(server.url)
                 with pytest.raises(OutOfMemoryError):
@@ -151,8 +158,11 @@ def test_lost_reply_is_reported_in_doubt_and_never_resent(
 ) -> None:
     url = shared_server(real_backend).url
     conversation = new_id()
-    options = {"socket_timeout": 0.3, "retry": EAGER_RETRY,
-               "retry_on_error": [redis.ConnectionError, redis.TimeoutError]}
+    options = {
+        "socket_timeout": 0.3,
+        "retry": EAGER_RETRY,
+        "retry_on_error": [redis.ConnectionError, redis.TimeoutError],
+    }
     # Each log appends once before the stall, so its connection is already open: a stall
     # during connect (redis-py's handshake) would fail before anything was sent.
     if flavor == "sync":
@@ -162,6 +172,7 @@ def test_lost_reply_is_reported_in_doubt_and_never_resent(
         with pytest.raises(AppendInDoubtError, match="may or may not have committed"):
             log.add("user", "once")
     else:
+
         async def attempt() -> threading.Thread:
             client = redis.asyncio.Redis.from_url(url, **options)
             alog = AsyncMessageLog(client, conversation)

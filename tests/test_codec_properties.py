@@ -1,0 +1,113 @@
+"""Property tests: any message either round-trips exactly or is rejected with a
+ValueError (InvalidMessageError/CodecError) before anything is written."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import redis
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from redis_msglog import AgentMessage, MessageLog, MessageLogError
+from redis_msglog.codec import decode_entry, encode_message
+from redis_msglog.core import LogCore
+
+# JSON-ish values, plus the things that have no exact JSON form.
+scalars = (
+    st.none()
+    | st.booleans()
+    | st.integers(min_value=-(2**70), max_value=2**70)
+    | st.floats(allow_nan=True, allow_infinity=True)
+    | st.text()
+    | st.sampled_from([(1, 2), {1, 2}, b"x", "\ud800"])
+)
+values = st.recursive(
+    scalars,
+    lambda inner: (
+        st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4)
+    ),
+    max_leaves=12,
+)
+tool_calls = st.lists(
+    st.fixed_dictionaries(
+        {"id": st.text(max_size=10), "name": st.text(max_size=10), "args": values}
+    ),
+    max_size=3,
+)
+messages = st.fixed_dictionaries(
+    {
+        "role": st.sampled_from(["system", "user", "assistant", "tool", "robot"]),
+        "content": st.text() | st.integers() | st.none(),
+    },
+    optional={
+        "name": st.text(max_size=10),
+        "toolCalls": tool_calls,
+        "toolCallId": st.text(max_size=10),
+    },
+)
+
+
+def _is_exact_json(value: Any) -> bool:
+    if value is None or isinstance(value, bool):
+        return True
+    if isinstance(value, int):
+        return -(2**63) <= value < 2**64
+    if isinstance(value, float):
+        return value == value and value not in (float("inf"), float("-inf"))
+    if isinstance(value, str):
+        return not any(0xD800 <= ord(c) <= 0xDFFF for c in value)
+    if isinstance(value, list):
+        return all(map(_is_exact_json, value))
+    if isinstance(value, dict):
+        return all(_is_exact_json(k) and _is_exact_json(v) for k, v in value.items())
+    return False
+
+
+def _expected_valid(message: dict[str, Any]) -> bool:
+    if message["role"] == "robot" or not isinstance(message["content"], str):
+        return False
+    strings = [message["content"], message.get("name", ""), message.get("toolCallId", "")]
+    for call in message.get("toolCalls", []):
+        strings += [call["id"], call["name"]]
+        if not _is_exact_json(call["args"]):
+            return False
+    return all(map(_is_exact_json, strings))
+
+
+@given(messages)
+@settings(max_examples=400, suppress_health_check=[HealthCheck.too_slow])
+def test_codec_round_trips_exactly_or_rejects(message: dict[str, Any]) -> None:
+    core = LogCore("c", prefix="msglog", max_message_bytes=1 << 20, page_size=10)
+    try:
+        batch = core.batch([message])
+    except MessageLogError as exc:
+        assert isinstance(exc, ValueError)
+        assert not _expected_valid(message), f"rejected a valid message: {exc}"
+        return
+    assert _expected_valid(message), "accepted a message with no exact JSON form"
+    stored = decode_entry(7, "1700000000000000", batch.encoded[0])
+    assert stored.as_message() == AgentMessage.model_validate(message)
+    assert stored.seq == 7
+    assert encode_message(stored) == batch.encoded[0]  # stable: re-encoding is identical
+
+
+@given(st.lists(messages, min_size=1, max_size=4))
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+def test_server_round_trip_or_nothing_written(
+    shared_server: Any, batch: list[dict[str, Any]]
+) -> None:
+    client = redis.Redis.from_url(shared_server("redis").url)
+    log = MessageLog(client, f"prop-{id(batch)}-{len(batch)}-{hash(repr(batch)) & 0xFFFFFF}")
+    client.delete(log.keys.seq, log.keys.stream)
+    try:
+        log.append_many(batch)
+    except MessageLogError as exc:
+        assert isinstance(exc, ValueError)
+        assert not all(map(_expected_valid, batch))
+        assert client.exists(log.keys.seq, log.keys.stream) == 0
+        return
+    assert all(map(_expected_valid, batch))
+    assert [m.as_message() for m in log.all()] == [AgentMessage.model_validate(m) for m in batch]
