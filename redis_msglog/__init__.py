@@ -10,6 +10,7 @@ Quick start::
     history = log.all()
 """
 
+from .adapters import to_anthropic, to_langchain, to_openai
 from .aio import AsyncMessageLog
 from .errors import (
     AppendInDoubtError,
@@ -45,5 +46,8 @@ __all__ = [
     "StoredMessage",
     "ToolCall",
     "WrongTypeError",
+    "to_anthropic",
+    "to_langchain",
+    "to_openai",
 ]
 __version__ = "0.1.0"

@@ -12,6 +12,7 @@ from typing import Any, TypeVar, overload
 from redis import exceptions as redis_errors
 from redis.asyncio import Redis
 
+from . import adapters
 from .core import (
     DEFAULT_MAX_MESSAGE_BYTES,
     DEFAULT_PAGE_SIZE,
@@ -119,6 +120,22 @@ class AsyncMessageLog:
     async def count(self) -> int:
         """Total messages ever appended: the seq high-water mark (one ``GET``)."""
         return await self._run(self._core.count_plan())
+
+    # -- provider formats (see redis_msglog.adapters for the rules) ------------------
+
+    async def to_openai(self) -> list[dict[str, Any]]:
+        """The full history as OpenAI Chat Completions messages."""
+        return adapters.to_openai(await self.all())
+
+    async def to_anthropic(self) -> list[dict[str, Any]]:
+        """The full history as Anthropic Messages turns (``system`` dropped: pass it as
+        the request's top-level ``system`` parameter)."""
+        return adapters.to_anthropic(await self.all())
+
+    async def to_langchain(self) -> list[dict[str, Any]]:
+        """The full history as LangChain ``{"role", "content"}`` messages (user,
+        assistant and system only)."""
+        return adapters.to_langchain(await self.all())
 
     # -- carrying plan steps to the server -------------------------------------------
 

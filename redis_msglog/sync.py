@@ -8,6 +8,7 @@ from typing import Any, TypeVar, overload
 from redis import Redis
 from redis import exceptions as redis_errors
 
+from . import adapters
 from .core import (
     DEFAULT_MAX_MESSAGE_BYTES,
     DEFAULT_PAGE_SIZE,
@@ -130,6 +131,22 @@ class MessageLog:
     def count(self) -> int:
         """Total messages ever appended: the seq high-water mark (one ``GET``)."""
         return self._run(self._core.count_plan())
+
+    # -- provider formats (see redis_msglog.adapters for the rules) ------------------
+
+    def to_openai(self) -> list[dict[str, Any]]:
+        """The full history as OpenAI Chat Completions messages."""
+        return adapters.to_openai(self.all())
+
+    def to_anthropic(self) -> list[dict[str, Any]]:
+        """The full history as Anthropic Messages turns (``system`` dropped: pass it as
+        the request's top-level ``system`` parameter)."""
+        return adapters.to_anthropic(self.all())
+
+    def to_langchain(self) -> list[dict[str, Any]]:
+        """The full history as LangChain ``{"role", "content"}`` messages (user,
+        assistant and system only)."""
+        return adapters.to_langchain(self.all())
 
     # -- carrying plan steps to the server -------------------------------------------
 
