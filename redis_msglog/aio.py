@@ -18,19 +18,18 @@ from .core import (
     DEFAULT_PAGE_SIZE,
     Batch,
     Command,
-    LogCore,
     Plan,
     Read,
     ReplyLost,
+    ShellBase,
 )
-from .keys import ConversationKeys
 from .models import AgentMessage, Role, StoredMessage
 
 T = TypeVar("T")
 AsyncOnAppend = Callable[[list[StoredMessage]], "Awaitable[object] | object"]
 
 
-class AsyncMessageLog:
+class AsyncMessageLog(ShellBase):
     """A conversation's durable, append-only message log in Redis (asyncio).
 
     Same arguments as :class:`redis_msglog.MessageLog`, with a ``redis.asyncio.Redis``
@@ -50,28 +49,15 @@ class AsyncMessageLog:
         max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
         page_size: int = DEFAULT_PAGE_SIZE,
     ) -> None:
-        if not hasattr(redis, "connection_pool"):
-            raise TypeError(
-                f"AsyncMessageLog needs a redis.asyncio.Redis client, got {type(redis).__name__}"
-            )
-        self._redis = redis
-        self._on_append = on_append
-        self._core = LogCore(
+        self._setup_core(
+            redis,
             conversation,
             prefix=prefix,
             max_message_bytes=max_message_bytes,
             page_size=page_size,
         )
-
-    @property
-    def conversation(self) -> str:
-        """The conversation id."""
-        return self._core.conversation
-
-    @property
-    def keys(self) -> ConversationKeys:
-        """The names of this conversation's keys and channel (for ops and tooling)."""
-        return self._core.keys
+        self._redis = redis
+        self._on_append = on_append
 
     # -- writing -------------------------------------------------------------------
 

@@ -235,6 +235,41 @@ class LogCore:
 _BYTES = (b"at", b"msg", b"-")
 
 
+class ShellBase:
+    """What the sync and asyncio clients share besides carrying steps: the core, built
+    from the constructor's options, and the names it computes."""
+
+    _core: LogCore
+
+    def _setup_core(
+        self,
+        client: object,
+        conversation: str,
+        *,
+        prefix: str,
+        max_message_bytes: int,
+        page_size: int,
+    ) -> None:
+        if not hasattr(client, "connection_pool"):
+            raise TypeError(
+                f"{type(self).__name__} needs a redis-py client with a connection pool, "
+                f"got {type(client).__name__}"
+            )
+        self._core = LogCore(
+            conversation, prefix=prefix, max_message_bytes=max_message_bytes, page_size=page_size
+        )
+
+    @property
+    def conversation(self) -> str:
+        """The conversation id."""
+        return self._core.conversation
+
+    @property
+    def keys(self) -> ConversationKeys:
+        """The names of this conversation's keys and channel (for ops and tooling)."""
+        return self._core.keys
+
+
 def _coerce(msg: AgentMessage | Mapping[str, Any], index: int) -> AgentMessage:
     if isinstance(msg, AgentMessage):
         return msg

@@ -14,19 +14,18 @@ from .core import (
     DEFAULT_PAGE_SIZE,
     Batch,
     Command,
-    LogCore,
     Plan,
     Read,
     ReplyLost,
+    ShellBase,
 )
-from .keys import ConversationKeys
 from .models import AgentMessage, Role, StoredMessage
 
 T = TypeVar("T")
 OnAppend = Callable[[list[StoredMessage]], object]
 
 
-class MessageLog:
+class MessageLog(ShellBase):
     """A conversation's durable, append-only message log in Redis (synchronous).
 
     Any number of workers, in any process or host, may share one conversation: every
@@ -53,26 +52,15 @@ class MessageLog:
         max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
         page_size: int = DEFAULT_PAGE_SIZE,
     ) -> None:
-        if not hasattr(redis, "connection_pool"):
-            raise TypeError(f"MessageLog needs a redis.Redis client, got {type(redis).__name__}")
-        self._redis = redis
-        self._on_append = on_append
-        self._core = LogCore(
+        self._setup_core(
+            redis,
             conversation,
             prefix=prefix,
             max_message_bytes=max_message_bytes,
             page_size=page_size,
         )
-
-    @property
-    def conversation(self) -> str:
-        """The conversation id."""
-        return self._core.conversation
-
-    @property
-    def keys(self) -> ConversationKeys:
-        """The names of this conversation's keys and channel (for ops and tooling)."""
-        return self._core.keys
+        self._redis = redis
+        self._on_append = on_append
 
     # -- writing -------------------------------------------------------------------
 
