@@ -52,18 +52,18 @@ def test_stream_key_of_wrong_type(env: Env) -> None:
     assert env.raw.get(log.keys.stream) == b"not a stream"
 
 
-def test_seq_key_of_wrong_type(env: Env) -> None:
+@pytest.mark.parametrize(
+    "spoil, error",
+    [
+        (lambda raw, key: raw.rpush(key, "x"), WrongTypeError),  # a list, not a string
+        (lambda raw, key: raw.set(key, "abc"), CorruptLogError),  # a string, not a number
+    ],
+    ids=["wrong type", "garbage"],
+)
+def test_bad_seq_key_writes_nothing(env: Env, spoil: Callable[..., object], error: type) -> None:
     log = env.log()
-    env.raw.rpush(log.keys.seq, "x")
-    with pytest.raises(WrongTypeError, match="seq counter"):
-        log.add("user", "x")
-    assert env.raw.exists(log.keys.stream) == 0
-
-
-def test_seq_key_holding_garbage(env: Env) -> None:
-    log = env.log()
-    env.raw.set(log.keys.seq, "abc")
-    with pytest.raises(CorruptLogError, match="seq counter"):
+    spoil(env.raw, log.keys.seq)
+    with pytest.raises(error, match="seq counter"):
         log.add("user", "x")
     assert env.raw.exists(log.keys.stream) == 0
 
