@@ -8,16 +8,42 @@
 --
 -- KEYS[1]   seq counter: a string holding the last assigned seq (absent = 0)
 -- KEYS[2]   stream: one entry per message, entry ID "<seq>-0", fields "at" and "msg"
+-- KEYS[3]   optional idempotency record: "<last_seq> <at> <count> <fingerprint>"
 -- ARGV[1]   publish command: "PUBLISH", "SPUBLISH" (cluster) or "" for no event
 -- ARGV[2]   channel for the post-commit event
--- ARGV[3..] the encoded messages (JSON), in order; at least one
+-- ARGV[3]   idempotency record lifetime in milliseconds (ignored without KEYS[3])
+-- ARGV[4]   fingerprint of the batch (ignored without KEYS[3])
+-- ARGV[5..] the encoded messages (JSON), in order; at least one
 --
--- Returns {last_seq, at}: the seq of the last message written and the commit time in
--- microseconds since the Unix epoch (a string), read once from the server's clock.
+-- Returns {last_seq, at, replayed}: the seq of the last message written, the commit time
+-- in microseconds since the Unix epoch (a string) read once from the server's clock, and
+-- 1 when KEYS[3] already recorded this batch (nothing written; the first call's result).
 --
 -- Nothing is written unless everything can be: the counter is read and checked, then the
 -- first XADD (the only write that can fail: wrong type, or a counter behind the stream)
--- runs before any other change. Later XADDs use larger IDs and cannot fail.
+-- runs before any other change. Later XADDs use larger IDs and SET cannot fail.
+
+local HEADER = 4
+local n = #ARGV - HEADER
+
+if KEYS[3] then
+  local record = redis.pcall('GET', KEYS[3])
+  if type(record) == 'table' and record.err then
+    return redis.error_reply('WRONGTYPE idempotency record ' .. KEYS[3] .. ' is not a string')
+  end
+  if record then
+    local last, at, count, fingerprint = string.match(record, '^(%d+) (%d+) (%d+) (%S+)$')
+    if not last then
+      return redis.error_reply('MSGLOG_BADRECORD idempotency record ' .. KEYS[3] .. ' holds ' ..
+        record)
+    end
+    if fingerprint ~= ARGV[4] or tonumber(count) ~= n then
+      return redis.error_reply('MSGLOG_KEYREUSED idempotency key ' .. KEYS[3] ..
+        ' was used for a different batch')
+    end
+    return {tonumber(last), at, 1}
+  end
+end
 
 local time = redis.call('TIME')
 local at = time[1] .. string.format('%06d', tonumber(time[2]))
@@ -34,9 +60,8 @@ if raw then
   end
 end
 
-local n = #ARGV - 2
 local first_id = string.format('%d-0', last + 1)
-local added = redis.pcall('XADD', KEYS[2], first_id, 'at', at, 'msg', ARGV[3])
+local added = redis.pcall('XADD', KEYS[2], first_id, 'at', at, 'msg', ARGV[HEADER + 1])
 if type(added) == 'table' and added.err then
   local err = tostring(added.err)  -- fakeredis hands over a userdata, not a string
   if string.find(err, 'WRONGTYPE', 1, true) then
@@ -49,15 +74,20 @@ if type(added) == 'table' and added.err then
   return redis.error_reply(err)
 end
 for i = 2, n do
-  redis.call('XADD', KEYS[2], string.format('%d-0', last + i), 'at', at, 'msg', ARGV[i + 2])
+  redis.call('XADD', KEYS[2], string.format('%d-0', last + i), 'at', at, 'msg', ARGV[HEADER + i])
 end
 local new_last = redis.call('INCRBY', KEYS[1], n)
+
+if KEYS[3] then
+  redis.call('SET', KEYS[3], string.format('%d', new_last) .. ' ' .. at .. ' ' .. n .. ' ' ..
+    ARGV[4], 'PX', ARGV[3])
+end
 
 if ARGV[1] ~= '' then
   local first = string.format('%d', last + 1)
   local payload = '{"first":' .. first .. ',"last":' .. string.format('%d', new_last) ..
-    ',"at":' .. at .. ',"messages":[' .. table.concat(ARGV, ',', 3) .. ']}'
+    ',"at":' .. at .. ',"messages":[' .. table.concat(ARGV, ',', HEADER + 1) .. ']}'
   redis.call(ARGV[1], ARGV[2], payload)
 end
 
-return {new_last, at}
+return {new_last, at, 0}

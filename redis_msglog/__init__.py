@@ -11,11 +11,12 @@ Quick start::
 """
 
 from .adapters import to_anthropic, to_langchain, to_openai
-from .aio import AsyncMessageLog
+from .aio import AsyncMessageLog, AsyncSubscription
 from .errors import (
     AppendInDoubtError,
     CodecError,
     CorruptLogError,
+    IdempotencyConflictError,
     InvalidMessageError,
     MessageLogError,
     MessageTooLargeError,
@@ -26,24 +27,31 @@ from .errors import (
 )
 from .keys import ConversationKeys
 from .models import AgentMessage, Role, StoredMessage, ToolCall
-from .sync import MessageLog
+from .retry import DEFAULT_RETRY, NO_RETRY, RetryPolicy
+from .sync import MessageLog, Subscription
 
 __all__ = [
+    "DEFAULT_RETRY",
+    "NO_RETRY",
     "AgentMessage",
     "AppendInDoubtError",
     "AsyncMessageLog",
+    "AsyncSubscription",
     "CodecError",
     "ConversationKeys",
     "CorruptLogError",
+    "IdempotencyConflictError",
     "InvalidMessageError",
     "MessageLog",
     "MessageLogError",
     "MessageTooLargeError",
     "OutOfMemoryError",
+    "RetryPolicy",
     "Role",
     "ServerUnavailableError",
     "StorageError",
     "StoredMessage",
+    "Subscription",
     "ToolCall",
     "WrongTypeError",
     "to_anthropic",

@@ -5,8 +5,11 @@ It mirrors :class:`redis_msglog.MessageLog` method for method; see there for sem
 
 from __future__ import annotations
 
+import asyncio
 import inspect
-from collections.abc import Awaitable, Callable, Iterable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
+from datetime import timedelta
+from types import TracebackType
 from typing import Any, TypeVar, overload
 
 from redis import exceptions as redis_errors
@@ -14,16 +17,22 @@ from redis.asyncio import Redis
 
 from . import adapters
 from .core import (
+    DEFAULT_IDEMPOTENCY_WINDOW,
     DEFAULT_MAX_MESSAGE_BYTES,
     DEFAULT_PAGE_SIZE,
     Batch,
     Command,
+    FollowCursor,
+    Pause,
     Plan,
     Read,
     ReplyLost,
     ShellBase,
+    follow_block_ms,
+    storage_error,
 )
 from .models import AgentMessage, Role, StoredMessage
+from .retry import DEFAULT_RETRY, RetryPolicy
 
 T = TypeVar("T")
 AsyncOnAppend = Callable[[list[StoredMessage]], "Awaitable[object] | object"]
@@ -36,7 +45,10 @@ class AsyncMessageLog(ShellBase):
     client; ``on_append`` may be a plain or an async callable.
 
     Cancellation: an append cancelled while in flight has either committed or not (the
-    script is atomic); its connection is discarded, never reused mid-reply.
+    script is atomic); its connection is discarded, never reused mid-reply. Calling again
+    with the same ``idempotency_key`` is always safe: it returns the first commit's seq or
+    writes the message once. (Pass your own key if you may retry after a cancellation:
+    a generated one dies with the cancelled call.)
     """
 
     def __init__(
@@ -48,6 +60,8 @@ class AsyncMessageLog(ShellBase):
         *,
         max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
         page_size: int = DEFAULT_PAGE_SIZE,
+        retry: RetryPolicy = DEFAULT_RETRY,
+        idempotency_window: timedelta = DEFAULT_IDEMPOTENCY_WINDOW,
     ) -> None:
         self._setup_core(
             redis,
@@ -55,32 +69,47 @@ class AsyncMessageLog(ShellBase):
             prefix=prefix,
             max_message_bytes=max_message_bytes,
             page_size=page_size,
+            retry=retry,
+            idempotency_window=idempotency_window,
         )
         self._redis = redis
         self._on_append = on_append
 
     # -- writing -------------------------------------------------------------------
 
-    async def add(self, role: Role, content: str) -> int:
+    async def add(self, role: Role, content: str, *, idempotency_key: str | None = None) -> int:
         """Append ``{"role": role, "content": content}``; return its seq."""
-        return await self.append({"role": role, "content": content})
+        return await self.append(
+            {"role": role, "content": content}, idempotency_key=idempotency_key
+        )
 
-    async def append(self, msg: AgentMessage | Mapping[str, Any]) -> int:
-        """Append one message; return the seq the server assigned to it."""
-        return await self._commit(self._core.batch((msg,)))
+    async def append(
+        self, msg: AgentMessage | Mapping[str, Any], *, idempotency_key: str | None = None
+    ) -> int:
+        """Append one message; return the seq the server assigned to it (see
+        :meth:`redis_msglog.MessageLog.append` for ``idempotency_key`` and errors).
 
-    async def append_many(self, msgs: Iterable[AgentMessage | Mapping[str, Any]]) -> int:
+        If the task is cancelled while the append is in flight, it has either committed
+        or not; calling again with the same ``idempotency_key`` is always safe."""
+        return await self._commit(self._core.batch((msg,)), idempotency_key)
+
+    async def append_many(
+        self,
+        msgs: Iterable[AgentMessage | Mapping[str, Any]],
+        *,
+        idempotency_key: str | None = None,
+    ) -> int:
         """Append a batch atomically; return the last seq (``count()`` if empty)."""
         batch = self._core.batch(msgs)
-        return await self._commit(batch) if batch.encoded else await self.count()
+        return await self._commit(batch, idempotency_key) if batch.encoded else await self.count()
 
-    async def _commit(self, batch: Batch) -> int:
-        last_seq, at = await self._run(self._core.append_plan(batch))
-        if self._on_append is not None:
-            result = self._on_append(self._core.committed_rows(batch, last_seq, at))
+    async def _commit(self, batch: Batch, idempotency_key: str | None) -> int:
+        commit = await self._run(self._core.append_plan(batch, idempotency_key))
+        if commit.fresh and self._on_append is not None:
+            result = self._on_append(self._core.committed_rows(batch, commit))
             if inspect.isawaitable(result):
                 await result
-        return last_seq
+        return commit.last_seq
 
     # -- reading -------------------------------------------------------------------
 
@@ -106,6 +135,44 @@ class AsyncMessageLog(ShellBase):
     async def count(self) -> int:
         """Total messages ever appended: the seq high-water mark (one ``GET``)."""
         return await self._run(self._core.count_plan())
+
+    # -- following commits from every worker -----------------------------------------
+
+    def follow(
+        self, after: int = 0, *, reconnect_within: float | None = 30.0
+    ) -> AsyncIterator[StoredMessage]:
+        """Every message with seq > ``after``, in seq order, then each new one as any
+        worker commits it (see :meth:`redis_msglog.MessageLog.follow`).
+
+        Cancelling the consuming task, or leaving the ``async for``, releases the
+        connection (a read cancelled mid-wait is disconnected, never reused)."""
+        cursor = self._core.follow_cursor(
+            after, block_ms=self._block_ms(), reconnect_within=reconnect_within
+        )
+        return _rows(self._pages(cursor))
+
+    def subscribe(self, callback: AsyncOnAppend, *, after: int | None = None) -> AsyncSubscription:
+        """Call ``callback(rows)`` (plain or async) from a background task for commits
+        made by any worker; the same delivery rules as
+        :meth:`redis_msglog.MessageLog.subscribe`. Must be called with a running loop;
+        start from ``after`` (default: the count when the task first reads)."""
+        return AsyncSubscription(self, callback, after)
+
+    async def _pages(self, cursor: FollowCursor) -> AsyncIterator[list[StoredMessage]]:
+        """Non-empty pages of new rows, in order, forever."""
+        while True:
+            try:
+                reply = await self._redis.execute_command(*cursor.command())
+            except (redis_errors.ConnectionError, redis_errors.TimeoutError) as exc:
+                await asyncio.sleep(cursor.failed(exc))
+                continue
+            except redis_errors.RedisError as exc:
+                raise storage_error(exc, self.keys) from exc
+            if rows := cursor.accept(reply):
+                yield rows
+
+    def _block_ms(self) -> int:
+        return follow_block_ms(self._redis.connection_pool.connection_kwargs.get("socket_timeout"))
 
     # -- provider formats (see redis_msglog.adapters for the rules) ------------------
 
@@ -138,6 +205,8 @@ class AsyncMessageLog(ShellBase):
             try:
                 if isinstance(step, Read):
                     reply = await self._read(step.commands)
+                elif isinstance(step, Pause):
+                    await asyncio.sleep(step.seconds)
                 else:
                     reply = await self._write_once(step.command)
             except (redis_errors.RedisError, ReplyLost) as exc:
@@ -169,3 +238,66 @@ class AsyncMessageLog(ShellBase):
             raise
         finally:
             await pool.release(conn)
+
+
+async def _rows(pages: AsyncIterator[list[StoredMessage]]) -> AsyncIterator[StoredMessage]:
+    async for page in pages:
+        for row in page:
+            yield row
+
+
+class AsyncSubscription:
+    """A task feeding commits to a callback; see :meth:`AsyncMessageLog.subscribe`.
+
+    ``await close()`` (or ``async with``) cancels it, releasing its connection at once.
+    """
+
+    def __init__(self, log: AsyncMessageLog, callback: AsyncOnAppend, after: int | None) -> None:
+        if after is not None:
+            log._core.follow_cursor(after, block_ms=1, reconnect_within=None)  # validates
+        self.position = after
+        self.error: BaseException | None = None
+        self._log = log
+        self._callback = callback
+        self._task = asyncio.get_running_loop().create_task(
+            self._deliver(), name=f"msglog-subscription-{log.conversation}"
+        )
+
+    async def _deliver(self) -> None:
+        if self.position is None:
+            self.position = await self._log.count()
+        cursor = self._log._core.follow_cursor(
+            self.position, block_ms=self._log._block_ms(), reconnect_within=None
+        )
+        try:
+            async for rows in self._log._pages(cursor):
+                result = self._callback(rows)
+                if inspect.isawaitable(result):
+                    await result
+                self.position = rows[-1].seq
+        except Exception as exc:  # kept for close(): a task has no caller to raise to
+            self.error = exc
+
+    @property
+    def running(self) -> bool:
+        """Whether the task is still delivering."""
+        return not self._task.done()
+
+    async def close(self) -> None:
+        """Stop delivering; re-raise the callback's (or the server's) error if the
+        subscription died of one."""
+        self._task.cancel()
+        await asyncio.wait([self._task])  # unlike awaiting it, lets our own cancel through
+        if self.error is not None:
+            raise self.error
+
+    async def __aenter__(self) -> AsyncSubscription:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.close()

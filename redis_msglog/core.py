@@ -9,8 +9,12 @@ error mapping are written once.
 
 from __future__ import annotations
 
+import hashlib
+import os
+import time
 from collections.abc import Generator, Iterable, Mapping
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import Any, TypeVar
 
 from pydantic import ValidationError
@@ -20,6 +24,7 @@ from . import errors
 from .codec import decode_entry, encode_message
 from .keys import ConversationKeys
 from .models import AgentMessage, StoredMessage
+from .retry import DEFAULT_RETRY, RetryPolicy
 from .scripts import LuaScript, load_script
 
 T = TypeVar("T")
@@ -27,6 +32,8 @@ Command = tuple[str | bytes | int, ...]
 
 DEFAULT_MAX_MESSAGE_BYTES = 8 * 1024 * 1024
 DEFAULT_PAGE_SIZE = 1000
+DEFAULT_IDEMPOTENCY_WINDOW = timedelta(hours=24)
+MAX_IDEMPOTENCY_KEY_LENGTH = 256
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,7 +53,14 @@ class Write:
     command: Command
 
 
-Step = Read | Write
+@dataclass(frozen=True, slots=True)
+class Pause:
+    """Wait this many seconds (between retries). The reply is ``None``."""
+
+    seconds: float
+
+
+Step = Read | Write | Pause
 Plan = Generator[Step, Any, T]
 
 
@@ -62,6 +76,25 @@ class Batch:
     messages: tuple[AgentMessage, ...]
     encoded: tuple[bytes, ...]
 
+    def fingerprint(self) -> str:
+        """A digest of the batch, stored with an idempotency record so that a key reused
+        for a different batch is refused instead of answered with the wrong seqs."""
+        digest = hashlib.blake2b(digest_size=16)
+        for data in self.encoded:
+            digest.update(len(data).to_bytes(8, "big"))
+            digest.update(data)
+        return digest.hexdigest()
+
+
+@dataclass(frozen=True, slots=True)
+class Commit:
+    """The result of an append: ``fresh`` is False when the server answered with an
+    earlier call's result for the same idempotency key (nothing was written)."""
+
+    last_seq: int
+    at_micros: int
+    fresh: bool
+
 
 class LogCore:
     """Everything a message log does, minus the I/O."""
@@ -73,13 +106,26 @@ class LogCore:
         prefix: str,
         max_message_bytes: int,
         page_size: int,
+        retry: RetryPolicy = DEFAULT_RETRY,
+        idempotency_window: timedelta = DEFAULT_IDEMPOTENCY_WINDOW,
     ) -> None:
         _require_positive("max_message_bytes", max_message_bytes)
         _require_positive("page_size", page_size)
+        if not isinstance(retry, RetryPolicy):
+            raise TypeError(f"retry must be a RetryPolicy, got {type(retry).__name__}")
+        if not isinstance(idempotency_window, timedelta) or idempotency_window < timedelta(
+            milliseconds=1
+        ):
+            raise ValueError(
+                "idempotency_window must be a timedelta of at least 1 ms, "
+                f"got {idempotency_window!r}"
+            )
         self.conversation = conversation
         self.keys = ConversationKeys.build(prefix, conversation)
         self.max_message_bytes = max_message_bytes
         self.page_size = page_size
+        self.retry = retry
+        self.idempotency_window = idempotency_window
         self._script: LuaScript = load_script("append.lua")
         self._publish = "PUBLISH"
 
@@ -106,47 +152,87 @@ class LogCore:
             encoded.append(data)
         return Batch(messages, tuple(encoded))
 
-    def append_plan(self, batch: Batch) -> Plan[tuple[int, int]]:
-        """Append a non-empty batch in one script call; returns ``(last_seq, at_micros)``."""
-        keys_and_args: Command = (
-            2,
-            self.keys.seq,
-            self.keys.stream,
-            self._publish,
-            self.keys.channel,
-            *batch.encoded,
-        )
-        script, send_body = self._script, False
-        try:
-            while True:
-                command = "EVAL" if send_body else "EVALSHA"
-                try:
-                    reply = yield Write(
-                        (command, script.body if send_body else script.sha, *keys_and_args)
-                    )
-                    break
-                except redis_errors.NoScriptError:
-                    # Not cached (restart, failover, SCRIPT FLUSH): nothing ran, so EVAL is
-                    # safe. EVAL also caches it for the next EVALSHA.
-                    if send_body:
-                        raise
-                    send_body = True
-                except redis_errors.ResponseError as exc:
-                    plain = script.without_shebang()
-                    if plain is script or not _is_shebang_rejection(exc):
-                        raise
-                    self._script = script = plain
-                    send_body = True
-        except (redis_errors.RedisError, ReplyLost) as exc:
-            raise storage_error(exc, self.keys) from exc
-        return int(reply[0]), int(reply[1])
+    def append_plan(self, batch: Batch, idempotency_key: str | None) -> Plan[Commit]:
+        """Append a non-empty batch in one script call, re-sent under the retry policy.
 
-    def committed_rows(self, batch: Batch, last_seq: int, at_micros: int) -> list[StoredMessage]:
+        Every try carries the same idempotency key (the caller's, or one generated for
+        this call when retries are enabled), so a re-send after a lost reply returns the
+        committed result instead of writing the batch twice.
+        """
+        if idempotency_key is not None:
+            _check_idempotency_key(idempotency_key)
+            window = self.idempotency_window
+        elif self.retry.attempts:
+            idempotency_key, window = os.urandom(12).hex(), self.retry.generated_key_ttl
+        keys: Command = (2, self.keys.seq, self.keys.stream)
+        header: Command = (self._publish, self.keys.channel, "", "")
+        if idempotency_key is not None:
+            ttl_ms = max(1, int(window / timedelta(milliseconds=1)))
+            keys = (3, *keys[1:], self.keys.idempotency_record(idempotency_key))
+            header = (*header[:2], ttl_ms, batch.fingerprint())
+        keys_and_args = (*keys, *header, *batch.encoded)
+
+        maybe_committed = False
+        failure: BaseException | None = None
+        for attempt in range(self.retry.attempts + 1):
+            if attempt:
+                yield Pause(self.retry.delay(attempt))
+            try:
+                last_seq, at, replayed = yield from self._eval(keys_and_args)
+            except ReplyLost as exc:
+                maybe_committed, failure = True, exc
+            except (redis_errors.ConnectionError, redis_errors.TimeoutError) as exc:
+                failure = exc  # no connection: nothing was sent
+            except redis_errors.RedisError as exc:
+                raise storage_error(exc, self.keys) from exc
+            else:
+                # A replay after our own lost reply is this call's commit, seen late.
+                fresh = not int(replayed) or maybe_committed
+                return Commit(int(last_seq), int(at), fresh)
+        assert failure is not None
+        tries = self.retry.attempts + 1
+        if maybe_committed:
+            raise errors.AppendInDoubtError(
+                f"connection lost after the append was sent to {self.keys.stream} "
+                f"({tries} tries; last: {failure.__cause__ or failure}); it may have "
+                f"committed. "
+                + (
+                    f"Retrying with idempotency_key={idempotency_key!r} within {window} is safe."
+                    if idempotency_key is not None
+                    else "It was not re-sent (retries are off and no idempotency_key was given)."
+                ),
+                idempotency_key=idempotency_key,
+            ) from failure
+        raise errors.ServerUnavailableError(
+            f"Redis is unavailable ({tries} tries): {failure}. Nothing was written."
+        ) from failure
+
+    def _eval(self, keys_and_args: Command) -> Plan[Any]:
+        """Run the append script: EVALSHA, falling back to EVAL when it is not cached."""
+        script, send_body = self._script, False
+        while True:
+            command = ("EVAL", script.body) if send_body else ("EVALSHA", script.sha)
+            try:
+                reply = yield Write((*command, *keys_and_args))
+                return reply
+            except redis_errors.NoScriptError:
+                # Not cached (restart, failover, SCRIPT FLUSH): nothing ran, so EVAL is safe.
+                # EVAL also caches it for the next EVALSHA.
+                if send_body:
+                    raise
+                send_body = True
+            except redis_errors.ResponseError as exc:
+                plain = script.without_shebang()
+                if plain is script or not _is_shebang_rejection(exc):
+                    raise
+                self._script = script = plain
+                send_body = True
+
+    def committed_rows(self, batch: Batch, commit: Commit) -> list[StoredMessage]:
         """The rows of a committed batch exactly as a reader will decode them."""
-        first = last_seq - len(batch.encoded) + 1
-        return [
-            decode_entry(first + i, str(at_micros), data) for i, data in enumerate(batch.encoded)
-        ]
+        first = commit.last_seq - len(batch.encoded) + 1
+        at = str(commit.at_micros)
+        return [decode_entry(first + i, at, data) for i, data in enumerate(batch.encoded)]
 
     # -- reading -------------------------------------------------------------------
 
@@ -202,6 +288,12 @@ class LogCore:
         newest_first.reverse()
         return newest_first
 
+    def follow_cursor(
+        self, after: int, *, block_ms: int, reconnect_within: float | None
+    ) -> FollowCursor:
+        """The state of one ``follow`` (see :class:`FollowCursor`)."""
+        return FollowCursor(self, after, block_ms=block_ms, reconnect_within=reconnect_within)
+
     # -- helpers -------------------------------------------------------------------
 
     def _read(self, *commands: Command) -> Plan[list[Any]]:
@@ -235,6 +327,77 @@ class LogCore:
 _BYTES = (b"at", b"msg", b"-")
 
 
+class FollowCursor:
+    """Where a follower is, and how patient it is with a failing server.
+
+    The stream is the source of truth: each step is one ``XREAD BLOCK`` for entries after
+    ``position``, so a follower that starts late, lags or reconnects resumes exactly where
+    it was. A page that does not start at ``position + 1`` (entries deleted or trimmed
+    under it) raises :class:`~redis_msglog.CorruptLogError` rather than skipping.
+    """
+
+    def __init__(
+        self, core: LogCore, after: int, *, block_ms: int, reconnect_within: float | None
+    ) -> None:
+        _require_non_negative("after", after)
+        if reconnect_within is not None and not reconnect_within >= 0:
+            raise ValueError(f"reconnect_within must be >= 0 or None, got {reconnect_within!r}")
+        self.position = after
+        self._core = core
+        self._block_ms = max(1, block_ms)  # BLOCK 0 would mean "forever"
+        self._reconnect_within = reconnect_within
+        self._failing_since: float | None = None
+        self._failures = 0
+
+    def command(self) -> Command:
+        """The next read: up to a page of entries after ``position``, waiting for one."""
+        return (
+            "XREAD", "COUNT", self._core.page_size, "BLOCK", self._block_ms,
+            "STREAMS", self._core.keys.stream, f"{self.position}-0",
+        )  # fmt: skip
+
+    def accept(self, reply: Any) -> list[StoredMessage]:
+        """The rows of an ``XREAD`` reply (none on a timeout); advances ``position``."""
+        self._failing_since, self._failures = None, 0
+        if not reply:
+            return []
+        # RESP2: [[stream, entries]]; RESP3: {stream: [entries]}.
+        entries = next(iter(reply.values()))[0] if isinstance(reply, Mapping) else reply[0][1]
+        rows = self._core._decode(entries)
+        if rows and rows[0].seq != self.position + 1:
+            raise errors.CorruptLogError(
+                f"stream {self._core.keys.stream} has a gap: expected seq {self.position + 1}, "
+                f"got {rows[0].seq} (entries deleted or trimmed?)"
+            )
+        # Hand out the contiguous run; a gap further on is met (and raised) by the next read.
+        end = next((i for i, row in enumerate(rows) if row.seq != rows[0].seq + i), len(rows))
+        rows = rows[:end]
+        if rows:
+            self.position = rows[-1].seq
+        return rows
+
+    def failed(self, exc: BaseException) -> float:
+        """Seconds to wait before reading again after a connection failure; raises
+        :class:`~redis_msglog.ServerUnavailableError` once ``reconnect_within`` is spent."""
+        now = time.monotonic()
+        if self._failing_since is None:
+            self._failing_since = now
+        elif self._reconnect_within is not None and now - self._failing_since > (
+            self._reconnect_within
+        ):
+            raise errors.ServerUnavailableError(
+                f"follow of {self._core.keys.stream} lost the server for over "
+                f"{self._reconnect_within} s (at seq {self.position}): {exc}"
+            ) from exc
+        self._failures += 1
+        return float(min(2.0, 0.05 * 2 ** min(self._failures - 1, 10)))
+
+
+def follow_block_ms(socket_timeout: float | None) -> int:
+    """How long one ``XREAD`` may block: well inside the client's socket timeout."""
+    return 5000 if socket_timeout is None else min(5000, max(1, int(socket_timeout * 500)))
+
+
 class ShellBase:
     """What the sync and asyncio clients share besides carrying steps: the core, built
     from the constructor's options, and the names it computes."""
@@ -249,6 +412,8 @@ class ShellBase:
         prefix: str,
         max_message_bytes: int,
         page_size: int,
+        retry: RetryPolicy,
+        idempotency_window: timedelta,
     ) -> None:
         if not hasattr(client, "connection_pool"):
             raise TypeError(
@@ -256,7 +421,12 @@ class ShellBase:
                 f"got {type(client).__name__}"
             )
         self._core = LogCore(
-            conversation, prefix=prefix, max_message_bytes=max_message_bytes, page_size=page_size
+            conversation,
+            prefix=prefix,
+            max_message_bytes=max_message_bytes,
+            page_size=page_size,
+            retry=retry,
+            idempotency_window=idempotency_window,
         )
 
     @property
@@ -293,22 +463,28 @@ def _is_shebang_rejection(exc: redis_errors.ResponseError) -> bool:
 
 
 def storage_error(exc: BaseException, keys: ConversationKeys) -> errors.MessageLogError:
-    """Map a redis-py exception (or :class:`ReplyLost`) to this library's errors."""
+    """Map a redis-py exception to this library's errors."""
     text = str(exc)
-    if isinstance(exc, ReplyLost):
-        return errors.AppendInDoubtError(
-            f"connection lost after the append was sent to {keys.stream}; it may or may not "
-            f"have committed ({exc.__cause__ or exc}). It was not re-sent."
-        )
     if isinstance(exc, (redis_errors.ConnectionError, redis_errors.TimeoutError)):
         return errors.ServerUnavailableError(f"Redis is unavailable: {text}")
     if isinstance(exc, redis_errors.OutOfMemoryError) or text.startswith("OOM"):
         return errors.OutOfMemoryError(f"Redis refused the write (maxmemory reached): {text}")
     if "WRONGTYPE" in text:
         return errors.WrongTypeError(f"a key of {keys.stream!r}'s conversation: {text}")
+    if "MSGLOG_KEYREUSED" in text:
+        return errors.IdempotencyConflictError(text)
     if "MSGLOG_" in text:
         return errors.CorruptLogError(text)
     return errors.StorageError(f"Redis error: {text}")
+
+
+def _check_idempotency_key(key: str) -> None:
+    if not isinstance(key, str) or not key:
+        raise ValueError(f"idempotency_key must be a non-empty str, got {key!r}")
+    if len(key) > MAX_IDEMPOTENCY_KEY_LENGTH:
+        raise ValueError(
+            f"idempotency_key is {len(key)} characters long, over {MAX_IDEMPOTENCY_KEY_LENGTH}"
+        )
 
 
 def _require_positive(name: str, value: int) -> None:

@@ -52,6 +52,7 @@ class EphemeralServer:
         self.port = port  # 0: pick a free one at each start
         self._process: subprocess.Popen[bytes] | None = None
         self._dir: tempfile.TemporaryDirectory[str] | None = None
+        self._process_args: list[str] = []
 
     @property
     def url(self) -> str:
@@ -66,8 +67,9 @@ class EphemeralServer:
             args = [self.binary, "--port", str(self.port), "--bind", "127.0.0.1"]
             args += ["--save", "", "--appendonly", "no", "--dir", self._dir.name]
             args += ["--logfile", str(Path(self._dir.name) / "server.log")]
+            self._process_args = [*args, *self.extra_args]
             self._process = subprocess.Popen(
-                [*args, *self.extra_args], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+                self._process_args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
             )
             if self._wait_ready(timeout):
                 return self
@@ -91,8 +93,25 @@ class EphemeralServer:
             time.sleep(0.02)
         return False
 
+    def restart(self, timeout: float = 10.0) -> EphemeralServer:
+        """Stop the process (SIGTERM: a clean shutdown) and start it again on the same port
+        with the same data dir, so what it persisted (``--appendonly yes``) survives."""
+        self._terminate()
+        self._process = subprocess.Popen(
+            self._process_args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+        )
+        if not self._wait_ready(timeout):
+            raise RuntimeError(f"{self.binary} did not restart on port {self.port}")
+        return self
+
     def stop(self) -> None:
         """Stop the process (SIGTERM, then SIGKILL) and remove its data dir."""
+        self._terminate()
+        if self._dir is not None:
+            self._dir.cleanup()
+            self._dir = None
+
+    def _terminate(self) -> None:
         if self._process is not None:
             self._process.terminate()
             try:
@@ -103,9 +122,6 @@ class EphemeralServer:
             if self._process.stderr is not None:
                 self._process.stderr.close()
             self._process = None
-        if self._dir is not None:
-            self._dir.cleanup()
-            self._dir = None
 
     def __enter__(self) -> EphemeralServer:
         return self.start()

@@ -47,12 +47,22 @@ class ServerUnavailableError(StorageError):
 
 
 class AppendInDoubtError(ServerUnavailableError):
-    """The connection failed after an append was sent: it may or may not have committed.
+    """The connection failed after an append was sent, and kept failing through every
+    retry: it may or may not have committed.
 
-    The library never re-sends it blindly (that could write it twice). Read the log
-    (``last()``/``read()``) to find out, or retry with an idempotency key once that is
-    available.
+    ``idempotency_key`` is the key every try carried (the caller's, or the one generated
+    for the call; ``None`` when retries are off and none was given). Calling again with
+    it is safe: if the append committed, the call returns its seq and writes nothing.
     """
+
+    def __init__(self, message: str, *, idempotency_key: str | None = None) -> None:
+        super().__init__(message)
+        self.idempotency_key = idempotency_key
+
+
+class IdempotencyConflictError(MessageLogError, ValueError):
+    """An idempotency key already used in this conversation (within its window) was
+    given with a different batch of messages. Nothing was written."""
 
 
 class OutOfMemoryError(StorageError):

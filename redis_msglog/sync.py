@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+import threading
+import time
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from datetime import timedelta
+from types import TracebackType
 from typing import Any, TypeVar, overload
 
 from redis import Redis
@@ -10,16 +14,22 @@ from redis import exceptions as redis_errors
 
 from . import adapters
 from .core import (
+    DEFAULT_IDEMPOTENCY_WINDOW,
     DEFAULT_MAX_MESSAGE_BYTES,
     DEFAULT_PAGE_SIZE,
     Batch,
     Command,
+    FollowCursor,
+    Pause,
     Plan,
     Read,
     ReplyLost,
     ShellBase,
+    follow_block_ms,
+    storage_error,
 )
 from .models import AgentMessage, Role, StoredMessage
+from .retry import DEFAULT_RETRY, RetryPolicy
 
 T = TypeVar("T")
 OnAppend = Callable[[list[StoredMessage]], object]
@@ -39,7 +49,11 @@ class MessageLog(ShellBase):
             to the caller; the rows stay committed.
         prefix: the first part of every key and channel name (see the README's layout).
         max_message_bytes: the largest encoded message accepted (default 8 MiB).
-        page_size: entries fetched per round trip by ``all``, ``read`` and ``last(n)``.
+        page_size: entries fetched per round trip by ``all``, ``read``, ``last(n)`` and
+            ``follow``.
+        retry: how an append is re-sent when its connection fails (safe: every try carries
+            one idempotency key); ``redis_msglog.NO_RETRY`` sends once.
+        idempotency_window: how long the server remembers a caller's ``idempotency_key``.
     """
 
     def __init__(
@@ -51,6 +65,8 @@ class MessageLog(ShellBase):
         *,
         max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
         page_size: int = DEFAULT_PAGE_SIZE,
+        retry: RetryPolicy = DEFAULT_RETRY,
+        idempotency_window: timedelta = DEFAULT_IDEMPOTENCY_WINDOW,
     ) -> None:
         self._setup_core(
             redis,
@@ -58,40 +74,56 @@ class MessageLog(ShellBase):
             prefix=prefix,
             max_message_bytes=max_message_bytes,
             page_size=page_size,
+            retry=retry,
+            idempotency_window=idempotency_window,
         )
         self._redis = redis
         self._on_append = on_append
 
     # -- writing -------------------------------------------------------------------
 
-    def add(self, role: Role, content: str) -> int:
+    def add(self, role: Role, content: str, *, idempotency_key: str | None = None) -> int:
         """Append ``{"role": role, "content": content}``; return its seq."""
-        return self.append({"role": role, "content": content})
+        return self.append({"role": role, "content": content}, idempotency_key=idempotency_key)
 
-    def append(self, msg: AgentMessage | Mapping[str, Any]) -> int:
+    def append(
+        self, msg: AgentMessage | Mapping[str, Any], *, idempotency_key: str | None = None
+    ) -> int:
         """Append one message; return the seq the server assigned to it.
+
+        With ``idempotency_key``, a later call with the same key on this conversation
+        (within ``idempotency_window``) writes nothing, fires no hook and returns the seq
+        assigned the first time; the same key with different messages raises
+        :class:`~redis_msglog.IdempotencyConflictError`.
 
         Raises :class:`~redis_msglog.InvalidMessageError`, :class:`~redis_msglog.CodecError`
         or :class:`~redis_msglog.MessageTooLargeError` before anything is sent, and a
-        :class:`~redis_msglog.StorageError` subclass if the server fails. The append is
-        never re-sent blindly: a lost reply raises :class:`~redis_msglog.AppendInDoubtError`.
+        :class:`~redis_msglog.StorageError` subclass if the server fails. A lost reply is
+        re-sent under the ``retry`` policy with the same key, so it never duplicates; when
+        every try fails, :class:`~redis_msglog.AppendInDoubtError` says it may have
+        committed and carries the key to retry with.
         """
-        return self._commit(self._core.batch((msg,)))
+        return self._commit(self._core.batch((msg,)), idempotency_key)
 
-    def append_many(self, msgs: Iterable[AgentMessage | Mapping[str, Any]]) -> int:
+    def append_many(
+        self,
+        msgs: Iterable[AgentMessage | Mapping[str, Any]],
+        *,
+        idempotency_key: str | None = None,
+    ) -> int:
         """Append a batch atomically (all rows or none); return the last seq assigned.
 
         An empty batch writes nothing and returns :meth:`count`. One bad message rejects
-        the whole batch before anything is sent.
+        the whole batch before anything is sent. ``idempotency_key`` as in :meth:`append`.
         """
         batch = self._core.batch(msgs)
-        return self._commit(batch) if batch.encoded else self.count()
+        return self._commit(batch, idempotency_key) if batch.encoded else self.count()
 
-    def _commit(self, batch: Batch) -> int:
-        last_seq, at = self._run(self._core.append_plan(batch))
-        if self._on_append is not None:
-            self._on_append(self._core.committed_rows(batch, last_seq, at))
-        return last_seq
+    def _commit(self, batch: Batch, idempotency_key: str | None) -> int:
+        commit = self._run(self._core.append_plan(batch, idempotency_key))
+        if commit.fresh and self._on_append is not None:
+            self._on_append(self._core.committed_rows(batch, commit))
+        return commit.last_seq
 
     # -- reading -------------------------------------------------------------------
 
@@ -119,6 +151,59 @@ class MessageLog(ShellBase):
     def count(self) -> int:
         """Total messages ever appended: the seq high-water mark (one ``GET``)."""
         return self._run(self._core.count_plan())
+
+    # -- following commits from every worker -----------------------------------------
+
+    def follow(
+        self, after: int = 0, *, reconnect_within: float | None = 30.0
+    ) -> Iterator[StoredMessage]:
+        """Every message with seq > ``after``, in seq order, then each new one as any
+        worker commits it, for as long as the caller iterates.
+
+        Never a gap or a duplicate: each read is a blocking ``XREAD`` from the last seq
+        seen, so a slow consumer or a lost connection (server restart, ``CLIENT KILL``)
+        resumes exactly where it was. The connection goes back to the pool between reads.
+        If the server stays unreachable for ``reconnect_within`` seconds (``None``: wait
+        forever), raises :class:`~redis_msglog.ServerUnavailableError`.
+        """
+        cursor = self._core.follow_cursor(
+            after, block_ms=self._block_ms(), reconnect_within=reconnect_within
+        )  # built now, so bad arguments raise here and not at the first next()
+        return (row for page in self._pages(cursor, lambda: False) for row in page)
+
+    def subscribe(self, callback: OnAppend, *, after: int | None = None) -> Subscription:
+        """Call ``callback(rows)`` in a background thread for commits made by any worker.
+
+        Delivery: every message with seq > ``after`` (default: the current ``count()``,
+        so only new commits), exactly once and in seq order, in batches, while the
+        subscription is open. ``Subscription.position`` is the last seq handed to a
+        callback that returned; to resume after a restart, store it and pass it back as
+        ``after`` (at-least-once if stored after handling). If ``callback`` raises, the
+        subscription stops and :meth:`Subscription.close` re-raises the error.
+        """
+        wait_ms = min(Subscription.WAIT_MS, self._block_ms())
+        cursor = self._core.follow_cursor(
+            self.count() if after is None else after, block_ms=wait_ms, reconnect_within=None
+        )
+        return Subscription(self, callback, cursor)
+
+    def _pages(
+        self, cursor: FollowCursor, stopped: Callable[[], bool]
+    ) -> Iterator[list[StoredMessage]]:
+        """Non-empty pages of new rows, in order, until ``stopped()``."""
+        while not stopped():
+            try:
+                reply = self._redis.execute_command(*cursor.command())
+            except (redis_errors.ConnectionError, redis_errors.TimeoutError) as exc:
+                time.sleep(cursor.failed(exc))
+                continue
+            except redis_errors.RedisError as exc:
+                raise storage_error(exc, self.keys) from exc
+            if rows := cursor.accept(reply):
+                yield rows
+
+    def _block_ms(self) -> int:
+        return follow_block_ms(self._redis.connection_pool.connection_kwargs.get("socket_timeout"))
 
     # -- provider formats (see redis_msglog.adapters for the rules) ------------------
 
@@ -151,6 +236,8 @@ class MessageLog(ShellBase):
             try:
                 if isinstance(step, Read):
                     reply = self._read(step.commands)
+                elif isinstance(step, Pause):
+                    time.sleep(step.seconds)
                 else:
                     reply = self._write_once(step.command)
             except (redis_errors.RedisError, ReplyLost) as exc:
@@ -181,3 +268,56 @@ class MessageLog(ShellBase):
             raise
         finally:
             pool.release(conn)
+
+
+class Subscription:
+    """A background thread feeding commits to a callback; see :meth:`MessageLog.subscribe`.
+
+    Close it (or use it as a context manager) to stop; the thread notices within the
+    subscription's ``XREAD`` wait (at most half a second).
+    """
+
+    WAIT_MS = 500
+
+    def __init__(self, log: MessageLog, callback: OnAppend, cursor: FollowCursor) -> None:
+        self.position = cursor.position
+        self.error: BaseException | None = None
+        self._callback = callback
+        self._stop = threading.Event()
+        self._pages = log._pages(cursor, self._stop.is_set)
+        self._thread = threading.Thread(
+            target=self._deliver, name=f"msglog-subscription-{log.conversation}", daemon=True
+        )
+        self._thread.start()
+
+    def _deliver(self) -> None:
+        try:
+            for rows in self._pages:
+                self._callback(rows)
+                self.position = rows[-1].seq
+        except BaseException as exc:  # kept for close(): a thread has no caller to raise to
+            self.error = exc
+
+    @property
+    def running(self) -> bool:
+        """Whether the thread is still delivering."""
+        return self._thread.is_alive()
+
+    def close(self, timeout: float | None = None) -> None:
+        """Stop delivering and wait for the thread; re-raise the callback's (or the
+        server's) error if the subscription died of one."""
+        self._stop.set()
+        self._thread.join(timeout)
+        if self.error is not None:
+            raise self.error
+
+    def __enter__(self) -> Subscription:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()

@@ -15,11 +15,13 @@ from redis.backoff import ConstantBackoff
 from redis.retry import Retry
 
 from redis_msglog import (
+    NO_RETRY,
     AppendInDoubtError,
     AsyncMessageLog,
     CorruptLogError,
     MessageLog,
     OutOfMemoryError,
+    RetryPolicy,
     ServerUnavailableError,
     StorageError,
     WrongTypeError,
@@ -153,9 +155,19 @@ def _stall(url: str, seconds: float) -> threading.Thread:
 EAGER_RETRY = Retry(ConstantBackoff(0.05), 10)  # what redis-py 8 does by default, and then some
 
 
-def test_lost_reply_is_reported_in_doubt_and_never_resent(
-    real_backend: str, flavor: str, shared_server: Callable[[str], EphemeralServer]
+PATIENT = RetryPolicy(attempts=10, backoff=0.1, max_backoff=0.2)
+
+
+@pytest.mark.parametrize("policy", [NO_RETRY, PATIENT], ids=["no retries", "patient retries"])
+def test_lost_reply_never_duplicates_whatever_the_clients_retry_settings(
+    real_backend: str,
+    flavor: str,
+    policy: RetryPolicy,
+    shared_server: Callable[[str], EphemeralServer],
 ) -> None:
+    """redis-py's own retry (10 re-sends here) never re-sends an append. With retries
+    off, a lost reply is reported in doubt; with ours on, the append is re-sent with the
+    same idempotency key until the server answers, and is written exactly once."""
     url = shared_server(real_backend).url
     conversation = new_id()
     options = {
@@ -163,29 +175,37 @@ def test_lost_reply_is_reported_in_doubt_and_never_resent(
         "retry": EAGER_RETRY,
         "retry_on_error": [redis.ConnectionError, redis.TimeoutError],
     }
+    expect_doubt = policy.attempts == 0
     # Each log appends once before the stall, so its connection is already open: a stall
     # during connect (redis-py's handshake) would fail before anything was sent.
     if flavor == "sync":
-        log = MessageLog(redis.Redis.from_url(url, **options), conversation)
+        log = MessageLog(redis.Redis.from_url(url, **options), conversation, retry=policy)
         log.add("user", "warm")
         stall = _stall(url, 1.5)
-        with pytest.raises(AppendInDoubtError, match="may or may not have committed"):
-            log.add("user", "once")
+        if expect_doubt:
+            with pytest.raises(AppendInDoubtError, match="may have committed") as caught:
+                log.add("user", "once")
+            assert caught.value.idempotency_key is None
+        else:
+            assert log.add("user", "once") == 2
     else:
 
         async def attempt() -> threading.Thread:
             client = redis.asyncio.Redis.from_url(url, **options)
-            alog = AsyncMessageLog(client, conversation)
+            alog = AsyncMessageLog(client, conversation, retry=policy)
             await alog.add("user", "warm")
             stall = _stall(url, 1.5)
-            with pytest.raises(AppendInDoubtError):
-                await alog.add("user", "once")
+            if expect_doubt:
+                with pytest.raises(AppendInDoubtError):
+                    await alog.add("user", "once")
+            else:
+                assert await alog.add("user", "once") == 2
             await client.aclose()
             return stall
 
         stall = asyncio.run(attempt())
     stall.join()
-    # The server ran the one append it received once unblocked; nothing was re-sent.
+    # The server ran the append it received once unblocked; nothing was written twice.
     reader = MessageLog(redis.Redis.from_url(url), conversation)
     assert [(m.seq, m.content) for m in reader.all()] == [(1, "warm"), (2, "once")]
     assert reader.add("user", "next") == 3

@@ -1,0 +1,304 @@
+"""follow() and subscribe(): every commit from every worker, in order, gap-free, through
+late starts, slow consumers, killed connections and server restarts."""
+
+from __future__ import annotations
+
+import asyncio
+import multiprocessing
+import threading
+import time
+from collections.abc import Callable, Iterator
+
+import pytest
+import redis
+import redis.asyncio
+
+from redis_msglog import (
+    AsyncMessageLog,
+    CorruptLogError,
+    MessageLog,
+    ServerUnavailableError,
+    StoredMessage,
+)
+from redis_msglog.ephemeral import EphemeralServer
+
+from .conftest import ALL_BACKENDS, Env, make_env, new_id
+
+WRITERS = 8
+PER_WRITER = 60  # 20 rounds of: one append, then an append_many of 2
+
+
+@pytest.fixture(params=ALL_BACKENDS)
+def sync_env(
+    request: pytest.FixtureRequest, shared_server: Callable[[str], EphemeralServer]
+) -> Iterator[Env]:
+    backend = str(request.param)
+    environment = make_env(
+        backend, "sync", None if backend == "fakeredis" else shared_server(backend)
+    )
+    yield environment
+    environment.close()
+
+
+def test_follow_yields_the_history_then_new_commits(sync_env: Env) -> None:
+    log = sync_env.log()
+    log.append_many([{"role": "user", "content": str(i)} for i in range(3)])
+    follower = log.follow(after=1)
+    assert [next(follower).seq, next(follower).seq] == [2, 3]
+    other = sync_env.log(log.conversation)  # another client, as another worker would be
+    threading.Timer(0.2, other.add, args=("assistant", "new")).start()
+    row = next(follower)  # waits for it
+    assert (row.seq, row.content) == (4, "new")
+    assert row == log.last()  # exactly what a reader decodes
+
+
+def test_follow_rejects_bad_arguments_at_once(sync_env: Env) -> None:
+    log = sync_env.log()
+    with pytest.raises(ValueError, match="after"):
+        log.follow(after=-1)
+    with pytest.raises(ValueError, match="reconnect_within"):
+        log.follow(reconnect_within=-1)
+
+
+def test_follow_refuses_to_skip_a_gap(sync_env: Env) -> None:
+    log = sync_env.log()
+    log.append_many([{"role": "user", "content": str(i)} for i in range(3)])
+    sync_env.raw.xdel(log.keys.stream, "2-0")  # an operator deleted an entry
+    follower = log.follow()
+    assert next(follower).seq == 1
+    with pytest.raises(CorruptLogError, match="gap: expected seq 2, got 3"):
+        next(follower)
+
+
+def _writer(url: str, conversation: str, worker: int) -> None:
+    log = MessageLog(redis.Redis.from_url(url), conversation)
+    for i in range(0, PER_WRITER, 3):
+        log.add("user", f"{worker}:{i}")
+        log.append_many(
+            [
+                {"role": "assistant", "content": f"{worker}:{i + 1}"},
+                {"role": "user", "content": f"{worker}:{i + 2}"},
+            ]
+        )
+        time.sleep(0.005)  # spread the run out, so followers start and die mid-run
+
+
+def test_eight_writers_three_followers_one_late_one_killed(
+    real_backend: str, shared_server: Callable[[str], EphemeralServer]
+) -> None:
+    url = shared_server(real_backend).url
+    conversation = new_id()
+    total = WRITERS * PER_WRITER
+    seen: dict[str, list[int]] = {"early": [], "late": [], "killed": []}
+
+    def follow(name: str) -> None:
+        client = redis.Redis.from_url(url, client_name=f"follower-{name}-{conversation}")
+        for row in MessageLog(client, conversation).follow():
+            seen[name].append(row.seq)
+            if row.seq == total:
+                return
+
+    def start(name: str) -> threading.Thread:
+        thread = threading.Thread(target=follow, args=(name,), daemon=True)
+        thread.start()
+        return thread
+
+    followers = [start("early"), start("killed")]
+    context = multiprocessing.get_context("spawn")
+    writers = [context.Process(target=_writer, args=(url, conversation, w)) for w in range(WRITERS)]
+    for writer in writers:
+        writer.start()
+    admin = redis.Redis.from_url(url, decode_responses=True)
+    kills = 0
+    while kills < 5 or len(seen["killed"]) < total // 2:
+        time.sleep(0.1)
+        for client in admin.client_list():
+            if client["name"] == f"follower-killed-{conversation}":
+                kills += admin.client_kill_filter(_id=client["id"])
+        if not any(w.is_alive() for w in writers):
+            break
+    followers.append(start("late"))  # mid-run or after it: it must catch up either way
+    for writer in writers:
+        writer.join(timeout=120)
+        assert writer.exitcode == 0
+    for thread in followers:
+        thread.join(timeout=60)
+    assert kills >= 1
+    for name, seqs in seen.items():
+        assert seqs == list(range(1, total + 1)), name
+
+
+def test_follow_survives_a_server_restart(
+    real_backend: str, private_server: Callable[..., EphemeralServer]
+) -> None:
+    server = private_server(real_backend, ["--appendonly", "yes"])
+    log = MessageLog(redis.Redis.from_url(server.url), new_id())
+    log.append_many([{"role": "user", "content": str(i)} for i in range(5)])
+    follower = log.follow(after=2)
+    assert [next(follower).seq for _ in range(3)] == [3, 4, 5]
+    server.restart()
+    assert log.add("user", "after the restart") == 6
+    assert next(follower).content == "after the restart"
+
+
+def test_follow_gives_up_when_the_server_stays_away(
+    real_backend: str, private_server: Callable[..., EphemeralServer]
+) -> None:
+    server = private_server(real_backend)
+    client = redis.Redis.from_url(server.url, socket_timeout=0.5, socket_connect_timeout=0.5)
+    follower = MessageLog(client, new_id()).follow(reconnect_within=1.0)
+    server.stop()
+    started = time.monotonic()
+    with pytest.raises(ServerUnavailableError, match="lost the server"):
+        next(follower)
+    assert time.monotonic() - started < 30  # bounded, not a hang
+
+
+def _blocked_clients(url: str) -> int:
+    return int(redis.Redis.from_url(url).info("clients")["blocked_clients"])
+
+
+def _wait_for(condition: Callable[[], bool], timeout: float = 5.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.02)
+    return True
+
+
+def test_breaking_out_of_follow_releases_its_connection(
+    real_backend: str, private_server: Callable[..., EphemeralServer]
+) -> None:
+    server = private_server(real_backend)
+    client = redis.Redis.from_url(server.url)
+    log = MessageLog(client, new_id())
+    log.add("user", "x")
+    for row in log.follow():
+        assert row.seq == 1
+        break
+    assert client.connection_pool._in_use_connections == set()  # type: ignore[attr-defined]
+
+
+def test_cancelling_an_async_follow_releases_its_connection(
+    real_backend: str, private_server: Callable[..., EphemeralServer]
+) -> None:
+    server = private_server(real_backend)
+
+    async def scenario() -> None:
+        client = redis.asyncio.Redis.from_url(server.url)
+        log = AsyncMessageLog(client, new_id())
+        seen: list[int] = []
+
+        async def consume() -> None:
+            async for row in log.follow():
+                seen.append(row.seq)
+
+        task = asyncio.create_task(consume())
+        await log.add("user", "x")
+        assert await asyncio.to_thread(_wait_for, lambda: _blocked_clients(server.url) == 1)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        assert seen == [1]
+        assert await asyncio.to_thread(_wait_for, lambda: _blocked_clients(server.url) == 0)
+        assert not client.connection_pool._in_use_connections  # type: ignore[attr-defined]
+        assert await log.add("user", "y") == 2  # the client is still usable
+        await client.aclose()
+
+    asyncio.run(scenario())
+
+
+def test_async_follow_from_another_worker(
+    real_backend: str, shared_server: Callable[[str], EphemeralServer]
+) -> None:
+    url = shared_server(real_backend).url
+    conversation = new_id()
+
+    async def scenario() -> None:
+        client = redis.asyncio.Redis.from_url(url)
+        log = AsyncMessageLog(client, conversation)
+        writer = MessageLog(redis.Redis.from_url(url), conversation)
+        writer.add("user", "old")
+        got: list[StoredMessage] = []
+
+        async def consume() -> None:
+            async for row in log.follow():
+                got.append(row)
+                if row.seq == 4:
+                    return
+
+        task = asyncio.create_task(consume())
+        await asyncio.to_thread(writer.append_many, [{"role": "user", "content": "a"}] * 3)
+        await asyncio.wait_for(task, 10)
+        assert [m.seq for m in got] == [1, 2, 3, 4]
+        assert got == await log.all()
+        await client.aclose()
+
+    asyncio.run(scenario())
+
+
+# -- subscribe ---------------------------------------------------------------------------
+
+
+def test_subscribe_delivers_commits_of_other_workers_in_order(sync_env: Env) -> None:
+    log = sync_env.log()
+    log.add("user", "before the subscription")
+    delivered: list[int] = []
+    with log.subscribe(lambda rows: delivered.extend(m.seq for m in rows)) as subscription:
+        other = sync_env.log(log.conversation)
+        for i in range(10):
+            other.add("user", str(i))
+        other.append_many([{"role": "user", "content": "x"}] * 5)
+        assert _wait_for(lambda: subscription.position == 16)
+    assert delivered == list(range(2, 17))  # only new commits, each once
+    assert not subscription.running
+
+
+def test_subscribe_from_a_stored_position_and_a_failing_callback(sync_env: Env) -> None:
+    log = sync_env.log()
+    log.append_many([{"role": "user", "content": str(i)} for i in range(4)])
+    delivered: list[int] = []
+
+    def callback(rows: list[StoredMessage]) -> None:
+        delivered.extend(m.seq for m in rows)
+        if rows[-1].seq >= 4:
+            raise RuntimeError("handler failed")
+
+    subscription = log.subscribe(callback, after=2)
+    assert _wait_for(lambda: not subscription.running)
+    with pytest.raises(RuntimeError, match="handler failed"):
+        subscription.close()
+    assert delivered == [3, 4]
+    assert subscription.position == 2  # the failed batch was not acknowledged
+
+
+def test_async_subscribe_with_an_async_callback(
+    real_backend: str, shared_server: Callable[[str], EphemeralServer]
+) -> None:
+    url = shared_server(real_backend).url
+
+    async def scenario() -> None:
+        client = redis.asyncio.Redis.from_url(url)
+        log = AsyncMessageLog(client, new_id())
+        await log.add("user", "old")
+        delivered: list[int] = []
+
+        async def callback(rows: list[StoredMessage]) -> None:
+            await asyncio.sleep(0)
+            delivered.extend(m.seq for m in rows)
+
+        async with log.subscribe(callback) as subscription:
+            await asyncio.sleep(0.1)  # the task reads count() first: only new commits
+            for i in range(5):
+                await log.add("user", str(i))
+            for _ in range(200):
+                if subscription.position == 6:
+                    break
+                await asyncio.sleep(0.02)
+        assert delivered == [2, 3, 4, 5, 6]
+        assert not subscription.running
+        assert await asyncio.to_thread(_wait_for, lambda: _blocked_clients(url) == 0)
+        await client.aclose()
+
+    asyncio.run(scenario())

@@ -1,0 +1,247 @@
+"""Exactly-once appends: idempotency keys, and retries that never duplicate."""
+
+from __future__ import annotations
+
+import asyncio
+import multiprocessing
+import socket
+import time
+from collections.abc import Callable
+from datetime import timedelta
+from typing import Any
+
+import pytest
+import redis
+import redis.asyncio
+
+from redis_msglog import (
+    NO_RETRY,
+    AppendInDoubtError,
+    AsyncMessageLog,
+    IdempotencyConflictError,
+    MessageLog,
+    RetryPolicy,
+    ServerUnavailableError,
+    StoredMessage,
+)
+from redis_msglog.ephemeral import EphemeralServer
+
+from .conftest import Env, new_id
+from .proxy import ReplyDroppingProxy
+
+FAST_RETRY = RetryPolicy(attempts=5, backoff=0.01, max_backoff=0.05)
+
+
+def _records(env: Env, log: Any) -> list[bytes]:
+    return sorted(env.raw.scan_iter(match=log.keys.idempotency_record("*").replace("{", "[{]")))
+
+
+def test_same_key_twice_writes_once_and_returns_the_first_seq(env: Env) -> None:
+    fired: list[list[StoredMessage]] = []
+    log = env.log(on_append=fired.append)
+    log.add("user", "before")
+    assert log.add("user", "hello", idempotency_key="k1") == 2
+    assert log.add("user", "hello", idempotency_key="k1") == 2
+    assert log.append({"role": "user", "content": "hello"}, idempotency_key="k1") == 2
+    assert [(m.seq, m.content) for m in log.all()] == [(1, "before"), (2, "hello")]
+    assert [[m.seq for m in rows] for rows in fired] == [[1], [2]]  # no hook for replays
+    assert log.add("user", "later") == 3
+
+
+def test_same_key_for_a_batch(env: Env) -> None:
+    log = env.log()
+    batch = [{"role": "user", "content": str(i)} for i in range(3)]
+    assert log.append_many(batch, idempotency_key="batch-1") == 3
+    assert log.append_many(batch, idempotency_key="batch-1") == 3
+    assert log.count() == 3
+
+
+@pytest.mark.parametrize(
+    "second",
+    [
+        [{"role": "user", "content": "different"}],
+        [{"role": "user", "content": "hello"}, {"role": "user", "content": "hello"}],
+    ],
+    ids=["other content", "other length"],
+)
+def test_same_key_for_a_different_batch_is_refused(env: Env, second: list[Any]) -> None:
+    log = env.log()
+    log.append_many([{"role": "user", "content": "hello"}], idempotency_key="k")
+    with pytest.raises(IdempotencyConflictError, match="different batch"):
+        log.append_many(second, idempotency_key="k")
+    assert [m.content for m in log.all()] == ["hello"]
+
+
+def test_keys_are_per_conversation(env: Env) -> None:
+    first, second = env.log(), env.log()
+    first.add("user", "a")
+    assert first.add("user", "b", idempotency_key="shared") == 2
+    assert second.add("user", "b", idempotency_key="shared") == 1
+    assert first.count() == 2 and second.count() == 1
+
+
+def test_the_window_expires(env: Env) -> None:
+    window = timedelta(milliseconds=400)
+    log = env.log(idempotency_window=window)
+    assert log.add("user", "x", idempotency_key="k") == 1
+    (record,) = _records(env, log)
+    assert 0 < env.raw.pttl(record) <= 400
+    assert log.add("user", "x", idempotency_key="k") == 1
+    time.sleep(0.6)
+    assert log.add("user", "x", idempotency_key="k") == 2  # forgotten: a new append
+
+
+def test_generated_keys_live_briefly_and_only_with_retries_on(env: Env) -> None:
+    with_retries = env.log()
+    with_retries.add("user", "x")
+    (record,) = _records(env, with_retries)
+    ttl = RetryPolicy().generated_key_ttl / timedelta(milliseconds=1)
+    assert ttl - 60_000 < env.raw.pttl(record) <= ttl
+    without = env.log(retry=NO_RETRY)
+    without.add("user", "x")
+    assert _records(env, without) == []
+
+
+@pytest.mark.parametrize("key", ["", 42, "k" * 257], ids=["empty", "not a str", "too long"])
+def test_bad_keys_are_refused_before_sending(env: Env, key: Any) -> None:
+    log = env.log()
+    with pytest.raises(ValueError, match="idempotency_key"):
+        log.add("user", "x", idempotency_key=key)
+    assert log.count() == 0
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        {"retry": "three"},
+        {"idempotency_window": 5},
+        {"idempotency_window": timedelta(0)},
+    ],
+)
+def test_bad_options_are_refused(env: Env, options: dict[str, Any]) -> None:
+    with pytest.raises((TypeError, ValueError)):
+        env.log(**options)
+
+
+@pytest.mark.parametrize(
+    "policy", [{"attempts": -1}, {"attempts": 1.5}, {"backoff": -1}, {"max_backoff": 0.001}]
+)
+def test_bad_retry_policies_are_refused(policy: dict[str, Any]) -> None:
+    with pytest.raises(ValueError):
+        RetryPolicy(**policy)
+
+
+def _append_with_shared_key(url: str, conversation: str, start: Any, results: Any) -> None:
+    log = MessageLog(redis.Redis.from_url(url), conversation)
+    start.wait()
+    results.put(log.add("assistant", "the one answer", idempotency_key="shared-key"))
+
+
+def test_same_key_from_many_processes_at_once(
+    real_backend: str, shared_server: Callable[[str], EphemeralServer]
+) -> None:
+    url = shared_server(real_backend).url
+    conversation = new_id()
+    context = multiprocessing.get_context("spawn")
+    start, results = context.Event(), context.Queue()
+    processes = [
+        context.Process(target=_append_with_shared_key, args=(url, conversation, start, results))
+        for _ in range(8)
+    ]
+    for process in processes:
+        process.start()
+    start.set()
+    seqs = [results.get(timeout=60) for _ in processes]
+    for process in processes:
+        process.join(timeout=60)
+        assert process.exitcode == 0
+    assert seqs == [1] * 8
+    assert [m.content for m in MessageLog(redis.Redis.from_url(url), conversation).all()] == [
+        "the one answer"
+    ]
+
+
+# -- lost replies, through a proxy that drops them ---------------------------------------
+
+
+@pytest.mark.parametrize("after_execute", [True, False], ids=["reply lost", "request lost"])
+def test_many_lost_replies_in_a_row_still_write_exactly_once(
+    real_backend: str,
+    flavor: str,
+    after_execute: bool,
+    shared_server: Callable[[str], EphemeralServer],
+) -> None:
+    server = shared_server(real_backend)
+    conversation = new_id()
+    fired: list[int] = []
+    with ReplyDroppingProxy(server.port, after_execute=after_execute) as proxy:
+        seqs = []
+        for i in range(20):
+            proxy.drops = i % 5  # 0 to 4 failures in a row; the policy allows 5
+            seqs.append(_append(flavor, proxy.url, conversation, f"m{i}", on_append=fired.append))
+        assert proxy.dropped == sum(i % 5 for i in range(20))
+    rows = MessageLog(redis.Redis.from_url(server.url), conversation).all()
+    assert [(m.seq, m.content) for m in rows] == [(i + 1, f"m{i}") for i in range(20)]
+    assert seqs == list(range(1, 21))
+    assert fired == list(range(1, 21))  # the hook fired once per append, replay or not
+
+
+def test_lost_replies_beyond_the_policy_raise_in_doubt_with_a_key_that_is_safe_to_retry(
+    real_backend: str, flavor: str, shared_server: Callable[[str], EphemeralServer]
+) -> None:
+    server = shared_server(real_backend)
+    conversation = new_id()
+    with ReplyDroppingProxy(server.port) as proxy:
+        proxy.drops = 100
+        with pytest.raises(AppendInDoubtError, match="may have committed") as caught:
+            _append(flavor, proxy.url, conversation, "once")
+        assert proxy.dropped == FAST_RETRY.attempts + 1
+        key = caught.value.idempotency_key
+        assert key is not None
+        proxy.drops = 0
+        assert _append(flavor, proxy.url, conversation, "once", idempotency_key=key) == 1
+    rows = MessageLog(redis.Redis.from_url(server.url), conversation).all()
+    assert [m.content for m in rows] == ["once"]
+
+
+def test_unreachable_server_after_retries_says_nothing_was_written(flavor: str) -> None:
+    with socket.socket() as probe:  # a port nobody listens on
+        probe.bind(("127.0.0.1", 0))
+        url = f"redis://127.0.0.1:{probe.getsockname()[1]}/0"
+    with pytest.raises(ServerUnavailableError, match=r"6 tries.*Nothing was written") as caught:
+        _append(flavor, url, new_id(), "x")
+    assert not isinstance(caught.value, AppendInDoubtError)
+
+
+def _append(
+    flavor: str,
+    url: str,
+    conversation: str,
+    content: str,
+    *,
+    idempotency_key: str | None = None,
+    on_append: Callable[[int], object] | None = None,
+) -> int:
+    """One append through a fresh client of the given flavor, under FAST_RETRY."""
+
+    def hook(rows: list[StoredMessage]) -> None:
+        if on_append is not None:
+            on_append(rows[0].seq)
+
+    if flavor == "sync":
+        client = redis.Redis.from_url(url, socket_connect_timeout=2)
+        log = MessageLog(client, conversation, hook, retry=FAST_RETRY)
+        try:
+            return log.add("user", content, idempotency_key=idempotency_key)
+        finally:
+            client.close()
+
+    async def run() -> int:
+        client = redis.asyncio.Redis.from_url(url, socket_connect_timeout=2)
+        alog = AsyncMessageLog(client, conversation, hook, retry=FAST_RETRY)
+        try:
+            return await alog.add("user", content, idempotency_key=idempotency_key)
+        finally:
+            await client.aclose()
+
+    return asyncio.run(run())
