@@ -174,9 +174,14 @@ class LogCore:
 
         maybe_committed = False
         failure: BaseException | None = None
+        first_sent, tries = time.monotonic(), 0
         for attempt in range(self.retry.attempts + 1):
             if attempt:
-                yield Pause(self.retry.delay(attempt))
+                delay = self.retry.delay(attempt)
+                if maybe_committed and not _record_outlives(first_sent, delay, window):
+                    break  # the record may be gone by then: a re-send could write twice
+                yield Pause(delay)
+            tries += 1
             try:
                 last_seq, at, replayed = yield from self._eval(keys_and_args)
             except ReplyLost as exc:
@@ -190,11 +195,11 @@ class LogCore:
                 fresh = not int(replayed) or maybe_committed
                 return Commit(int(last_seq), int(at), fresh)
         assert failure is not None
-        tries = self.retry.attempts + 1
+        tried = f"{tries} {'try' if tries == 1 else 'tries'}"
         if maybe_committed:
             raise errors.AppendInDoubtError(
                 f"connection lost after the append was sent to {self.keys.stream} "
-                f"({tries} tries; last: {failure.__cause__ or failure}); it may have "
+                f"({tried}; last: {failure.__cause__ or failure}); it may have "
                 f"committed. "
                 + (
                     f"Retrying with idempotency_key={idempotency_key!r} within {window} is safe."
@@ -204,7 +209,7 @@ class LogCore:
                 idempotency_key=idempotency_key,
             ) from failure
         raise errors.ServerUnavailableError(
-            f"Redis is unavailable ({tries} tries): {failure}. Nothing was written."
+            f"Redis is unavailable ({tried}): {failure}. Nothing was written."
         ) from failure
 
     def _eval(self, keys_and_args: Command) -> Plan[Any]:
@@ -476,6 +481,12 @@ def storage_error(exc: BaseException, keys: ConversationKeys) -> errors.MessageL
     if "MSGLOG_" in text:
         return errors.CorruptLogError(text)
     return errors.StorageError(f"Redis error: {text}")
+
+
+def _record_outlives(first_sent: float, delay: float, window: timedelta) -> bool:
+    """Whether an idempotency record written by the first try is surely still there after
+    ``delay`` more seconds (with a margin for clock-rate differences)."""
+    return time.monotonic() + delay - first_sent < 0.9 * window.total_seconds()
 
 
 def _check_idempotency_key(key: str) -> None:

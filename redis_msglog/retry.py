@@ -20,9 +20,11 @@ class RetryPolicy:
         attempts: re-sends after the first try (0 disables retries and generated keys).
         backoff: the delay before the first re-send, in seconds; it doubles each time.
         max_backoff: the longest delay between two tries, in seconds.
-        generated_key_ttl: how long the server remembers a generated key: longer than a
-            whole retry sequence can take, short so they cost little memory. Keys the
-            caller passes are remembered for the log's ``idempotency_window`` instead.
+        generated_key_ttl: how long the server remembers a generated key (about 250 bytes
+            each): short, so they cost little memory. No re-send is made once the first
+            try is older than 90% of it, so a slow retry sequence ends in doubt rather
+            than in a duplicate. Keys the caller passes are remembered for the log's
+            ``idempotency_window`` instead.
 
     Timeouts are the redis client's own (``socket_timeout``, ``socket_connect_timeout``).
     """
@@ -30,7 +32,7 @@ class RetryPolicy:
     attempts: int = 3
     backoff: float = 0.05
     max_backoff: float = 2.0
-    generated_key_ttl: timedelta = timedelta(minutes=10)
+    generated_key_ttl: timedelta = timedelta(minutes=2)
 
     def __post_init__(self) -> None:
         if isinstance(self.attempts, bool) or not isinstance(self.attempts, int):
@@ -50,6 +52,6 @@ class RetryPolicy:
 
 
 DEFAULT_RETRY = RetryPolicy()
-"""Three re-sends, 50 ms doubling up to 2 s, generated keys remembered for 10 minutes."""
+"""Three re-sends, 50 ms doubling up to 2 s, generated keys remembered for 2 minutes."""
 NO_RETRY = RetryPolicy(attempts=0)
 """Send each append once; a lost reply raises :class:`~redis_msglog.AppendInDoubtError`."""

@@ -204,6 +204,27 @@ def test_lost_replies_beyond_the_policy_raise_in_doubt_with_a_key_that_is_safe_t
     assert [m.content for m in rows] == ["once"]
 
 
+def test_no_resend_once_the_record_may_have_expired(
+    real_backend: str, shared_server: Callable[[str], EphemeralServer]
+) -> None:
+    server = shared_server(real_backend)
+    conversation = new_id()
+    slow = RetryPolicy(attempts=5, backoff=0.2, max_backoff=0.2)
+    with ReplyDroppingProxy(server.port) as proxy:
+        proxy.drops = 1
+        log = MessageLog(
+            redis.Redis.from_url(proxy.url),
+            conversation,
+            retry=slow,
+            idempotency_window=timedelta(milliseconds=100),  # gone before the first re-send
+        )
+        with pytest.raises(AppendInDoubtError, match="1 try;"):
+            log.add("user", "once", idempotency_key="k")
+    assert [
+        m.content for m in MessageLog(redis.Redis.from_url(server.url), conversation).all()
+    ] == ["once"]
+
+
 def test_unreachable_server_after_retries_says_nothing_was_written(flavor: str) -> None:
     with socket.socket() as probe:  # a port nobody listens on
         probe.bind(("127.0.0.1", 0))
