@@ -1,31 +1,387 @@
-"""The ``msglog`` command (also ``python -m redis_msglog``)."""
+"""The ``msglog`` command (also ``python -m redis_msglog``): the demo, and the tools an
+operator needs to look at conversations without writing Python."""
 
 from __future__ import annotations
 
-import argparse
+import functools
 import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import IO, Any, TypeVar
 
+import click
+import orjson
+import redis
+from rich.console import Console
+from rich.markup import escape
+from rich.progress import Progress
+from rich.table import Table
+
+from . import __version__, adapters, admin
+from .codec import encode_row
 from .errors import MessageLogError
+from .models import StoredMessage
+from .sync import MessageLog
+
+DEFAULT_URL = "redis://localhost:6379/0"
+FORMATS = ("jsonl", "openai", "anthropic", "langchain")
+F = TypeVar("F", bound=Callable[..., Any])
+
+out = Console(highlight=False, soft_wrap=True)
+err = Console(stderr=True, highlight=False, soft_wrap=True)
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="msglog", description=__doc__)
-    sub = parser.add_subparsers(dest="command")
-    demo = sub.add_parser("demo", help="workers share one conversation; verify the log")
-    demo.add_argument("--url", help="Redis URL (default $REDIS_URL, else a private server)")
-    demo.add_argument("--workers", type=int, default=4)
-    demo.add_argument("--turns", type=int, default=5)
-    args = parser.parse_args(argv)
+class CliError(click.ClickException):
+    """One readable line on stderr and exit code 1, never a traceback."""
+
+    def show(self, file: IO[Any] | None = None) -> None:
+        click.echo(f"msglog: {self.format_message()}", err=True)
+
+
+class MsglogGroup(click.Group):
+    """Turns the library's and redis-py's errors into :class:`CliError`."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except (MessageLogError, redis.RedisError, OSError, ValueError) as exc:
+            raise CliError(_describe(exc)) from exc
+
+
+def _describe(exc: BaseException) -> str:
+    if isinstance(exc, redis.AuthenticationError) or "WRONGPASS" in str(exc):
+        return f"authentication failed: {exc}"
+    if isinstance(exc, redis.ConnectionError):
+        return f"Redis is unavailable: {exc}"
+    return str(exc) or type(exc).__name__
+
+
+@dataclass
+class Settings:
+    """Global options; a subcommand's own ``--url``/``--prefix`` override them."""
+
+    url: str | None
+    prefix: str
+
+    def client(self) -> redis.Redis:
+        return redis.Redis.from_url(
+            self.url or DEFAULT_URL, socket_connect_timeout=5, socket_timeout=30
+        )
+
+    def log(self, conversation: str, client: redis.Redis | None = None) -> MessageLog:
+        return MessageLog(client or self.client(), conversation, prefix=self.prefix)
+
+
+def connection_options(command: F) -> F:
+    """``--url`` and ``--prefix`` after the subcommand too (``msglog ls --url ...``)."""
+
+    @click.option("--url", help="Redis URL (overrides the global --url).")
+    @click.option("--prefix", help="Key prefix (overrides the global --prefix).")
+    @click.pass_context
+    @functools.wraps(command)
+    def wrapper(ctx: click.Context, /, url: str | None, prefix: str | None, **kwargs: Any) -> Any:
+        settings: Settings = ctx.obj
+        if url:
+            settings.url = url
+        if prefix:
+            settings.prefix = prefix
+        return command(settings, **kwargs)
+
+    return wrapper  # type: ignore[return-value]
+
+
+@click.group(cls=MsglogGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.option(
+    "--url",
+    envvar="REDIS_URL",
+    help=f"Redis URL, redis:// or rediss:// [default: $REDIS_URL, else {DEFAULT_URL}; "
+    "the demo starts a private server instead].",
+)
+@click.option("--prefix", default="msglog", show_default=True, help="Key prefix.")
+@click.version_option(__version__, prog_name="msglog")
+@click.pass_context
+def main(ctx: click.Context, url: str | None, prefix: str) -> None:
+    """Durable, append-only conversation logs for LLM agent workers, in Redis."""
+    ctx.obj = Settings(url, prefix)
+
+
+# -- the demo ---------------------------------------------------------------------------
+
+
+@main.command()
+@click.option("--workers", default=4, show_default=True, type=click.IntRange(1, 64))
+@click.option("--turns", default=5, show_default=True, type=click.IntRange(1, 10_000))
+@connection_options
+def demo(settings: Settings, workers: int, turns: int) -> None:
+    """Worker processes share one conversation while a follower prints it live; then
+    the history, its provider payloads and a verified summary.
+
+    With no --url and no $REDIS_URL it starts a private throwaway server."""
     from .demo import run_demo
 
-    try:
-        return run_demo(
-            getattr(args, "url", None), getattr(args, "workers", 4), getattr(args, "turns", 5)
+    sys.exit(run_demo(settings.url, workers, turns, prefix=settings.prefix, console=out))
+
+
+# -- looking at conversations -------------------------------------------------------------
+
+
+@main.command("ls")
+@click.option("--match", default="*", show_default=True, help="Glob over conversation ids.")
+@click.option("--limit", type=click.IntRange(1), help="Stop after this many.")
+@click.option("--json", "as_json", is_flag=True, help="JSON lines instead of a table.")
+@connection_options
+def list_command(settings: Settings, match: str, limit: int | None, as_json: bool) -> None:
+    """Conversations under the prefix, with message count and last activity (SCAN, a
+    page at a time: safe on large keyspaces)."""
+    infos = admin.list_conversations(settings.client(), settings.prefix, match=match)
+    shown = 0
+    table = Table("conversation", "messages", "last activity (UTC)", box=None)
+    for info in infos:
+        if limit is not None and shown >= limit:
+            break
+        shown += 1
+        if as_json:
+            last = info.last_at.isoformat() if info.last_at else None
+            doc = {"conversation": info.conversation, "count": info.count, "last_at": last}
+            click.echo(orjson.dumps(doc))
+        else:
+            when = f"{info.last_at:%Y-%m-%d %H:%M:%S}" if info.last_at else "-"
+            table.add_row(escape(info.conversation), str(info.count), when)
+    if not as_json:
+        out.print(table if shown else "no conversations")
+
+
+@main.command()
+@click.argument("conversation")
+@click.option("--last", "last_n", type=click.IntRange(0), help="Only the last N messages.")
+@click.option("--after", type=click.IntRange(0), help="Only messages with seq > AFTER.")
+@click.option("--json", "as_json", is_flag=True, help="JSON lines (the export format).")
+@connection_options
+def show(
+    settings: Settings, conversation: str, last_n: int | None, after: int | None, as_json: bool
+) -> None:
+    """A conversation's messages, readable or as JSON lines."""
+    if last_n is not None and after is not None:
+        raise click.UsageError("--last and --after cannot be combined")
+    log = _existing_log(settings, conversation)
+    rows = iter(log.last(last_n)) if last_n is not None else _pages(log, after or 0)
+    for row in rows:
+        _print_row(row, as_json)
+
+
+@main.command()
+@click.argument("conversation")
+@click.option("-n", "--lines", "count", default=10, show_default=True, type=click.IntRange(0))
+@click.option("-f", "--follow", is_flag=True, help="Then print new messages as they commit.")
+@click.option("--json", "as_json", is_flag=True, help="JSON lines.")
+@connection_options
+def tail(settings: Settings, conversation: str, count: int, follow: bool, as_json: bool) -> None:
+    """The last messages of a conversation; with -f, then every new one, gap-free,
+    until interrupted."""
+    log = settings.log(conversation)
+    if not follow:
+        admin.require_conversation(log._redis, log.keys, conversation)
+    rows = log.last(count)
+    for row in rows:
+        _print_row(row, as_json)
+    if follow:
+        start = rows[-1].seq if rows else log.count()
+        try:
+            for row in log.follow(after=start, reconnect_within=None):
+                _print_row(row, as_json)
+        except KeyboardInterrupt:
+            sys.exit(130)
+
+
+# -- export and import ---------------------------------------------------------------------
+
+
+@main.command()
+@click.argument("conversation")
+@click.option("--format", "fmt", type=click.Choice(FORMATS), default="jsonl", show_default=True)
+@click.option("-o", "--output", type=click.Path(dir_okay=False, writable=True, allow_dash=True))
+@connection_options
+def export(settings: Settings, conversation: str, fmt: str, output: str | None) -> None:
+    """Write a conversation out. jsonl streams page by page in bounded memory and
+    round-trips through `msglog import`; the provider formats (one JSON array) need the
+    whole history at once to pair tool calls with their results."""
+    log = _existing_log(settings, conversation)
+    with _output(output) as file, _progress("exporting", log.count(), output) as advance:
+        if fmt == "jsonl":
+            for row in _pages(log, 0):
+                file.write(encode_row(row) + b"\n")
+                advance(1)
+        else:
+            rows = log.all()
+            convert = {
+                "openai": adapters.to_openai,
+                "anthropic": adapters.to_anthropic,
+                "langchain": adapters.to_langchain,
+            }[fmt]
+            file.write(orjson.dumps(convert(rows), option=orjson.OPT_INDENT_2) + b"\n")
+            advance(len(rows))
+
+
+@main.command("import")
+@click.argument("file", type=click.Path(exists=True, dir_okay=False, readable=True))
+@click.argument("conversation")
+@click.option("--batch-size", default=500, show_default=True, type=click.IntRange(1, 100_000))
+@connection_options
+def import_command(settings: Settings, file: str, conversation: str, batch_size: int) -> None:
+    """Append the messages of a jsonl export to CONVERSATION, in batches. The file is
+    validated first (nothing is written if any line is bad); running it again after an
+    interruption does not duplicate (each batch has an idempotency key, remembered 24 h)."""
+    log = settings.log(conversation)
+    total = sum(1 for line in open(file, "rb") if line.strip())  # noqa: SIM115
+    with _progress("importing", total, file) as advance:
+        count, last_seq = admin.import_jsonl(log, file, batch_size=batch_size, progress=advance)
+    err.print(f"imported {count} messages into {escape(conversation)} (last seq {last_seq})")
+
+
+# -- health ---------------------------------------------------------------------------------
+
+
+@main.command()
+@click.argument("conversation", required=False)
+@connection_options
+def stats(settings: Settings, conversation: str | None) -> None:
+    """Count, first/last commit and memory of one conversation, or totals for all."""
+    client = settings.client()
+    table = Table(box=None, show_header=False)
+    if conversation is not None:
+        found = admin.conversation_stats(client, settings.prefix, conversation)
+        table.add_row("conversation", escape(found.conversation))
+        table.add_row("messages", str(found.count))
+        table.add_row("first commit (UTC)", f"{found.first_at or '-'}")
+        table.add_row("last commit (UTC)", f"{found.last_at or '-'}")
+        table.add_row("memory (counter + stream)", _bytes(found.memory_bytes))
+        table.add_row(
+            "idempotency records",
+            f"{found.idempotency_records} ({_bytes(found.idempotency_bytes)})",
         )
-    except MessageLogError as exc:
-        print(f"msglog: {exc}", file=sys.stderr)
-        return 1
+    else:
+        conversations = messages = 0
+        for info in admin.list_conversations(client, settings.prefix):
+            conversations += 1
+            messages += max(info.count, 0)
+        server = client.info("server")
+        memory = client.info("memory")
+        table.add_row("conversations", str(conversations))
+        table.add_row("messages", str(messages))
+        table.add_row("server", f"{server.get('redis_version')} ({settings.url or DEFAULT_URL})")
+        table.add_row("used memory (whole server)", _bytes(int(memory["used_memory"])))
+        table.add_row("maxmemory policy", str(memory.get("maxmemory_policy")))
+    out.print(table)
+
+
+@main.command()
+@click.argument("conversation", required=False)
+@click.option("--all", "check_all", is_flag=True, help="Every conversation under the prefix.")
+@connection_options
+def verify(settings: Settings, conversation: str | None, check_all: bool) -> None:
+    """Check that the seq counter matches the stream, seqs are contiguous from 1 and
+    every entry decodes. Exit code 1, with a precise report, when not."""
+    if (conversation is None) == (not check_all):
+        raise click.UsageError("give a CONVERSATION or --all (not both)")
+    client = settings.client()
+    names = (
+        [conversation]
+        if conversation is not None
+        else (info.conversation for info in admin.list_conversations(client, settings.prefix))
+    )
+    checked = failed = 0
+    for name in names:
+        report = admin.verify_conversation(client, settings.prefix, name)
+        checked += 1
+        if report.ok:
+            out.print(f"ok    {escape(name)}: {report.entries} messages, seqs 1..{report.last_seq}")
+        else:
+            failed += 1
+            out.print(f"FAIL  {escape(name)}: {report.entries} entries, counter {report.counter}")
+            for problem in report.problems:
+                out.print(f"      - {escape(problem)}")
+    if check_all:
+        out.print(f"{checked} conversations checked, {failed} with problems")
+    if failed:
+        sys.exit(1)
+
+
+# -- helpers --------------------------------------------------------------------------------
+
+
+def _existing_log(settings: Settings, conversation: str) -> MessageLog:
+    client = settings.client()
+    log = settings.log(conversation, client)
+    admin.require_conversation(client, log.keys, conversation)
+    return log
+
+
+def _pages(log: MessageLog, after: int) -> Iterator[StoredMessage]:
+    """Every message after ``after``, read a page at a time (bounded memory)."""
+    end = log.count()
+    while after < end:
+        page = log.read(after=after, limit=log._core.page_size)
+        if not page:
+            return
+        yield from page
+        after = page[-1].seq
+
+
+def _print_row(row: StoredMessage, as_json: bool) -> None:
+    if as_json:
+        sys.stdout.buffer.write(encode_row(row) + b"\n")
+        sys.stdout.flush()
+        return
+    out.print(format_row(row))
+
+
+def format_row(row: StoredMessage, width: int | None = None) -> str:
+    """One message as a line of rich markup: seq, time, role, content and tool calls."""
+    text = row.content
+    for call in row.tool_calls or []:
+        text += f" → {call.name}({orjson.dumps(call.args).decode()}) [{call.id}]"
+    text = text.strip()
+    if row.tool_call_id:
+        text = f"[{row.tool_call_id}] {text}"
+    if width is not None and len(text) > width:
+        text = text[: width - 1] + "…"
+    text = text.replace("\n", "\n" + " " * 37)  # continuation lines under the content
+    colour = {"user": "cyan", "assistant": "green", "tool": "yellow", "system": "magenta"}
+    return (
+        f"[dim]{row.seq:>6}  {row.at:%H:%M:%S.%f}[/dim]  "
+        f"[{colour[row.role]}]{row.role:<9}[/]  {escape(text)}"
+    )
+
+
+def _bytes(n: int) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if n < 1024 or unit == "GiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024  # type: ignore[assignment]
+    raise AssertionError("unreachable")
+
+
+@contextmanager
+def _output(path: str | None) -> Iterator[IO[bytes]]:
+    if path is None or path == "-":
+        yield sys.stdout.buffer
+        sys.stdout.flush()
+        return
+    with open(path, "wb") as file:
+        yield file
+
+
+@contextmanager
+def _progress(action: str, total: int, target: str | None) -> Iterator[Callable[[int], None]]:
+    """A progress bar on stderr when it is a terminal and stdout is not the data."""
+    if not err.is_terminal or target in (None, "-"):
+        yield lambda n: None
+        return
+    with Progress(console=err, transient=True) as progress:
+        task = progress.add_task(action, total=total)
+        yield lambda n: progress.advance(task, n)
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    main(prog_name="msglog")

@@ -84,6 +84,25 @@ def decode_entry(seq: int, at_micros: bytes | str, body: bytes | str) -> StoredM
         raise CodecError(f"stream entry {seq} does not decode to a message: {exc}") from exc
 
 
+def encode_row(row: StoredMessage) -> bytes:
+    """One line of a JSON Lines export: ``seq``, ``at`` (ISO 8601, UTC) and the document."""
+    return orjson.dumps({"seq": row.seq, "at": row.at.isoformat(), **to_document(row)})
+
+
+def decode_row(line: bytes | str) -> dict[str, Any]:
+    """The message document of a JSON Lines export line (``seq`` and ``at`` dropped: an
+    import gets new ones). Raises :class:`CodecError` if the line is not a JSON object."""
+    try:
+        doc = orjson.loads(line)
+    except orjson.JSONDecodeError as exc:
+        raise CodecError(f"not JSON: {exc}") from exc
+    if not isinstance(doc, dict):
+        raise CodecError(f"expected a JSON object, got {type(doc).__name__}")
+    doc.pop("seq", None)
+    doc.pop("at", None)
+    return doc
+
+
 def micros_to_datetime(at_micros: int) -> datetime:
     """Convert the stored commit time to an aware UTC datetime."""
     return _EPOCH + timedelta(microseconds=at_micros)

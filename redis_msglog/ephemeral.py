@@ -88,7 +88,7 @@ class EphemeralServer:
                 socket.create_connection(("127.0.0.1", self.port), timeout=1) as sock,
             ):
                 sock.sendall(b"PING\r\n")
-                if sock.recv(64).startswith(b"+PONG"):
+                if sock.recv(64).startswith((b"+PONG", b"-NOAUTH")):  # up, maybe with a password
                     return True
             time.sleep(0.02)
         return False

@@ -16,14 +16,38 @@ share keys. The idempotency key K follows the hash tag, so it needs no escaping.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 _ESCAPES = str.maketrans({"%": "%25", "{": "%7B", "}": "%7D"})
+_UNESCAPES = {"%25": "%", "%7B": "{", "%7D": "}"}
+_GLOB_SPECIAL = str.maketrans({c: "\\" + c for c in "*?[]\\"})
 
 
 def escape_id(conversation: str) -> str:
     """The conversation id as it appears inside the hash tag."""
     return conversation.translate(_ESCAPES)
+
+
+def unescape_id(escaped: str) -> str:
+    """The inverse of :func:`escape_id`."""
+    return re.sub("%(25|7B|7D)", lambda m: _UNESCAPES[m.group(0)], escaped)
+
+
+def seq_key_pattern(prefix: str) -> str:
+    """A ``SCAN MATCH`` pattern for the seq counters of every conversation under
+    ``prefix`` (it can also match other keys: check with :func:`conversation_of`)."""
+    return f"{prefix.translate(_GLOB_SPECIAL)}:{{*}}:seq"
+
+
+def conversation_of(prefix: str, seq_key: str) -> str | None:
+    """The conversation id whose seq counter is ``seq_key``, or ``None`` if it is not one
+    (an idempotency record whose key ends in ``:seq``, say)."""
+    head = f"{prefix}:{{"
+    if not (seq_key.startswith(head) and seq_key.endswith("}:seq")):
+        return None
+    escaped = seq_key[len(head) : -len("}:seq")]
+    return None if "{" in escaped or "}" in escaped else unescape_id(escaped)
 
 
 @dataclass(frozen=True, slots=True)

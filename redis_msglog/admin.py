@@ -1,0 +1,303 @@
+"""Operator tools over a sync client: list, inspect, verify, export and import
+conversations. The ``msglog`` command is a thin layer over these functions."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+import redis
+from redis import exceptions as redis_errors
+
+from .codec import decode_entry, decode_row, micros_to_datetime
+from .errors import CodecError, InvalidMessageError, MessageLogError
+from .keys import ConversationKeys, conversation_of, seq_key_pattern
+from .sync import MessageLog
+
+__all__ = [
+    "ConversationInfo",
+    "ConversationNotFoundError",
+    "ConversationStats",
+    "ImportFileError",
+    "VerifyReport",
+    "conversation_stats",
+    "import_jsonl",
+    "list_conversations",
+    "require_conversation",
+    "verify_conversation",
+]
+
+
+class ConversationNotFoundError(MessageLogError, LookupError):
+    """Neither the seq counter nor the stream of the conversation exists."""
+
+
+class ImportFileError(MessageLogError, ValueError):
+    """A line of an import file is not a valid message; nothing was imported."""
+
+
+@dataclass(frozen=True, slots=True)
+class ConversationInfo:
+    """One line of ``msglog ls``."""
+
+    conversation: str
+    count: int
+    last_at: datetime | None
+
+
+@dataclass(frozen=True, slots=True)
+class ConversationStats:
+    """What ``msglog stats CONV`` reports. Memory is ``MEMORY USAGE`` of the counter and
+    the stream, and separately of the idempotency records still remembered."""
+
+    conversation: str
+    count: int
+    first_at: datetime | None
+    last_at: datetime | None
+    memory_bytes: int
+    idempotency_records: int
+    idempotency_bytes: int
+
+
+@dataclass(slots=True)
+class VerifyReport:
+    """The result of :func:`verify_conversation`; ``problems`` is empty when it is sound."""
+
+    conversation: str
+    counter: int | None
+    entries: int
+    last_seq: int
+    problems: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+
+def _text(value: Any) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def list_conversations(
+    client: redis.Redis, prefix: str = "msglog", *, match: str = "*", page: int = 500
+) -> Iterator[ConversationInfo]:
+    """Every conversation under ``prefix`` (``SCAN``, a page at a time, never ``KEYS``),
+    with its message count and last activity. ``match`` is a glob over the (escaped) id."""
+    ConversationKeys.build(prefix, "x")  # validates the prefix
+    pattern = seq_key_pattern(prefix).replace(":{*}:", f":{{{match}}}:")
+    batch: list[str] = []
+    for key in client.scan_iter(match=pattern, count=page):
+        conversation = conversation_of(prefix, _text(key))
+        if conversation is not None:
+            batch.append(conversation)
+        if len(batch) >= page:
+            yield from _describe(client, prefix, batch)
+            batch = []
+    yield from _describe(client, prefix, batch)
+
+
+def _describe(
+    client: redis.Redis, prefix: str, conversations: list[str]
+) -> Iterator[ConversationInfo]:
+    if not conversations:
+        return
+    pipe = client.pipeline(transaction=False)
+    for conversation in conversations:
+        keys = ConversationKeys.build(prefix, conversation)
+        pipe.get(keys.seq)
+        pipe.xrevrange(keys.stream, count=1)
+    replies = pipe.execute(raise_on_error=False)
+    for i, conversation in enumerate(conversations):
+        raw_count, newest = replies[2 * i], replies[2 * i + 1]
+        count = (
+            int(raw_count) if isinstance(raw_count, (bytes, str)) and raw_count.isdigit() else -1
+        )
+        last_at = _entry_time(newest[0]) if isinstance(newest, list) and newest else None
+        yield ConversationInfo(conversation, count, last_at)
+
+
+def _entry_time(entry: tuple[Any, dict[Any, Any]]) -> datetime | None:
+    fields = {_text(k): v for k, v in entry[1].items()}
+    at = fields.get("at")
+    return micros_to_datetime(int(at)) if at is not None and _text(at).isdigit() else None
+
+
+def require_conversation(client: redis.Redis, keys: ConversationKeys, conversation: str) -> None:
+    """Raise :class:`ConversationNotFoundError` unless the conversation has keys."""
+    if not client.exists(keys.seq, keys.stream):
+        raise ConversationNotFoundError(
+            f"conversation {conversation!r} not found (no {keys.seq} or {keys.stream})"
+        )
+
+
+def conversation_stats(
+    client: redis.Redis, prefix: str, conversation: str, *, page: int = 500
+) -> ConversationStats:
+    """Count, first and last commit time, and memory of one conversation."""
+    keys = ConversationKeys.build(prefix, conversation)
+    require_conversation(client, keys, conversation)
+    raw_count = client.get(keys.seq)
+    first: list[Any] = client.xrange(keys.stream, count=1) or []
+    last: list[Any] = client.xrevrange(keys.stream, count=1) or []
+    memory = sum(client.memory_usage(k) or 0 for k in (keys.seq, keys.stream))
+    records = [
+        key
+        for key in client.scan_iter(match=_records_pattern(keys), count=page)
+        if _text(key).startswith(keys.idempotency_record(""))
+    ]
+    return ConversationStats(
+        conversation=conversation,
+        count=int(raw_count) if raw_count is not None else 0,
+        first_at=_entry_time(first[0]) if first else None,
+        last_at=_entry_time(last[0]) if last else None,
+        memory_bytes=memory,
+        idempotency_records=len(records),
+        idempotency_bytes=sum(client.memory_usage(k) or 0 for k in records),
+    )
+
+
+def _records_pattern(keys: ConversationKeys) -> str:
+    base = keys.idempotency_record("")
+    return "".join("\\" + c if c in "*?[]\\" else c for c in base) + "*"
+
+
+def verify_conversation(
+    client: redis.Redis,
+    prefix: str,
+    conversation: str,
+    *,
+    page: int = 1000,
+    max_problems: int = 20,
+) -> VerifyReport:
+    """Check one conversation: the seq counter matches the stream's last entry, entry IDs
+    are ``1-0, 2-0, ...`` with no gap, and every entry decodes to a message."""
+    keys = ConversationKeys.build(prefix, conversation)
+    require_conversation(client, keys, conversation)
+    report = VerifyReport(conversation, counter=None, entries=0, last_seq=0)
+
+    def problem(text: str) -> None:
+        if len(report.problems) < max_problems:
+            report.problems.append(text)
+        elif len(report.problems) == max_problems:
+            report.problems.append("(more problems not shown)")
+
+    try:
+        raw = client.get(keys.seq)
+        if raw is not None:
+            if _text(raw).isdigit():
+                report.counter = int(raw)
+            else:
+                problem(f"seq counter {keys.seq} holds {_text(raw)!r}, not a number")
+    except redis_errors.ResponseError as exc:
+        problem(f"seq counter {keys.seq}: {exc}")
+    start = "-"
+    expected = 1
+    try:
+        while True:
+            entries: list[Any] = client.xrange(keys.stream, min=start, count=page) or []
+            for entry_id, fields in entries:
+                seq, expected = _check_entry(keys, entry_id, fields, expected, problem)
+                report.entries += 1
+                report.last_seq = max(report.last_seq, seq)
+            if len(entries) < page:
+                break
+            start = "(" + _text(entries[-1][0])
+    except redis_errors.ResponseError as exc:
+        problem(f"stream {keys.stream}: {exc}")
+    if (
+        report.counter is None
+        and report.entries
+        and not any("seq counter" in p for p in report.problems)
+    ):
+        problem(
+            f"seq counter {keys.seq} is missing (deleted or evicted?) while the stream "
+            f"ends at seq {report.last_seq}"
+        )
+    elif report.counter is not None and report.counter != report.last_seq:
+        problem(f"seq counter says {report.counter} but the stream ends at seq {report.last_seq}")
+    return report
+
+
+def _check_entry(
+    keys: ConversationKeys, entry_id: Any, fields: dict[Any, Any], expected: int, problem: Any
+) -> tuple[int, int]:
+    """Check one entry; return its seq and the next expected seq."""
+    seq_part, _, tail = _text(entry_id).partition("-")
+    if tail != "0" or not seq_part.isdigit():
+        problem(f"entry {_text(entry_id)} is not of the form <seq>-0")
+        return 0, expected
+    seq = int(seq_part)
+    if seq != expected:
+        missing = f"seq {expected}" if seq == expected + 1 else f"seqs {expected}..{seq - 1}"
+        problem(f"stream {keys.stream} is missing {missing}")
+    values = {_text(k): v for k, v in fields.items()}
+    try:
+        if "at" not in values or "msg" not in values:
+            raise CodecError("expected fields 'at' and 'msg'")
+        decode_entry(seq, values["at"], values["msg"])
+    except (CodecError, ValueError) as exc:
+        problem(f"entry {seq} does not decode: {exc}")
+    return seq, seq + 1
+
+
+def import_jsonl(
+    log: MessageLog,
+    path: str | os.PathLike[str],
+    *,
+    batch_size: int = 500,
+    progress: Callable[[int], object] | None = None,
+) -> tuple[int, int]:
+    """Append the messages of a JSON Lines export (``seq`` and ``at`` are ignored) in
+    batches; return ``(messages, last_seq)``. Memory is bounded by one batch.
+
+    The whole file is validated before anything is written (:class:`ImportFileError`
+    names the line). Each batch carries an idempotency key made from its position and
+    content, so running the same import again after an interruption (within the log's
+    ``idempotency_window``) skips the batches that committed and writes the rest once.
+    ``progress(n)`` is called after each batch with the number of messages it held.
+    """
+    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+        raise ValueError(f"batch_size must be a positive int, got {batch_size!r}")
+    total = 0
+    for number, line in _lines(path):
+        try:
+            log._core.batch([decode_row(line)])
+        except (CodecError, InvalidMessageError) as exc:
+            raise ImportFileError(f"{os.fspath(path)} line {number}: {exc}") from exc
+        total += 1
+    last_seq = log.count()
+    chunk: list[bytes] = []
+    batches = 0
+    for _number, line in _lines(path):
+        chunk.append(line)
+        if len(chunk) == batch_size:
+            last_seq = _import_batch(log, chunk, batches)
+            batches += 1
+            if progress is not None:
+                progress(len(chunk))
+            chunk = []
+    if chunk:
+        last_seq = _import_batch(log, chunk, batches)
+        if progress is not None:
+            progress(len(chunk))
+    return total, last_seq
+
+
+def _lines(path: str | os.PathLike[str]) -> Iterator[tuple[int, bytes]]:
+    """The non-blank lines of a file with their 1-based line numbers."""
+    with open(path, "rb") as file:
+        for number, line in enumerate(file, start=1):
+            if line.strip():
+                yield number, line.strip()
+
+
+def _import_batch(log: MessageLog, lines: list[bytes], index: int) -> int:
+    digest = hashlib.blake2b(digest_size=16)
+    for line in lines:
+        digest.update(line + b"\n")
+    key = f"import:{index}:{digest.hexdigest()}"
+    return log.append_many([decode_row(line) for line in lines], idempotency_key=key)
