@@ -13,7 +13,9 @@
 -- ARGV[2]   channel for the post-commit event
 -- ARGV[3]   idempotency record lifetime in milliseconds (ignored without KEYS[3])
 -- ARGV[4]   fingerprint of the batch (ignored without KEYS[3])
--- ARGV[5..] the encoded messages (JSON), in order; at least one
+-- ARGV[5]   "1": look KEYS[3] up first; "0": skip that (the first try of a key generated
+--           for this call: nobody can have used it yet)
+-- ARGV[6..] the encoded messages (JSON), in order; at least one
 --
 -- Returns {last_seq, at, replayed}: the seq of the last message written, the commit time
 -- in microseconds since the Unix epoch (a string) read once from the server's clock, and
@@ -23,10 +25,10 @@
 -- first XADD (the only write that can fail: wrong type, or a counter behind the stream)
 -- runs before any other change. Later XADDs use larger IDs and SET cannot fail.
 
-local HEADER = 4
+local HEADER = 5
 local n = #ARGV - HEADER
 
-if KEYS[3] then
+if KEYS[3] and ARGV[5] == '1' then
   local record = redis.pcall('GET', KEYS[3])
   if type(record) == 'table' and record.err then
     return redis.error_reply('WRONGTYPE idempotency record ' .. KEYS[3] .. ' is not a string')

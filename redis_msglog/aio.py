@@ -213,12 +213,18 @@ class AsyncMessageLog(ShellBase):
                 error = exc
 
     async def _read(self, commands: tuple[Command, ...]) -> list[Any]:
-        if len(commands) == 1:
-            return [await self._redis.execute_command(*commands[0])]
-        pipe = self._redis.pipeline(transaction=False)
-        for command in commands:
-            pipe.execute_command(*command)
-        return await pipe.execute()
+        # Raw replies on a pooled connection of our own; see MessageLog._read.
+        pool = self._redis.connection_pool
+        conn = await pool.get_connection()
+        try:
+            return await conn.retry.call_with_retry(  # type: ignore[no-any-return]
+                lambda: _round_trip(conn, commands), lambda _error: conn.disconnect()
+            )
+        except BaseException:
+            await conn.disconnect(nowait=True)  # cancelled mid-reply: the stream is unusable
+            raise
+        finally:
+            await pool.release(conn)
 
     async def _write_once(self, command: Command) -> Any:
         # Our own connection handling, so redis-py's retry policy can never re-send it.
@@ -238,6 +244,21 @@ class AsyncMessageLog(ShellBase):
             raise
         finally:
             await pool.release(conn)
+
+
+async def _round_trip(conn: Any, commands: tuple[Command, ...]) -> list[Any]:
+    """Send ``commands`` in one write and read every reply (see sync._round_trip)."""
+    await conn.send_packed_command(conn.pack_commands(commands))
+    replies: list[Any] = []
+    for _ in commands:
+        try:
+            replies.append(await conn.read_response())
+        except redis_errors.ResponseError as exc:
+            replies.append(exc)
+    for reply in replies:
+        if isinstance(reply, redis_errors.ResponseError):
+            raise reply
+    return replies
 
 
 async def _rows(pages: AsyncIterator[list[StoredMessage]]) -> AsyncIterator[StoredMessage]:

