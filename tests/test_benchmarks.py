@@ -1,0 +1,43 @@
+"""The benchmark harness runs end to end (tiny sizes; peers not installed are skipped):
+its figures are not checked here, only that every workload and target is produced."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import orjson
+
+
+def test_benchmarks_smoke_run(tmp_path: Path) -> None:
+    out = tmp_path / "results.json"
+    table = tmp_path / "results.md"
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "benchmarks",
+            "--smoke",
+            "--json",
+            str(out),
+            "--markdown",
+            str(table),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+        cwd=Path(__file__).resolve().parent.parent,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    document = orjson.loads(out.read_bytes())
+    titles = [w["title"] for w in document["workloads"]]
+    assert [t.split(".")[0] for t in titles] == ["1", "2", "3", "4", "5", "5", "6", "7", "8"]
+    for workload in document["workloads"]:
+        assert workload["median"].get("msglog sync") or workload["median"].get("msglog async")
+    three = document["workloads"][2]
+    assert three["notes"]["msglog sync"] == "correct"
+    assert document["workloads"][-1]["median"]["msglog sync"] == 1.0  # one round trip
+    assert all(t["ratio"] is not None for t in document["targets"])
+    assert "| target | measured | bound | met |" in table.read_text()
