@@ -14,6 +14,7 @@ from typing import Any, TypeVar, overload
 
 from redis import exceptions as redis_errors
 from redis.asyncio import Redis
+from redis.asyncio.cluster import RedisCluster
 
 from . import adapters
 from .core import (
@@ -33,6 +34,7 @@ from .core import (
 )
 from .models import AgentMessage, Role, StoredMessage
 from .retry import DEFAULT_RETRY, RetryPolicy
+from .routing import AsyncRouter, socket_timeout
 
 T = TypeVar("T")
 AsyncOnAppend = Callable[[list[StoredMessage]], "Awaitable[object] | object"]
@@ -41,8 +43,9 @@ AsyncOnAppend = Callable[[list[StoredMessage]], "Awaitable[object] | object"]
 class AsyncMessageLog(ShellBase):
     """A conversation's durable, append-only message log in Redis (asyncio).
 
-    Same arguments as :class:`redis_msglog.MessageLog`, with a ``redis.asyncio.Redis``
-    client; ``on_append`` may be a plain or an async callable.
+    Same arguments as :class:`redis_msglog.MessageLog`, with a ``redis.asyncio.Redis`` or
+    ``redis.asyncio.cluster.RedisCluster`` client; ``on_append`` may be a plain or an
+    async callable.
 
     Cancellation: an append cancelled while in flight has either committed or not (the
     script is atomic); its connection is discarded, never reused mid-reply. Calling again
@@ -53,7 +56,7 @@ class AsyncMessageLog(ShellBase):
 
     def __init__(
         self,
-        redis: Redis,
+        redis: Redis | RedisCluster,
         conversation: str,
         on_append: AsyncOnAppend | None = None,
         prefix: str = "msglog",
@@ -73,6 +76,7 @@ class AsyncMessageLog(ShellBase):
             idempotency_window=idempotency_window,
         )
         self._redis = redis
+        self._router = AsyncRouter(redis, self._core.keys.stream)
         self._on_append = on_append
 
     # -- writing -------------------------------------------------------------------
@@ -163,16 +167,16 @@ class AsyncMessageLog(ShellBase):
         while True:
             try:
                 reply = await self._redis.execute_command(*cursor.command())
-            except (redis_errors.ConnectionError, redis_errors.TimeoutError) as exc:
+            except redis_errors.RedisError as exc:
+                if not cursor.retryable(exc):
+                    raise storage_error(exc, self.keys) from exc
                 await asyncio.sleep(cursor.failed(exc))
                 continue
-            except redis_errors.RedisError as exc:
-                raise storage_error(exc, self.keys) from exc
             if rows := cursor.accept(reply):
                 yield rows
 
     def _block_ms(self) -> int:
-        return follow_block_ms(self._redis.connection_pool.connection_kwargs.get("socket_timeout"))
+        return follow_block_ms(socket_timeout(self._redis))
 
     # -- provider formats (see redis_msglog.adapters for the rules) ------------------
 
@@ -213,37 +217,34 @@ class AsyncMessageLog(ShellBase):
                 error = exc
 
     async def _read(self, commands: tuple[Command, ...]) -> list[Any]:
-        # Raw replies on a pooled connection of our own; see MessageLog._read.
-        pool = self._redis.connection_pool
-        conn = await pool.get_connection()
-        try:
-            return await conn.retry.call_with_retry(  # type: ignore[no-any-return]
-                lambda: _round_trip(conn, commands), lambda _error: conn.disconnect()
-            )
-        except BaseException:
-            await conn.disconnect(nowait=True)  # cancelled mid-reply: the stream is unusable
-            raise
-        finally:
-            await pool.release(conn)
+        # Raw replies; see MessageLog._read.
+        for attempt in range(3):
+            try:
+                return await self._router.run(
+                    lambda conn: conn.retry.call_with_retry(
+                        lambda: _round_trip(conn, commands), lambda _error: conn.disconnect()
+                    )
+                )
+            except (redis_errors.ConnectionError, redis_errors.TimeoutError):
+                if not self._router.cluster or attempt == 2:
+                    raise
+                await asyncio.sleep(0.1 * 2**attempt)
+        raise AssertionError("unreachable")
 
     async def _write_once(self, command: Command) -> Any:
-        # Our own connection handling, so redis-py's retry policy can never re-send it.
-        pool = self._redis.connection_pool
-        conn = await pool.get_connection()  # connects: a failure here means nothing was sent
-        try:
-            await conn.send_command(*command)
-            return await conn.read_response()
-        except redis_errors.ResponseError:
-            raise  # the server answered; the connection is fine
-        except (redis_errors.ConnectionError, redis_errors.TimeoutError, OSError) as exc:
-            await conn.disconnect()
-            raise ReplyLost(str(exc)) from exc
-        except BaseException:
-            # Cancelled or interrupted mid-reply: the connection's stream is unusable.
-            await conn.disconnect(nowait=True)
-            raise
-        finally:
-            await pool.release(conn)
+        # Never through redis-py's retry policy: a blind re-send of an append writes twice.
+        return await self._router.run(lambda conn: _send_once(conn, command))
+
+
+async def _send_once(conn: Any, command: Command) -> Any:
+    try:
+        await conn.send_command(*command)
+        return await conn.read_response()
+    except redis_errors.ResponseError:
+        raise  # the server answered; the connection is fine
+    except (redis_errors.ConnectionError, redis_errors.TimeoutError, OSError) as exc:
+        await conn.disconnect()
+        raise ReplyLost(str(exc)) from exc
 
 
 async def _round_trip(conn: Any, commands: tuple[Command, ...]) -> list[Any]:

@@ -8,11 +8,12 @@ import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import IO, Any, TypeVar
+from typing import IO, Any, TypeVar, cast
 
 import click
 import orjson
 import redis
+import redis.cluster
 from rich.console import Console
 from rich.markup import escape
 from rich.progress import Progress
@@ -63,11 +64,14 @@ class Settings:
 
     url: str | None
     prefix: str
+    cluster: bool = False
 
     def client(self) -> redis.Redis:
-        return redis.Redis.from_url(
-            self.url or DEFAULT_URL, socket_connect_timeout=5, socket_timeout=30
-        )
+        options: dict[str, Any] = {"socket_connect_timeout": 5, "socket_timeout": 30}
+        if self.cluster:  # any node's URL; the client discovers the rest
+            cluster: Any = redis.cluster.RedisCluster.from_url(self.url or DEFAULT_URL, **options)
+            return cast(redis.Redis, cluster)
+        return redis.Redis.from_url(self.url or DEFAULT_URL, **options)
 
     def log(self, conversation: str, client: redis.Redis | None = None) -> MessageLog:
         return MessageLog(client or self.client(), conversation, prefix=self.prefix)
@@ -99,11 +103,17 @@ def connection_options(command: F) -> F:
     "the demo starts a private server instead].",
 )
 @click.option("--prefix", default="msglog", show_default=True, help="Key prefix.")
+@click.option(
+    "--cluster",
+    is_flag=True,
+    envvar="MSGLOG_CLUSTER",
+    help="The URL is a node of a Redis Cluster [env: MSGLOG_CLUSTER].",
+)
 @click.version_option(__version__, prog_name="msglog")
 @click.pass_context
-def main(ctx: click.Context, url: str | None, prefix: str) -> None:
+def main(ctx: click.Context, url: str | None, prefix: str, cluster: bool) -> None:
     """Durable, append-only conversation logs for LLM agent workers, in Redis."""
-    ctx.obj = Settings(url, prefix)
+    ctx.obj = Settings(url, prefix, cluster)
 
 
 # -- the demo ---------------------------------------------------------------------------
@@ -181,7 +191,7 @@ def tail(settings: Settings, conversation: str, count: int, follow: bool, as_jso
     until interrupted."""
     log = settings.log(conversation)
     if not follow:
-        admin.require_conversation(log._redis, log.keys, conversation)
+        admin.require_conversation(settings.client(), log.keys, conversation)
     rows = log.last(count)
     for row in rows:
         _print_row(row, as_json)
@@ -266,12 +276,18 @@ def stats(settings: Settings, conversation: str | None) -> None:
             conversations += 1
             messages += max(info.count, 0)
         server = client.info("server")
-        memory = client.info("memory")
+        if settings.cluster:  # one INFO per primary, keyed by node
+            per_node: Any = cast(Any, client).info("memory", target_nodes="primaries")
+            memories = list(per_node.values())
+        else:
+            memories = [client.info("memory")]
+        used = sum(int(m["used_memory"]) for m in memories)
         table.add_row("conversations", str(conversations))
         table.add_row("messages", str(messages))
         table.add_row("server", f"{server.get('redis_version')} ({settings.url or DEFAULT_URL})")
-        table.add_row("used memory (whole server)", _bytes(int(memory["used_memory"])))
-        table.add_row("maxmemory policy", str(memory.get("maxmemory_policy")))
+        where = f"{len(memories)} primaries" if settings.cluster else "whole server"
+        table.add_row(f"used memory ({where})", _bytes(used))
+        table.add_row("maxmemory policy", str(memories[0].get("maxmemory_policy")))
     out.print(table)
 
 

@@ -25,6 +25,7 @@ from .codec import decode_entry, encode_message
 from .keys import ConversationKeys
 from .models import AgentMessage, StoredMessage
 from .retry import DEFAULT_RETRY, RetryPolicy
+from .routing import is_cluster
 from .scripts import LuaScript, load_script
 
 T = TypeVar("T")
@@ -65,9 +66,10 @@ Step = Read | Write | Pause
 Plan = Generator[Step, Any, T]
 
 
-class ReplyLost(Exception):
+class ReplyLost(redis_errors.ConnectionError):
     """Thrown into a plan by a shell when the connection failed after a :class:`Write`
-    was sent: the server may have executed it."""
+    was sent: the server may have executed it. (A ``ConnectionError``, so routing code
+    that reacts to broken connections sees it too.)"""
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,6 +111,7 @@ class LogCore:
         page_size: int,
         retry: RetryPolicy = DEFAULT_RETRY,
         idempotency_window: timedelta = DEFAULT_IDEMPOTENCY_WINDOW,
+        sharded_events: bool = False,
     ) -> None:
         _require_positive("max_message_bytes", max_message_bytes)
         _require_positive("page_size", page_size)
@@ -128,7 +131,8 @@ class LogCore:
         self.retry = retry
         self.idempotency_window = idempotency_window
         self._script: LuaScript = load_script("append.lua")
-        self._publish = "PUBLISH"
+        # Sharded pub/sub on a cluster: the event goes to the conversation's own shard.
+        self._publish = "SPUBLISH" if sharded_events else "PUBLISH"
 
     # -- writing -------------------------------------------------------------------
 
@@ -394,6 +398,17 @@ class FollowCursor:
             self.position = rows[-1].seq
         return rows
 
+    @staticmethod
+    def retryable(exc: BaseException) -> bool:
+        """Whether the read may simply be made again: a lost connection, a timeout, a
+        cluster in the middle of a failover, or a blocked read that the server released
+        because its role changed (``UNBLOCKED``, a primary turned replica)."""
+        if isinstance(exc, (redis_errors.ConnectionError, redis_errors.TimeoutError)):
+            return True
+        if isinstance(exc, (redis_errors.ClusterDownError, redis_errors.TryAgainError)):
+            return True
+        return isinstance(exc, redis_errors.ResponseError) and str(exc).startswith("UNBLOCKED")
+
     def failed(self, exc: BaseException) -> float:
         """Seconds to wait before reading again after a connection failure; raises
         :class:`~redis_msglog.ServerUnavailableError` once ``reconnect_within`` is spent."""
@@ -433,9 +448,9 @@ class ShellBase:
         retry: RetryPolicy,
         idempotency_window: timedelta,
     ) -> None:
-        if not hasattr(client, "connection_pool"):
+        if not hasattr(client, "connection_pool") and not is_cluster(client):
             raise TypeError(
-                f"{type(self).__name__} needs a redis-py client with a connection pool, "
+                f"{type(self).__name__} needs a redis-py client (Redis or RedisCluster), "
                 f"got {type(client).__name__}"
             )
         self._core = LogCore(
@@ -445,6 +460,7 @@ class ShellBase:
             page_size=page_size,
             retry=retry,
             idempotency_window=idempotency_window,
+            sharded_events=is_cluster(client),
         )
 
     @property

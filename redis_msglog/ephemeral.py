@@ -13,10 +13,14 @@ import socket
 import subprocess
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from types import TracebackType
+from typing import Any
 
-__all__ = ["EphemeralServer", "find_server_binary"]
+__all__ = ["EphemeralCluster", "EphemeralServer", "find_server_binary"]
+
+SLOTS = 16384
 
 
 def find_server_binary(kind: str = "any") -> str | None:
@@ -33,11 +37,26 @@ def find_server_binary(kind: str = "any") -> str | None:
     return None
 
 
-def _free_port() -> int:
+def _free_port(cluster: bool = False) -> int:
+    """A free loopback port; for a cluster node, one whose bus port (+10000) is free too."""
+    for _attempt in range(200):
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+            sock.bind(("127.0.0.1", 0))
+            port: int = sock.getsockname()[1]
+        if not cluster:
+            return port
+        if port + 10000 <= 65535 and _bindable(port + 10000):
+            return port
+    raise RuntimeError("no free port pair for a cluster node")
+
+
+def _bindable(port: int) -> bool:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
+        try:
+            sock.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+        return True
 
 
 class EphemeralServer:
@@ -63,7 +82,7 @@ class EphemeralServer:
         fixed_port = self.port
         for _attempt in range(3):  # a port taken between probe and bind: try another
             self._dir = tempfile.TemporaryDirectory(prefix="msglog-server-")
-            self.port = fixed_port or _free_port()
+            self.port = fixed_port or _free_port(cluster="--cluster-enabled" in self.extra_args)
             args = [self.binary, "--port", str(self.port), "--bind", "127.0.0.1"]
             args += ["--save", "", "--appendonly", "no", "--dir", self._dir.name]
             args += ["--logfile", str(Path(self._dir.name) / "server.log")]
@@ -124,6 +143,96 @@ class EphemeralServer:
             self._process = None
 
     def __enter__(self) -> EphemeralServer:
+        return self.start()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+
+def _wait(condition: Callable[[], bool], what: str, timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"ephemeral cluster: timed out waiting for {what}")
+        time.sleep(0.05)
+
+
+class EphemeralCluster:
+    """A throwaway Redis Cluster: ``primaries`` primaries with ``replicas`` replicas each,
+    wired with ``CLUSTER ADDSLOTSRANGE``, ``MEET`` and ``REPLICATE`` (no redis-cli needed).
+    Use as a context manager; ``port`` is one node to give a cluster client."""
+
+    def __init__(self, binary: str, *, primaries: int = 3, replicas: int = 1) -> None:
+        self.binary = binary
+        self.primary_count = primaries
+        self.replica_count = replicas
+        self.servers: list[EphemeralServer] = []
+
+    @property
+    def port(self) -> int:
+        return self.servers[0].port
+
+    def admin(self, server: EphemeralServer) -> Any:
+        """A plain client to one node (``redis.Redis``, strings decoded)."""
+        import redis
+
+        return redis.Redis(port=server.port, decode_responses=True, socket_timeout=10)
+
+    def node_id(self, server: EphemeralServer) -> str:
+        return str(self.admin(server).execute_command("CLUSTER", "MYID"))
+
+    def start(self) -> EphemeralCluster:
+        args = ["--cluster-enabled", "yes", "--cluster-node-timeout", "2000"]
+        args += ["--cluster-config-file", "nodes.conf", "--enable-debug-command", "local"]
+        total = self.primary_count * (1 + self.replica_count)
+        try:
+            self.servers = [EphemeralServer(self.binary, args).start() for _ in range(total)]
+            primaries = self.servers[: self.primary_count]
+            step = SLOTS // self.primary_count
+            for index, server in enumerate(primaries):
+                last = SLOTS - 1 if index == self.primary_count - 1 else (index + 1) * step - 1
+                self.admin(server).execute_command("CLUSTER", "ADDSLOTSRANGE", index * step, last)
+            first = self.admin(self.servers[0])
+            for server in self.servers[1:]:
+                first.execute_command("CLUSTER", "MEET", "127.0.0.1", server.port)
+            _wait(lambda: all(self._known(s) == total for s in self.servers), "nodes to meet")
+            for index, server in enumerate(self.servers[self.primary_count :]):
+                primary = primaries[index % self.primary_count]
+                self.admin(server).execute_command("CLUSTER", "REPLICATE", self.node_id(primary))
+            self.wait_healthy()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def _known(self, server: EphemeralServer) -> int:
+        return len(str(self.admin(server).execute_command("CLUSTER", "NODES")).splitlines())
+
+    def wait_healthy(self, timeout: float = 30.0) -> None:
+        """Until every node says ``cluster_state:ok`` and every replica is in sync."""
+
+        def healthy() -> bool:
+            for server in self.servers:
+                admin = self.admin(server)
+                if admin.cluster("info")["cluster_state"] != "ok":
+                    return False
+                role = admin.info("replication")
+                if role["role"] == "slave" and role.get("master_link_status") != "up":
+                    return False
+            return True
+
+        _wait(healthy, "cluster_state:ok and replicas in sync", timeout)
+
+    def stop(self) -> None:
+        for server in self.servers:
+            server.stop()
+
+    def __enter__(self) -> EphemeralCluster:
         return self.start()
 
     def __exit__(

@@ -11,6 +11,7 @@ from typing import Any, TypeVar, overload
 
 from redis import Redis
 from redis import exceptions as redis_errors
+from redis.cluster import RedisCluster
 
 from . import adapters
 from .core import (
@@ -30,6 +31,7 @@ from .core import (
 )
 from .models import AgentMessage, Role, StoredMessage
 from .retry import DEFAULT_RETRY, RetryPolicy
+from .routing import Router, socket_timeout
 
 T = TypeVar("T")
 OnAppend = Callable[[list[StoredMessage]], object]
@@ -42,7 +44,8 @@ class MessageLog(ShellBase):
     message gets a gap-free ``seq`` assigned by the server atomically with the write.
 
     Args:
-        redis: a ``redis.Redis`` client (``decode_responses`` either way).
+        redis: a ``redis.Redis`` or ``redis.cluster.RedisCluster`` client
+            (``decode_responses`` either way).
         conversation: the conversation id; any non-empty string.
         on_append: called after each append commits, in this process, with the rows
             exactly as persisted (one call per ``append_many``). Its exceptions propagate
@@ -58,7 +61,7 @@ class MessageLog(ShellBase):
 
     def __init__(
         self,
-        redis: Redis,
+        redis: Redis | RedisCluster,
         conversation: str,
         on_append: OnAppend | None = None,
         prefix: str = "msglog",
@@ -78,6 +81,7 @@ class MessageLog(ShellBase):
             idempotency_window=idempotency_window,
         )
         self._redis = redis
+        self._router = Router(redis, self._core.keys.stream)
         self._on_append = on_append
 
     # -- writing -------------------------------------------------------------------
@@ -191,19 +195,20 @@ class MessageLog(ShellBase):
         self, cursor: FollowCursor, stopped: Callable[[], bool]
     ) -> Iterator[list[StoredMessage]]:
         """Non-empty pages of new rows, in order, until ``stopped()``."""
+        client: Any = self._redis  # XREAD goes through the client: it routes and retries
         while not stopped():
             try:
-                reply = self._redis.execute_command(*cursor.command())
-            except (redis_errors.ConnectionError, redis_errors.TimeoutError) as exc:
+                reply = client.execute_command(*cursor.command())
+            except redis_errors.RedisError as exc:
+                if not cursor.retryable(exc):
+                    raise storage_error(exc, self.keys) from exc
                 time.sleep(cursor.failed(exc))
                 continue
-            except redis_errors.RedisError as exc:
-                raise storage_error(exc, self.keys) from exc
             if rows := cursor.accept(reply):
                 yield rows
 
     def _block_ms(self) -> int:
-        return follow_block_ms(self._redis.connection_pool.connection_kwargs.get("socket_timeout"))
+        return follow_block_ms(socket_timeout(self._redis))
 
     # -- provider formats (see redis_msglog.adapters for the rules) ------------------
 
@@ -244,37 +249,35 @@ class MessageLog(ShellBase):
                 error = exc
 
     def _read(self, commands: tuple[Command, ...]) -> list[Any]:
-        # A pooled connection of our own, so replies come back raw (redis-py's response
-        # callbacks would reshape every stream entry); the client's retry policy applies.
-        pool = self._redis.connection_pool
-        conn = pool.get_connection()
-        try:
-            return conn.retry.call_with_retry(
-                lambda: _round_trip(conn, commands), lambda _error: conn.disconnect()
-            )
-        except BaseException:
-            conn.disconnect()  # whatever was left unread must not reach the next user
-            raise
-        finally:
-            pool.release(conn)
+        # Raw replies (redis-py's response callbacks would reshape every stream entry);
+        # the client's retry policy applies, and on a cluster a read follows a failover.
+        for attempt in range(3):
+            try:
+                return self._router.run(
+                    lambda conn: conn.retry.call_with_retry(
+                        lambda: _round_trip(conn, commands), lambda _error: conn.disconnect()
+                    )
+                )
+            except (redis_errors.ConnectionError, redis_errors.TimeoutError):
+                if not self._router.cluster or attempt == 2:
+                    raise
+                time.sleep(0.1 * 2**attempt)
+        raise AssertionError("unreachable")
 
     def _write_once(self, command: Command) -> Any:
-        # Our own connection handling, so redis-py's retry policy can never re-send it.
-        pool = self._redis.connection_pool
-        conn = pool.get_connection()  # connects: a failure here means nothing was sent
-        try:
-            conn.send_command(*command)
-            return conn.read_response()
-        except redis_errors.ResponseError:
-            raise  # the server answered; the connection is fine
-        except (redis_errors.ConnectionError, redis_errors.TimeoutError, OSError) as exc:
-            conn.disconnect()
-            raise ReplyLost(str(exc)) from exc
-        except BaseException:
-            conn.disconnect()  # e.g. KeyboardInterrupt mid-reply: the stream is unusable
-            raise
-        finally:
-            pool.release(conn)
+        # Never through redis-py's retry policy: a blind re-send of an append writes twice.
+        return self._router.run(lambda conn: _send_once(conn, command))
+
+
+def _send_once(conn: Any, command: Command) -> Any:
+    try:
+        conn.send_command(*command)
+        return conn.read_response()
+    except redis_errors.ResponseError:
+        raise  # the server answered; the connection is fine
+    except (redis_errors.ConnectionError, redis_errors.TimeoutError, OSError) as exc:
+        conn.disconnect()
+        raise ReplyLost(str(exc)) from exc
 
 
 def _round_trip(conn: Any, commands: tuple[Command, ...]) -> list[Any]:

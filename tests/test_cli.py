@@ -9,6 +9,7 @@ import sys
 import threading
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import orjson
 import pytest
@@ -271,3 +272,21 @@ def test_bad_arguments_are_usage_errors() -> None:
     result = _run("show")
     assert result.returncode == 2 and "Missing argument" in result.stderr
     assert _run("--version").stdout.startswith("msglog, version ")
+
+
+def test_commands_on_a_cluster(shared_cluster: Callable[[], Any], prefix: str) -> None:
+    cluster = shared_cluster()
+    client = cluster.client()
+    logs = [MessageLog(client, new_id(), prefix=prefix) for _ in range(6)]  # spread over slots
+    for log in logs:
+        log.append_many(TURN)
+    url = f"redis://127.0.0.1:{cluster.port}/0"
+    listed = msglog(url, prefix, "--cluster", "ls", "--json")
+    assert listed.exit_code == 0, listed.output
+    found = {orjson.loads(line)["conversation"] for line in listed.output.split()}
+    assert found == {log.conversation for log in logs}
+    shown = msglog(url, prefix, "--cluster", "show", logs[0].conversation, "--json")
+    assert len(shown.output.splitlines()) == 5
+    assert msglog(url, prefix, "--cluster", "verify", "--all").exit_code == 0
+    stats = msglog(url, prefix, "--cluster", "stats")
+    assert stats.exit_code == 0 and "3 primaries" in stats.output

@@ -8,6 +8,7 @@ import multiprocessing
 import threading
 import time
 from collections.abc import Callable, Iterator
+from typing import Any
 
 import pytest
 import redis
@@ -22,20 +23,20 @@ from redis_msglog import (
 )
 from redis_msglog.ephemeral import EphemeralServer
 
-from .conftest import ALL_BACKENDS, Env, make_env, new_id
+from .conftest import Env, make_env, new_id
 
 WRITERS = 8
 PER_WRITER = 60  # 20 rounds of: one append, then an append_many of 2
 
 
-@pytest.fixture(params=ALL_BACKENDS)
-def sync_env(
-    request: pytest.FixtureRequest, shared_server: Callable[[str], EphemeralServer]
-) -> Iterator[Env]:
-    backend = str(request.param)
-    environment = make_env(
-        backend, "sync", None if backend == "fakeredis" else shared_server(backend)
-    )
+@pytest.fixture
+def sync_env(backend: str, shared_server: Any, shared_cluster: Any) -> Iterator[Env]:
+    server = None
+    if backend == "cluster":
+        server = shared_cluster()
+    elif backend != "fakeredis":
+        server = shared_server(backend)
+    environment = make_env(backend, "sync", server)
     yield environment
     environment.close()
 

@@ -1,0 +1,185 @@
+"""Redis Cluster: one slot per conversation whatever its id, sharded events, and appends
+that stay exactly-once and gap-free while slots move and primaries fail over."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from collections.abc import Callable, Iterator
+
+import pytest
+import redis.asyncio.cluster
+from redis.crc import key_slot
+
+from redis_msglog import AsyncMessageLog, MessageLog, MessageLogError, StoredMessage
+from redis_msglog.keys import ConversationKeys
+
+from .cluster import LocalCluster
+from .conftest import new_id, require_binary
+
+HOSTILE_IDS = ["plain", "{", "}", "{a}", "}{", "a{b}c", "%7B", "x:{y}:seq", "{}" * 50, "é🎉{"]
+
+
+@pytest.mark.parametrize("conversation", HOSTILE_IDS)
+def test_every_key_of_a_conversation_shares_one_slot(conversation: str) -> None:
+    keys = ConversationKeys.build("msglog", conversation)
+    names = [keys.seq, keys.stream, keys.channel, keys.idempotency_record("k{1}")]
+    assert len({key_slot(name.encode()) for name in names}) == 1
+
+
+def test_hostile_ids_append_and_read_on_a_cluster(
+    shared_cluster: Callable[[], LocalCluster],
+) -> None:
+    client = shared_cluster().client()
+    for conversation in HOSTILE_IDS:
+        log = MessageLog(client, f"{conversation}-{new_id()}")
+        assert log.append_many([{"role": "user", "content": "a"}] * 3) == 3  # no CROSSSLOT
+        assert log.add("user", "b", idempotency_key="k") == 4
+        assert [m.seq for m in log.all()] == [1, 2, 3, 4]
+
+
+def test_events_are_published_on_the_conversations_shard(
+    shared_cluster: Callable[[], LocalCluster],
+) -> None:
+    client = shared_cluster().client()
+    log = MessageLog(client, new_id())
+    pubsub = client.pubsub()
+    pubsub.ssubscribe(log.keys.channel)
+    deadline = time.monotonic() + 5
+    while pubsub.get_sharded_message(timeout=0.1) is None and time.monotonic() < deadline:
+        pass  # the subscribe confirmation
+    log.append_many([{"role": "user", "content": "x"}, {"role": "user", "content": "y"}])
+    message = None
+    while message is None and time.monotonic() < deadline:
+        message = pubsub.get_sharded_message(timeout=0.1)
+    assert message is not None
+    assert b'"first":1,"last":2' in message["data"]
+    pubsub.close()
+
+
+# -- topology changes under load -----------------------------------------------------------
+
+
+@pytest.fixture
+def private_cluster() -> Iterator[LocalCluster]:
+    cluster = LocalCluster(require_binary("any"))
+    with cluster:
+        yield cluster
+
+
+class Writers:
+    """Threads appending to their own conversations, recording what was acknowledged."""
+
+    def __init__(self, cluster: LocalCluster, conversations: int) -> None:
+        self.client = cluster.client(socket_timeout=5)
+        self.ids = [new_id() for _ in range(conversations)]
+        self.acked: dict[str, dict[int, str]] = {c: {} for c in self.ids}
+        self.failed: dict[str, list[str]] = {c: [] for c in self.ids}
+        self._stop = threading.Event()
+        self._threads = [threading.Thread(target=self._write, args=(c,)) for c in self.ids]
+
+    def _write(self, conversation: str) -> None:
+        log = MessageLog(self.client, conversation)
+        i = 0
+        while not self._stop.is_set():
+            content = f"{conversation}:{i}"
+            try:
+                self.acked[conversation][log.add("user", content)] = content
+            except MessageLogError as exc:  # a clear error is allowed; a silent loss is not
+                self.failed[conversation].append(f"{content}: {exc}")
+            i += 1
+
+    def __enter__(self) -> Writers:
+        for thread in self._threads:
+            thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        for thread in self._threads:
+            thread.join(timeout=60)
+
+    def check(self) -> None:
+        for conversation in self.ids:
+            rows = MessageLog(self.client, conversation).all()
+            assert [m.seq for m in rows] == list(range(1, len(rows) + 1)), conversation
+            by_seq = {m.seq: m.content for m in rows}
+            for seq, content in self.acked[conversation].items():
+                assert by_seq.get(seq) == content, (conversation, seq)
+            contents = [m.content for m in rows]
+            assert len(set(contents)) == len(contents), "an append was written twice"
+            assert len(rows) >= len(self.acked[conversation])
+
+
+def test_slots_move_while_writers_append(private_cluster: LocalCluster) -> None:
+    with Writers(private_cluster, conversations=8) as writers:
+        time.sleep(0.3)
+        for round_ in range(2):
+            for conversation in writers.ids[:4]:
+                slot = key_slot(ConversationKeys.build("msglog", conversation).seq.encode())
+                owner = private_cluster.owner(slot)
+                others = [p for p in private_cluster.primaries if p.port != owner.port]
+                private_cluster.migrate_slot(slot, others[round_ % len(others)])
+            time.sleep(0.2)
+    writers.check()
+    assert sum(len(a) for a in writers.acked.values()) > 100
+    assert not any(writers.failed.values()), writers.failed
+
+
+def test_a_primary_fails_over_while_writers_append(private_cluster: LocalCluster) -> None:
+    with Writers(private_cluster, conversations=6) as writers:
+        time.sleep(0.3)
+        slot = key_slot(ConversationKeys.build("msglog", writers.ids[0]).seq.encode())
+        promoted = private_cluster.failover(private_cluster.owner(slot))
+        time.sleep(0.5)
+        assert private_cluster.owner(slot).port == promoted.port
+    writers.check()
+    assert all(writers.acked.values())  # every conversation kept going
+
+
+def test_async_cluster_client_through_a_slot_move(private_cluster: LocalCluster) -> None:
+    conversation = new_id()
+    slot = key_slot(ConversationKeys.build("msglog", conversation).seq.encode())
+
+    async def scenario() -> list[StoredMessage]:
+        client = redis.asyncio.cluster.RedisCluster(host="127.0.0.1", port=private_cluster.port)
+        log = AsyncMessageLog(client, conversation)
+        for i in range(20):
+            await log.add("user", str(i))
+        source = private_cluster.owner(slot)
+        target = next(p for p in private_cluster.primaries if p.port != source.port)
+        await asyncio.to_thread(private_cluster.migrate_slot, slot, target)
+        for i in range(20, 40):
+            await log.add("user", str(i))
+        rows = await log.all()
+        await client.aclose()
+        return rows
+
+    rows = asyncio.run(scenario())
+    assert [(m.seq, m.content) for m in rows] == [(i + 1, str(i)) for i in range(40)]
+
+
+def test_follow_on_a_cluster_survives_a_failover(private_cluster: LocalCluster) -> None:
+    client = private_cluster.client(socket_timeout=5)
+    log = MessageLog(client, new_id())
+    log.add("user", "0")
+    seen: list[int] = []
+
+    def follow() -> None:
+        follower = MessageLog(private_cluster.client(socket_timeout=5), log.conversation)
+        for row in follower.follow():
+            seen.append(row.seq)
+            if row.seq == 10:
+                return
+
+    thread = threading.Thread(target=follow, daemon=True)
+    thread.start()
+    for i in range(1, 5):
+        log.add("user", str(i))
+    slot = key_slot(log.keys.stream.encode())
+    private_cluster.failover(private_cluster.owner(slot))
+    for i in range(5, 10):
+        log.add("user", str(i))
+    thread.join(timeout=60)
+    assert seen == list(range(1, 11))
