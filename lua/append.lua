@@ -15,7 +15,9 @@
 -- ARGV[4]   fingerprint of the batch (ignored without KEYS[3])
 -- ARGV[5]   "1": look KEYS[3] up first; "0": skip that (the first try of a key generated
 --           for this call: nobody can have used it yet)
--- ARGV[6..] the encoded messages (JSON), in order; at least one
+-- ARGV[6]   the conversation's lifetime in milliseconds, refreshed on every key it owns
+--           by each append ("" for none: keys live until deleted)
+-- ARGV[7..] the encoded messages (JSON), in order; at least one
 --
 -- Returns {last_seq, at, replayed}: the seq of the last message written, the commit time
 -- in microseconds since the Unix epoch (a string) read once from the server's clock, and
@@ -25,7 +27,7 @@
 -- first XADD (the only write that can fail: wrong type, or a counter behind the stream)
 -- runs before any other change. Later XADDs use larger IDs and SET cannot fail.
 
-local HEADER = 5
+local HEADER = 6
 local n = #ARGV - HEADER
 
 if KEYS[3] and ARGV[5] == '1' then
@@ -60,6 +62,16 @@ if raw then
   if last == nil or last < 0 or last % 1 ~= 0 then
     return redis.error_reply('MSGLOG_BADSEQ seq counter ' .. KEYS[1] .. ' holds ' .. raw)
   end
+else
+  -- No counter: a new conversation, or one whose counter was deleted or evicted while
+  -- its stream remains. Continue after the stream's last entry instead of wedging.
+  local newest = redis.pcall('XREVRANGE', KEYS[2], '+', '-', 'COUNT', 1)
+  if type(newest) == 'table' and newest.err then
+    return redis.error_reply('WRONGTYPE stream ' .. KEYS[2] .. ' is not a stream')
+  end
+  if newest[1] then
+    last = tonumber(string.match(newest[1][1], '^(%d+)-')) or 0
+  end
 end
 
 local first_id = string.format('%d-0', last + 1)
@@ -78,11 +90,20 @@ end
 for i = 2, n do
   redis.call('XADD', KEYS[2], string.format('%d-0', last + i), 'at', at, 'msg', ARGV[HEADER + i])
 end
-local new_last = redis.call('INCRBY', KEYS[1], n)
+local new_last = last + n
+if raw then
+  redis.call('INCRBY', KEYS[1], n)
+else
+  redis.call('SET', KEYS[1], new_last)  -- a new counter, or one healed from the stream
+end
 
 if KEYS[3] then
   redis.call('SET', KEYS[3], string.format('%d', new_last) .. ' ' .. at .. ' ' .. n .. ' ' ..
     ARGV[4], 'PX', ARGV[3])
+end
+if ARGV[6] ~= '' then
+  redis.call('PEXPIRE', KEYS[1], ARGV[6])
+  redis.call('PEXPIRE', KEYS[2], ARGV[6])
 end
 
 if ARGV[1] ~= '' then

@@ -65,6 +65,7 @@ class AsyncMessageLog(ShellBase):
         page_size: int = DEFAULT_PAGE_SIZE,
         retry: RetryPolicy = DEFAULT_RETRY,
         idempotency_window: timedelta = DEFAULT_IDEMPOTENCY_WINDOW,
+        ttl: timedelta | None = None,
     ) -> None:
         self._setup_core(
             redis,
@@ -74,6 +75,7 @@ class AsyncMessageLog(ShellBase):
             page_size=page_size,
             retry=retry,
             idempotency_window=idempotency_window,
+            ttl=ttl,
         )
         self._redis = redis
         self._router = AsyncRouter(redis, self._core.keys.stream)

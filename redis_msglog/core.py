@@ -112,8 +112,11 @@ class LogCore:
         retry: RetryPolicy = DEFAULT_RETRY,
         idempotency_window: timedelta = DEFAULT_IDEMPOTENCY_WINDOW,
         sharded_events: bool = False,
+        ttl: timedelta | None = None,
     ) -> None:
         _require_positive("max_message_bytes", max_message_bytes)
+        if ttl is not None and (not isinstance(ttl, timedelta) or ttl < timedelta(seconds=1)):
+            raise ValueError(f"ttl must be None or a timedelta of at least 1 s, got {ttl!r}")
         _require_positive("page_size", page_size)
         if not isinstance(retry, RetryPolicy):
             raise TypeError(f"retry must be a RetryPolicy, got {type(retry).__name__}")
@@ -130,6 +133,7 @@ class LogCore:
         self.page_size = page_size
         self.retry = retry
         self.idempotency_window = idempotency_window
+        self.ttl = ttl
         self._script: LuaScript = load_script("append.lua")
         # Sharded pub/sub on a cluster: the event goes to the conversation's own shard.
         self._publish = "SPUBLISH" if sharded_events else "PUBLISH"
@@ -172,13 +176,21 @@ class LogCore:
             idempotency_key, window = os.urandom(12).hex(), self.retry.generated_key_ttl
             generated = True
         keys: Command = (2, self.keys.seq, self.keys.stream)
-        header: Command = (self._publish, self.keys.channel, "", "", "0")
+        record: Command = ("", "")  # the record's lifetime (ms) and the batch's fingerprint
         if idempotency_key is not None:
-            ttl_ms = max(1, int(window / timedelta(milliseconds=1)))
             keys = (3, *keys[1:], self.keys.idempotency_record(idempotency_key))
-            # A generated key is new on the first try: the script skips looking it up.
-            header = (*header[:2], ttl_ms, batch.fingerprint(), "0" if generated else "1")
-        keys_and_args = (*keys, *header, *batch.encoded)
+            if self.ttl is not None:
+                window = min(window, self.ttl)  # a record never outlives its conversation
+            record = (_millis(window), batch.fingerprint())
+        lifetime = "" if self.ttl is None else _millis(self.ttl)
+
+        def script_args(look_up_record: bool) -> Command:
+            flag = "1" if look_up_record else "0"
+            header = (self._publish, self.keys.channel, *record, flag, lifetime)
+            return (*keys, *header, *batch.encoded)
+
+        # A generated key is new on the first try: the script skips looking it up.
+        keys_and_args = script_args(look_up_record=not generated)
 
         maybe_committed = False
         failure: BaseException | None = None
@@ -190,7 +202,7 @@ class LogCore:
                     break  # the record may be gone by then: a re-send could write twice
                 yield Pause(delay)
                 if generated:  # from now on the key may have a record: look it up
-                    keys_and_args = (*keys, *header[:4], "1", *batch.encoded)
+                    keys_and_args = script_args(look_up_record=True)
             tries += 1
             try:
                 last_seq, at, replayed = yield from self._eval(keys_and_args)
@@ -447,6 +459,7 @@ class ShellBase:
         page_size: int,
         retry: RetryPolicy,
         idempotency_window: timedelta,
+        ttl: timedelta | None,
     ) -> None:
         if not hasattr(client, "connection_pool") and not is_cluster(client):
             raise TypeError(
@@ -461,6 +474,7 @@ class ShellBase:
             retry=retry,
             idempotency_window=idempotency_window,
             sharded_events=is_cluster(client),
+            ttl=ttl,
         )
 
     @property
@@ -510,6 +524,10 @@ def storage_error(exc: BaseException, keys: ConversationKeys) -> errors.MessageL
     if "MSGLOG_" in text:
         return errors.CorruptLogError(text)
     return errors.StorageError(f"Redis error: {text}")
+
+
+def _millis(duration: timedelta) -> int:
+    return max(1, int(duration / timedelta(milliseconds=1)))
 
 
 def _record_outlives(first_sent: float, delay: float, window: timedelta) -> bool:

@@ -57,6 +57,9 @@ class MessageLog(ShellBase):
         retry: how an append is re-sent when its connection fails (safe: every try carries
             one idempotency key); ``redis_msglog.NO_RETRY`` sends once.
         idempotency_window: how long the server remembers a caller's ``idempotency_key``.
+        ttl: retention: every append resets the conversation's expiry (its counter, stream
+            and idempotency records) to ``ttl``, so an abandoned conversation disappears
+            whole. ``None`` (the default): kept until deleted.
     """
 
     def __init__(
@@ -70,6 +73,7 @@ class MessageLog(ShellBase):
         page_size: int = DEFAULT_PAGE_SIZE,
         retry: RetryPolicy = DEFAULT_RETRY,
         idempotency_window: timedelta = DEFAULT_IDEMPOTENCY_WINDOW,
+        ttl: timedelta | None = None,
     ) -> None:
         self._setup_core(
             redis,
@@ -79,6 +83,7 @@ class MessageLog(ShellBase):
             page_size=page_size,
             retry=retry,
             idempotency_window=idempotency_window,
+            ttl=ttl,
         )
         self._redis = redis
         self._router = Router(redis, self._core.keys.stream)
