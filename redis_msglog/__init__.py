@@ -12,14 +12,17 @@ Quick start::
 
 from .adapters import to_anthropic, to_langchain, to_openai
 from .aio import AsyncMessageLog, AsyncSubscription
+from .durability import Durability
 from .errors import (
     AppendInDoubtError,
     CodecError,
     CorruptLogError,
+    DurabilityUnsupportedError,
     IdempotencyConflictError,
     InvalidMessageError,
     MessageLogError,
     MessageTooLargeError,
+    NotDurableError,
     OutOfMemoryError,
     ServerUnavailableError,
     StorageError,
@@ -40,11 +43,14 @@ __all__ = [
     "CodecError",
     "ConversationKeys",
     "CorruptLogError",
+    "Durability",
+    "DurabilityUnsupportedError",
     "IdempotencyConflictError",
     "InvalidMessageError",
     "MessageLog",
     "MessageLogError",
     "MessageTooLargeError",
+    "NotDurableError",
     "OutOfMemoryError",
     "RetryPolicy",
     "Role",

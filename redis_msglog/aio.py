@@ -32,6 +32,7 @@ from .core import (
     follow_block_ms,
     storage_error,
 )
+from .durability import Durability
 from .models import AgentMessage, Role, StoredMessage
 from .retry import DEFAULT_RETRY, RetryPolicy
 from .routing import AsyncRouter, socket_timeout
@@ -66,6 +67,7 @@ class AsyncMessageLog(ShellBase):
         retry: RetryPolicy = DEFAULT_RETRY,
         idempotency_window: timedelta = DEFAULT_IDEMPOTENCY_WINDOW,
         ttl: timedelta | None = None,
+        durability: Durability | None = None,
     ) -> None:
         self._setup_core(
             redis,
@@ -76,6 +78,7 @@ class AsyncMessageLog(ShellBase):
             retry=retry,
             idempotency_window=idempotency_window,
             ttl=ttl,
+            durability=durability,
         )
         self._redis = redis
         self._router = AsyncRouter(redis, self._core.keys.stream)
@@ -115,6 +118,7 @@ class AsyncMessageLog(ShellBase):
             result = self._on_append(self._core.committed_rows(batch, commit))
             if inspect.isawaitable(result):
                 await result
+        self._core.raise_if_not_durable(batch, commit)
         return commit.last_seq
 
     # -- reading -------------------------------------------------------------------
@@ -214,7 +218,7 @@ class AsyncMessageLog(ShellBase):
                 elif isinstance(step, Pause):
                     await asyncio.sleep(step.seconds)
                 else:
-                    reply = await self._write_once(step.command)
+                    reply = await self._write_once(step.command, step.then)
             except (redis_errors.RedisError, ReplyLost) as exc:
                 error = exc
 
@@ -233,15 +237,29 @@ class AsyncMessageLog(ShellBase):
                 await asyncio.sleep(0.1 * 2**attempt)
         raise AssertionError("unreachable")
 
-    async def _write_once(self, command: Command) -> Any:
+    async def _write_once(self, command: Command, then: Command | None) -> Any:
         # Never through redis-py's retry policy: a blind re-send of an append writes twice.
-        return await self._router.run(lambda conn: _send_once(conn, command))
+        return await self._router.run(lambda conn: _send_once(conn, command, then))
 
 
-async def _send_once(conn: Any, command: Command) -> Any:
+async def _send_once(conn: Any, command: Command, then: Command | None) -> Any:
     try:
-        await conn.send_command(*command)
-        return await conn.read_response()
+        if then is None:
+            await conn.send_command(*command)
+            return await conn.read_response()
+        await conn.send_packed_command(conn.pack_commands((command, then)))
+        first = second = None
+        try:
+            first = await conn.read_response()
+        except redis_errors.ResponseError as exc:
+            first = exc
+        try:
+            second = await conn.read_response()
+        except redis_errors.ResponseError as exc:
+            second = exc  # a refused WAIT/WAITAOF: a durability shortfall, not a failure
+        if isinstance(first, redis_errors.ResponseError):
+            raise first
+        return first, second
     except redis_errors.ResponseError:
         raise  # the server answered; the connection is fine
     except (redis_errors.ConnectionError, redis_errors.TimeoutError, OSError) as exc:

@@ -22,6 +22,7 @@ from redis import exceptions as redis_errors
 
 from . import errors
 from .codec import decode_entry, encode_message
+from .durability import Durability
 from .keys import ConversationKeys
 from .models import AgentMessage, StoredMessage
 from .retry import DEFAULT_RETRY, RetryPolicy
@@ -50,9 +51,14 @@ class Read:
 @dataclass(frozen=True, slots=True)
 class Write:
     """One command to send exactly once, never re-sent by the client library (a blind
-    re-send of an append writes it twice). The reply is the raw server reply."""
+    re-send of an append writes it twice). The reply is the raw server reply.
+
+    ``then`` is sent right behind it, in the same write on the same connection (``WAIT``
+    and ``WAITAOF`` count that connection's writes); the reply is then the pair of
+    replies, the second possibly a ``ResponseError`` instance."""
 
     command: Command
+    then: Command | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,6 +103,7 @@ class Commit:
     last_seq: int
     at_micros: int
     fresh: bool
+    not_durable: str | None = None  # what the log's durability found missing
 
 
 class LogCore:
@@ -113,8 +120,11 @@ class LogCore:
         idempotency_window: timedelta = DEFAULT_IDEMPOTENCY_WINDOW,
         sharded_events: bool = False,
         ttl: timedelta | None = None,
+        durability: Durability | None = None,
     ) -> None:
         _require_positive("max_message_bytes", max_message_bytes)
+        if durability is not None and not isinstance(durability, Durability):
+            raise TypeError(f"durability must be a Durability, got {type(durability).__name__}")
         if ttl is not None and (not isinstance(ttl, timedelta) or ttl < timedelta(seconds=1)):
             raise ValueError(f"ttl must be None or a timedelta of at least 1 s, got {ttl!r}")
         _require_positive("page_size", page_size)
@@ -134,6 +144,8 @@ class LogCore:
         self.retry = retry
         self.idempotency_window = idempotency_window
         self.ttl = ttl
+        self.durability = durability
+        self._durability_checked = durability is None or not durability.aof
         self._script: LuaScript = load_script("append.lua")
         # Sharded pub/sub on a cluster: the event goes to the conversation's own shard.
         self._publish = "SPUBLISH" if sharded_events else "PUBLISH"
@@ -192,6 +204,10 @@ class LogCore:
         # A generated key is new on the first try: the script skips looking it up.
         keys_and_args = script_args(look_up_record=not generated)
 
+        if not self._durability_checked:
+            yield from self._check_durability_support()
+        then = None if self.durability is None else self.durability.command()
+
         maybe_committed = False
         failure: BaseException | None = None
         first_sent, tries = time.monotonic(), 0
@@ -205,7 +221,7 @@ class LogCore:
                     keys_and_args = script_args(look_up_record=True)
             tries += 1
             try:
-                last_seq, at, replayed = yield from self._eval(keys_and_args)
+                reply = yield from self._eval(keys_and_args, then)
             except ReplyLost as exc:
                 maybe_committed, failure = True, exc
             except (redis_errors.ConnectionError, redis_errors.TimeoutError) as exc:
@@ -213,9 +229,11 @@ class LogCore:
             except redis_errors.RedisError as exc:
                 raise storage_error(exc, self.keys) from exc
             else:
+                (last_seq, at, replayed), waited = reply if then else (reply, None)
                 # A replay after our own lost reply is this call's commit, seen late.
                 fresh = not int(replayed) or maybe_committed
-                return Commit(int(last_seq), int(at), fresh)
+                missing = None if self.durability is None else self.durability.shortfall(waited)
+                return Commit(int(last_seq), int(at), fresh, missing)
         assert failure is not None
         tried = f"{tries} {'try' if tries == 1 else 'tries'}"
         if maybe_committed:
@@ -234,13 +252,13 @@ class LogCore:
             f"Redis is unavailable ({tried}): {failure}. Nothing was written."
         ) from failure
 
-    def _eval(self, keys_and_args: Command) -> Plan[Any]:
+    def _eval(self, keys_and_args: Command, then: Command | None) -> Plan[Any]:
         """Run the append script: EVALSHA, falling back to EVAL when it is not cached."""
         script, send_body = self._script, False
         while True:
             command = ("EVAL", script.body) if send_body else ("EVALSHA", script.sha)
             try:
-                reply = yield Write((*command, *keys_and_args))
+                reply = yield Write((*command, *keys_and_args), then)
                 return reply
             except redis_errors.NoScriptError:
                 # Not cached (restart, failover, SCRIPT FLUSH): nothing ran, so EVAL is safe.
@@ -254,6 +272,45 @@ class LogCore:
                     raise
                 self._script = script = plain
                 send_body = True
+
+    def _check_durability_support(self) -> Plan[None]:
+        """Before the first append under ``Durability(aof=True)``: refuse (writing nothing)
+        if the server has no ``WAITAOF`` or runs with ``appendonly no``. A server that
+        does not let us look (ACL) is given the benefit of the doubt."""
+        info = yield from self._optional_read(("COMMAND", "INFO", "WAITAOF"))
+        if info is not None and (not info or info[0] is None):
+            raise errors.DurabilityUnsupportedError(
+                "Durability(aof=True) needs WAITAOF (Redis 7.2+ or Valkey); this server has "
+                "none. Nothing was written."
+            )
+        config = yield from self._optional_read(("CONFIG", "GET", "appendonly"))
+        values = list(config.values()) if isinstance(config, Mapping) else (config or [])[1:]
+        if values and values[0] in (b"no", "no"):
+            raise errors.DurabilityUnsupportedError(
+                "Durability(aof=True) needs appendonly yes on the server; it is off, so "
+                "WAITAOF could never succeed. Nothing was written."
+            )
+        self._durability_checked = True
+
+    def _optional_read(self, command: Command) -> Plan[Any]:
+        """The reply, or ``None`` if the server refuses the command (ACL, unknown)."""
+        try:
+            (reply,) = yield Read((command,))
+        except redis_errors.ResponseError:
+            return None
+        except redis_errors.RedisError as exc:
+            raise storage_error(exc, self.keys) from exc
+        return reply
+
+    def raise_if_not_durable(self, batch: Batch, commit: Commit) -> None:
+        """After the hook has run: report a durability shortfall as an error."""
+        if commit.not_durable is not None:
+            first = commit.last_seq - len(batch.encoded) + 1
+            raise errors.NotDurableError(
+                f"committed as seq {first}..{commit.last_seq} in {self.keys.stream}, but "
+                f"{commit.not_durable}",
+                last_seq=commit.last_seq,
+            )
 
     def committed_rows(self, batch: Batch, commit: Commit) -> list[StoredMessage]:
         """The rows of a committed batch exactly as a reader will decode them."""
@@ -460,6 +517,7 @@ class ShellBase:
         retry: RetryPolicy,
         idempotency_window: timedelta,
         ttl: timedelta | None,
+        durability: Durability | None,
     ) -> None:
         if not hasattr(client, "connection_pool") and not is_cluster(client):
             raise TypeError(
@@ -475,6 +533,7 @@ class ShellBase:
             idempotency_window=idempotency_window,
             sharded_events=is_cluster(client),
             ttl=ttl,
+            durability=durability,
         )
 
     @property

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import shutil
+import signal
 import socket
 import subprocess
 import tempfile
@@ -123,6 +124,26 @@ class EphemeralServer:
             raise RuntimeError(f"{self.binary} did not restart on port {self.port}")
         return self
 
+    def kill(self) -> None:
+        """SIGKILL: a crash, with no chance to flush anything. The data dir is kept, so
+        :meth:`restart` shows what the server had persisted."""
+        if self._process is not None:
+            self._process.kill()
+            self._process.wait()
+            if self._process.stderr is not None:
+                self._process.stderr.close()
+            self._process = None
+
+    def pause(self) -> None:
+        """SIGSTOP: the server freezes (connections stay open, nothing is answered)."""
+        if self._process is not None:
+            self._process.send_signal(signal.SIGSTOP)
+
+    def resume(self) -> None:
+        """SIGCONT after :meth:`pause`."""
+        if self._process is not None:
+            self._process.send_signal(signal.SIGCONT)
+
     def stop(self) -> None:
         """Stop the process (SIGTERM, then SIGKILL) and remove its data dir."""
         self._terminate()
@@ -132,6 +153,7 @@ class EphemeralServer:
 
     def _terminate(self) -> None:
         if self._process is not None:
+            self._process.send_signal(signal.SIGCONT)  # a paused server cannot exit
             self._process.terminate()
             try:
                 self._process.wait(timeout=10)

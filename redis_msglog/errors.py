@@ -65,6 +65,22 @@ class IdempotencyConflictError(MessageLogError, ValueError):
     given with a different batch of messages. Nothing was written."""
 
 
+class NotDurableError(StorageError):
+    """The append COMMITTED (``last_seq`` is its last seq; readers see it), but the log's
+    ``durability`` was not reached in time: fewer replicas acknowledged it, or the
+    append-only file was not fsynced. It may still become durable, or be lost if the
+    primary fails before it does. Do not append it again: it is there."""
+
+    def __init__(self, message: str, *, last_seq: int) -> None:
+        super().__init__(message)
+        self.last_seq = last_seq
+
+
+class DurabilityUnsupportedError(StorageError):
+    """The server cannot give the durability asked for (no ``WAITAOF`` before Redis 7.2,
+    or ``appendonly no``). Checked before the first append: nothing was written."""
+
+
 class OutOfMemoryError(StorageError):
     """The server is over ``maxmemory`` and refused the write before running it: nothing
     was written."""

@@ -29,6 +29,7 @@ from .core import (
     follow_block_ms,
     storage_error,
 )
+from .durability import Durability
 from .models import AgentMessage, Role, StoredMessage
 from .retry import DEFAULT_RETRY, RetryPolicy
 from .routing import Router, socket_timeout
@@ -57,6 +58,9 @@ class MessageLog(ShellBase):
         retry: how an append is re-sent when its connection fails (safe: every try carries
             one idempotency key); ``redis_msglog.NO_RETRY`` sends once.
         idempotency_window: how long the server remembers a caller's ``idempotency_key``.
+        durability: wait after each append for replicas (``WAIT``) and/or the append-only
+            file (``WAITAOF``); a shortfall raises :class:`~redis_msglog.NotDurableError`
+            (the append committed). See :class:`~redis_msglog.Durability`.
         ttl: retention: every append resets the conversation's expiry (its counter, stream
             and idempotency records) to ``ttl``, so an abandoned conversation disappears
             whole. ``None`` (the default): kept until deleted.
@@ -74,6 +78,7 @@ class MessageLog(ShellBase):
         retry: RetryPolicy = DEFAULT_RETRY,
         idempotency_window: timedelta = DEFAULT_IDEMPOTENCY_WINDOW,
         ttl: timedelta | None = None,
+        durability: Durability | None = None,
     ) -> None:
         self._setup_core(
             redis,
@@ -84,6 +89,7 @@ class MessageLog(ShellBase):
             retry=retry,
             idempotency_window=idempotency_window,
             ttl=ttl,
+            durability=durability,
         )
         self._redis = redis
         self._router = Router(redis, self._core.keys.stream)
@@ -132,6 +138,7 @@ class MessageLog(ShellBase):
         commit = self._run(self._core.append_plan(batch, idempotency_key))
         if commit.fresh and self._on_append is not None:
             self._on_append(self._core.committed_rows(batch, commit))
+        self._core.raise_if_not_durable(batch, commit)
         return commit.last_seq
 
     # -- reading -------------------------------------------------------------------
@@ -249,7 +256,7 @@ class MessageLog(ShellBase):
                 elif isinstance(step, Pause):
                     time.sleep(step.seconds)
                 else:
-                    reply = self._write_once(step.command)
+                    reply = self._write_once(step.command, step.then)
             except (redis_errors.RedisError, ReplyLost) as exc:
                 error = exc
 
@@ -269,15 +276,29 @@ class MessageLog(ShellBase):
                 time.sleep(0.1 * 2**attempt)
         raise AssertionError("unreachable")
 
-    def _write_once(self, command: Command) -> Any:
+    def _write_once(self, command: Command, then: Command | None) -> Any:
         # Never through redis-py's retry policy: a blind re-send of an append writes twice.
-        return self._router.run(lambda conn: _send_once(conn, command))
+        return self._router.run(lambda conn: _send_once(conn, command, then))
 
 
-def _send_once(conn: Any, command: Command) -> Any:
+def _send_once(conn: Any, command: Command, then: Command | None) -> Any:
     try:
-        conn.send_command(*command)
-        return conn.read_response()
+        if then is None:
+            conn.send_command(*command)
+            return conn.read_response()
+        conn.send_packed_command(conn.pack_commands((command, then)))
+        first = second = None
+        try:
+            first = conn.read_response()
+        except redis_errors.ResponseError as exc:
+            first = exc
+        try:
+            second = conn.read_response()
+        except redis_errors.ResponseError as exc:
+            second = exc  # a refused WAIT/WAITAOF: a durability shortfall, not a failure
+        if isinstance(first, redis_errors.ResponseError):
+            raise first
+        return first, second
     except redis_errors.ResponseError:
         raise  # the server answered; the connection is fine
     except (redis_errors.ConnectionError, redis_errors.TimeoutError, OSError) as exc:

@@ -3,12 +3,27 @@ conversation whole."""
 
 from __future__ import annotations
 
+import asyncio
 import time
+from collections.abc import Callable
 from datetime import timedelta
+from typing import Any
 
+import pytest
+import redis
+import redis.asyncio
+
+from redis_msglog import (
+    AsyncMessageLog,
+    Durability,
+    DurabilityUnsupportedError,
+    MessageLog,
+    NotDurableError,
+)
 from redis_msglog.admin import verify_conversation
+from redis_msglog.ephemeral import EphemeralServer
 
-from .conftest import Env
+from .conftest import Env, new_id
 
 
 def test_a_deleted_seq_counter_heals_on_the_next_append(env: Env) -> None:
@@ -42,3 +57,90 @@ def test_without_ttl_keys_do_not_expire(env: Env) -> None:
     log = env.log()
     log.add("user", "kept")
     assert env.raw.pttl(log.keys.seq) == -1 and env.raw.pttl(log.keys.stream) == -1
+
+
+# -- WAIT and WAITAOF ------------------------------------------------------------------------
+
+
+@pytest.fixture
+def primary_and_replica(
+    real_backend: str, private_server: Callable[..., EphemeralServer]
+) -> tuple[EphemeralServer, EphemeralServer]:
+    primary = private_server(real_backend)
+    replica = private_server(real_backend, ["--replicaof", "127.0.0.1", str(primary.port)])
+    admin = redis.Redis(port=replica.port, decode_responses=True)
+    deadline = time.monotonic() + 10
+    while admin.info("replication").get("master_link_status") != "up":
+        assert time.monotonic() < deadline, "the replica did not sync"
+        time.sleep(0.05)
+    return primary, replica
+
+
+def test_wait_for_a_replica(primary_and_replica: tuple[EphemeralServer, EphemeralServer]) -> None:
+    primary, replica = primary_and_replica
+    durable = Durability(replicas=1, timeout=timedelta(milliseconds=500))
+    fired: list[int] = []
+    log = MessageLog(
+        redis.Redis(port=primary.port), new_id(), lambda rows: fired.append(rows[-1].seq),
+        durability=durable,
+    )  # fmt: skip
+    assert log.add("user", "replicated") == 1
+    replica.pause()  # frozen: it acknowledges nothing
+    try:
+        started = time.monotonic()
+        with pytest.raises(NotDurableError, match=r"committed as seq 2\.\.2.*0 of 1 replicas") as e:
+            log.add("user", "on the primary only")
+        assert 0.4 < time.monotonic() - started < 5  # waited the timeout, not forever
+        assert e.value.last_seq == 2
+    finally:
+        replica.resume()
+    assert log.count() == 2  # committed, as the error says
+    assert fired == [1, 2]  # the hook saw both: they are in the log
+
+
+def test_wait_with_no_replica_at_all(
+    real_backend: str, private_server: Callable[..., EphemeralServer]
+) -> None:
+    async def scenario() -> None:
+        server = private_server(real_backend)
+        client = redis.asyncio.Redis(port=server.port)
+        log = AsyncMessageLog(
+            client, new_id(), durability=Durability(replicas=1, timeout=timedelta(milliseconds=50))
+        )
+        with pytest.raises(NotDurableError):
+            await log.add("user", "x")
+        assert await log.count() == 1
+        await client.aclose()
+
+    asyncio.run(scenario())
+
+
+def test_waitaof(real_backend: str, private_server: Callable[..., EphemeralServer]) -> None:
+    durable = Durability(aof=True)
+    with_aof = private_server(real_backend, ["--appendonly", "yes"])
+    log = MessageLog(redis.Redis(port=with_aof.port), new_id(), durability=durable)
+    version = redis.Redis(port=with_aof.port).info("server")
+    has_waitaof = "valkey_version" in version or tuple(
+        map(int, version["redis_version"].split(".")[:2])
+    ) >= (7, 2)
+    if has_waitaof:
+        assert log.add("user", "fsynced") == 1
+    else:
+        with pytest.raises(DurabilityUnsupportedError, match="needs WAITAOF"):
+            log.add("user", "x")
+        assert log.count() == 0  # refused before writing
+        return
+    without_aof = private_server(real_backend)  # appendonly no
+    log = MessageLog(redis.Redis(port=without_aof.port), new_id(), durability=durable)
+    with pytest.raises(DurabilityUnsupportedError, match="appendonly yes"):
+        log.add("user", "x")
+    assert log.count() == 0
+
+
+@pytest.mark.parametrize(
+    "options",
+    [{}, {"replicas": -1}, {"replicas": 1, "timeout": timedelta(0)}, {"replicas": True}],
+)
+def test_bad_durability_is_refused(options: dict[str, Any]) -> None:
+    with pytest.raises(ValueError):
+        Durability(**options)
