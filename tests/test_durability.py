@@ -4,6 +4,7 @@ conversation whole."""
 from __future__ import annotations
 
 import asyncio
+import multiprocessing
 import time
 from collections.abc import Callable
 from datetime import timedelta
@@ -14,11 +15,14 @@ import redis
 import redis.asyncio
 
 from redis_msglog import (
+    AppendInDoubtError,
     AsyncMessageLog,
     Durability,
     DurabilityUnsupportedError,
     MessageLog,
+    MessageLogError,
     NotDurableError,
+    RetryPolicy,
 )
 from redis_msglog.admin import verify_conversation
 from redis_msglog.ephemeral import EphemeralServer
@@ -144,3 +148,67 @@ def test_waitaof(real_backend: str, private_server: Callable[..., EphemeralServe
 def test_bad_durability_is_refused(options: dict[str, Any]) -> None:
     with pytest.raises(ValueError):
         Durability(**options)
+
+
+# -- kill -9 under load ------------------------------------------------------------------------
+
+
+def _crash_writer(port: int, conversation: str, worker: int, stop: Any, out: Any) -> None:
+    client = redis.Redis(port=port, socket_timeout=2, socket_connect_timeout=1)
+    policy = RetryPolicy(attempts=4, backoff=0.05, max_backoff=0.3)
+    log = MessageLog(client, conversation, retry=policy)
+    i = 0
+    while not stop.is_set():
+        content = f"{worker}:{i}"
+        try:
+            out.put(("acked", content, log.add("user", content)))
+        except AppendInDoubtError:
+            out.put(("in doubt", content, None))
+        except MessageLogError:
+            out.put(("not written", content, None))  # refused or unreachable: nothing ran
+        i += 1
+    out.put(("done", str(worker), None))
+
+
+def test_kill_9_twenty_times_under_load_loses_nothing_acknowledged(
+    real_backend: str, private_server: Callable[..., EphemeralServer]
+) -> None:
+    server = private_server(real_backend, ["--appendonly", "yes", "--appendfsync", "always"])
+    conversation = new_id()
+    context = multiprocessing.get_context("spawn")
+    stop, out = context.Event(), context.Queue()
+    writers = [
+        context.Process(target=_crash_writer, args=(server.port, conversation, w, stop, out))
+        for w in range(3)
+    ]
+    for writer in writers:
+        writer.start()
+    time.sleep(1.0)  # writers up and appending
+    for _ in range(20):
+        server.kill()
+        time.sleep(0.05)
+        server.restart()
+        time.sleep(0.15)
+    time.sleep(0.5)
+    stop.set()
+    outcomes: list[tuple[str, str, int | None]] = []
+    done = 0
+    while done < len(writers):
+        kind, content, seq = out.get(timeout=60)
+        done += kind == "done"
+        if kind != "done":
+            outcomes.append((kind, content, seq))
+    for writer in writers:
+        writer.join(timeout=30)
+    rows = MessageLog(redis.Redis(port=server.port), conversation).all()
+    assert [m.seq for m in rows] == list(range(1, len(rows) + 1))  # gap-free
+    by_seq = {m.seq: m.content for m in rows}
+    contents = [m.content for m in rows]
+    assert len(set(contents)) == len(contents)  # nothing written twice
+    acked = [(c, s) for kind, c, s in outcomes if kind == "acked"]
+    assert all(by_seq.get(seq) == content for content, seq in acked)  # every ack survived
+    refused = {c for kind, c, _ in outcomes if kind == "not written"}
+    assert not refused & set(contents)  # "nothing written" was true
+    assert len(acked) > 50
+    in_doubt = [c for kind, c, _ in outcomes if kind == "in doubt"]
+    print(f"{len(acked)} acked, {len(in_doubt)} in doubt, {len(refused)} refused")
