@@ -18,6 +18,7 @@ from .errors import (
     CodecError,
     CorruptLogError,
     DurabilityUnsupportedError,
+    EvictionWarning,
     IdempotencyConflictError,
     InvalidMessageError,
     MessageLogError,
@@ -28,7 +29,7 @@ from .errors import (
     StorageError,
     WrongTypeError,
 )
-from .keys import ConversationKeys
+from .keys import ConversationKeys, acl_rules
 from .models import AgentMessage, Role, StoredMessage, ToolCall
 from .retry import DEFAULT_RETRY, NO_RETRY, RetryPolicy
 from .sync import MessageLog, Subscription
@@ -45,6 +46,7 @@ __all__ = [
     "CorruptLogError",
     "Durability",
     "DurabilityUnsupportedError",
+    "EvictionWarning",
     "IdempotencyConflictError",
     "InvalidMessageError",
     "MessageLog",
@@ -60,6 +62,7 @@ __all__ = [
     "Subscription",
     "ToolCall",
     "WrongTypeError",
+    "acl_rules",
     "to_anthropic",
     "to_langchain",
     "to_openai",

@@ -113,7 +113,7 @@ class AsyncMessageLog(ShellBase):
         return await self._commit(batch, idempotency_key) if batch.encoded else await self.count()
 
     async def _commit(self, batch: Batch, idempotency_key: str | None) -> int:
-        commit = await self._run(self._core.append_plan(batch, idempotency_key))
+        commit = await self._run(self._append_plan(batch, idempotency_key))
         if commit.fresh and self._on_append is not None:
             result = self._on_append(self._core.committed_rows(batch, commit))
             if inspect.isawaitable(result):

@@ -12,6 +12,8 @@ from __future__ import annotations
 import hashlib
 import os
 import time
+import warnings
+import weakref
 from collections.abc import Generator, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import timedelta
@@ -173,7 +175,9 @@ class LogCore:
             encoded.append(data)
         return Batch(messages, tuple(encoded))
 
-    def append_plan(self, batch: Batch, idempotency_key: str | None) -> Plan[Commit]:
+    def append_plan(
+        self, batch: Batch, idempotency_key: str | None, *, check_eviction: bool = False
+    ) -> Plan[Commit]:
         """Append a non-empty batch in one script call, re-sent under the retry policy.
 
         Every try carries the same idempotency key (the caller's, or one generated for
@@ -204,6 +208,8 @@ class LogCore:
         # A generated key is new on the first try: the script skips looking it up.
         keys_and_args = script_args(look_up_record=not generated)
 
+        if check_eviction:
+            yield from self._warn_if_evicting()
         if not self._durability_checked:
             yield from self._check_durability_support()
         then = None if self.durability is None else self.durability.command()
@@ -291,6 +297,30 @@ class LogCore:
                 "WAITAOF could never succeed. Nothing was written."
             )
         self._durability_checked = True
+
+    def _warn_if_evicting(self) -> Plan[None]:
+        """Warn (once per client and process) when the server may evict this library's
+        keys under memory pressure. Silent when ``CONFIG GET`` is not allowed."""
+        try:
+            reply = yield from self._optional_read(("CONFIG", "GET", "maxmemory-policy"))
+        except errors.StorageError:
+            return  # best effort: the append itself will report an unreachable server
+        values = list(reply.values()) if isinstance(reply, Mapping) else (reply or [])[1:]
+        policy = (
+            values[0].decode()
+            if values and isinstance(values[0], bytes)
+            else values[0]
+            if values
+            else ""
+        )
+        if policy.startswith("allkeys-") or (policy.startswith("volatile-") and self.ttl):
+            warnings.warn(
+                f"maxmemory-policy is {policy}: under memory pressure Redis may evict a "
+                f"conversation's keys (a lost counter heals from the stream; a lost stream "
+                f"loses the conversation). Message logs want noeviction.",
+                errors.EvictionWarning,
+                stacklevel=2,
+            )
 
     def _optional_read(self, command: Command) -> Plan[Any]:
         """The reply, or ``None`` if the server refuses the command (ACL, unknown)."""
@@ -500,11 +530,20 @@ def follow_block_ms(socket_timeout: float | None) -> int:
     return 5000 if socket_timeout is None else min(5000, max(1, int(socket_timeout * 500)))
 
 
+_EVICTION_CHECKED: weakref.WeakSet[Any] = weakref.WeakSet()  # clients already checked
+
+
 class ShellBase:
     """What the sync and asyncio clients share besides carrying steps: the core, built
     from the constructor's options, and the names it computes."""
 
     _core: LogCore
+    _client: Any
+
+    def _append_plan(self, batch: Batch, idempotency_key: str | None) -> Plan[Commit]:
+        check = self._client not in _EVICTION_CHECKED
+        _EVICTION_CHECKED.add(self._client)
+        return self._core.append_plan(batch, idempotency_key, check_eviction=check)
 
     def _setup_core(
         self,
@@ -519,6 +558,7 @@ class ShellBase:
         ttl: timedelta | None,
         durability: Durability | None,
     ) -> None:
+        self._client = client
         if not hasattr(client, "connection_pool") and not is_cluster(client):
             raise TypeError(
                 f"{type(self).__name__} needs a redis-py client (Redis or RedisCluster), "

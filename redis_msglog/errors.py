@@ -94,3 +94,7 @@ class WrongTypeError(StorageError):
 class CorruptLogError(StorageError):
     """The conversation's keys are inconsistent (for example the seq counter was reset
     while the stream still has entries beyond it). Nothing was written."""
+
+
+class EvictionWarning(UserWarning):
+    """The server's ``maxmemory-policy`` may evict this library's keys."""

@@ -135,7 +135,7 @@ class MessageLog(ShellBase):
         return self._commit(batch, idempotency_key) if batch.encoded else self.count()
 
     def _commit(self, batch: Batch, idempotency_key: str | None) -> int:
-        commit = self._run(self._core.append_plan(batch, idempotency_key))
+        commit = self._run(self._append_plan(batch, idempotency_key))
         if commit.fresh and self._on_append is not None:
             self._on_append(self._core.committed_rows(batch, commit))
         self._core.raise_if_not_durable(batch, commit)

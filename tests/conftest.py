@@ -24,13 +24,14 @@ import redis.asyncio
 import redis.asyncio.cluster
 import redis.cluster
 
-from redis_msglog import AsyncMessageLog, MessageLog
+from redis_msglog import AsyncMessageLog, MessageLog, acl_rules
 from redis_msglog.ephemeral import EphemeralServer, find_server_binary
 
 from .cluster import LocalCluster
 
 REAL_BACKENDS = ["redis", "valkey"]
-ALL_BACKENDS = [*REAL_BACKENDS, "fakeredis", "cluster"]
+ALL_BACKENDS = [*REAL_BACKENDS, "fakeredis", "cluster", "acl"]
+ACL_USER, ACL_PASSWORD = "msglog-app", "acl-test-password"
 SERVER_ARGS = ["--enable-debug-command", "local"]
 
 
@@ -166,12 +167,16 @@ def make_env(backend: str, flavor: str, server: EphemeralServer | LocalCluster |
         url = None
     else:
         url = server.url
+        user = {"username": ACL_USER, "password": ACL_PASSWORD} if backend == "acl" else {}
 
         def sync_client(**kw: Any) -> redis.Redis:
-            return redis.Redis.from_url(server.url, **kw)
+            return redis.Redis.from_url(server.url, **user, **kw)
 
         def async_client(**kw: Any) -> redis.asyncio.Redis:
-            return redis.asyncio.Redis.from_url(server.url, **kw)
+            return redis.asyncio.Redis.from_url(server.url, **user, **kw)
+
+        # The raw client inspects as the default user (the restricted one cannot).
+        return Env(backend, flavor, redis.Redis.from_url(url), url, loop, sync_client, async_client)
 
     return Env(backend, flavor, sync_client(), url, loop, sync_client, async_client)
 
@@ -196,11 +201,21 @@ def env(
     server: EphemeralServer | LocalCluster | None = None
     if backend == "cluster":
         server = shared_cluster()
+    elif backend == "acl":
+        server = acl_server(shared_server)
     elif backend != "fakeredis":
         server = shared_server(backend)
     environment = make_env(backend, flavor, server)
     yield environment
     environment.close()
+
+
+def acl_server(shared_server: Callable[[str], EphemeralServer]) -> EphemeralServer:
+    """The shared redis-server, with a user restricted by ``acl_rules()``."""
+    server = shared_server("redis")
+    admin = redis.Redis.from_url(server.url)
+    admin.execute_command("ACL", "SETUSER", ACL_USER, "on", f">{ACL_PASSWORD}", *acl_rules())
+    return server
 
 
 @pytest.fixture(params=REAL_BACKENDS)

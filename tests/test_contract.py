@@ -160,7 +160,7 @@ def test_ids_with_braces_are_escaped_and_never_collide(env: Env) -> None:
     ids = ["a{b}c", "a%7Bb%7Dc", "{", "}", "%", "a}{b", "plain"]
     keys = {ConversationKeys.build("msglog", c).stream for c in ids}
     assert len(keys) == len(ids)
-    prefix = new_id()  # fixed ids: keep this run apart from the others on the server
+    prefix = f"msglog:{new_id()}"  # fixed ids: keep this run apart from the others
     for index, conversation in enumerate(ids):
         env.log(conversation, prefix=prefix).add("user", str(index))
     for index, conversation in enumerate(ids):
@@ -168,9 +168,9 @@ def test_ids_with_braces_are_escaped_and_never_collide(env: Env) -> None:
 
 
 def test_key_layout_is_what_the_readme_documents(env: Env) -> None:
-    log = env.log("conv-42", prefix=f"p{new_id()}")
+    prefix = f"msglog:{new_id()}"  # under msglog:*, the ACL backend's key pattern
+    log = env.log("conv-42", prefix=prefix)
     log.append(TOOL_TURN)
-    prefix = log.keys.seq.split(":")[0]
     assert log.keys.seq == f"{prefix}:{{conv-42}}:seq"
     assert log.keys.channel == f"{prefix}:{{conv-42}}:events"
     assert env.raw.get(f"{prefix}:{{conv-42}}:seq") == b"1"

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import multiprocessing
 import time
+import warnings
 from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
@@ -19,6 +20,7 @@ from redis_msglog import (
     AsyncMessageLog,
     Durability,
     DurabilityUnsupportedError,
+    EvictionWarning,
     MessageLog,
     MessageLogError,
     NotDurableError,
@@ -212,3 +214,64 @@ def test_kill_9_twenty_times_under_load_loses_nothing_acknowledged(
     assert len(acked) > 50
     in_doubt = [c for kind, c, _ in outcomes if kind == "in doubt"]
     print(f"{len(acked)} acked, {len(in_doubt)} in doubt, {len(refused)} refused")
+
+
+# -- security ----------------------------------------------------------------------------------
+
+HOSTILE = ["a}b", "{x}", "x:seq", "*", "a?[b]", "line\nbreak", "%7D", "\x00nul", "k" * 10_000]
+
+
+@pytest.mark.parametrize("conversation", HOSTILE, ids=lambda c: repr(c[:12]))
+def test_a_hostile_id_stays_inside_its_own_keys(env: Env, conversation: str) -> None:
+    conversation = f"{new_id()}{conversation}"  # unique per run, hostile at the end
+    log = env.log(conversation)
+    neighbour = env.log(conversation + "}")  # one brace away
+    assert log.add("user", "mine") == 1
+    assert neighbour.add("user", "theirs") == 1
+    for key in (log.keys.seq, log.keys.stream, log.keys.channel):
+        tag = key[len("msglog:{") : key.rindex("}")]
+        assert key.startswith("msglog:{") and "{" not in tag and "}" not in tag
+    assert [m.content for m in log.all()] == ["mine"]
+    assert [m.content for m in neighbour.all()] == ["theirs"]
+
+
+def test_the_acl_user_reaches_nothing_else(shared_server: Callable[[str], EphemeralServer]) -> None:
+    from .conftest import ACL_PASSWORD, ACL_USER, acl_server
+
+    server = acl_server(shared_server)
+    client = redis.Redis.from_url(server.url, username=ACL_USER, password=ACL_PASSWORD)
+    MessageLog(client, new_id()).add("user", "allowed")
+    with pytest.raises(redis.exceptions.NoPermissionError):
+        client.get("someone-elses-key")
+    with pytest.raises(MessageLogError, match="permission"):
+        MessageLog(client, new_id(), prefix="other").add("user", "x")
+
+
+@pytest.mark.parametrize(
+    "policy, ttl, warns",
+    [
+        ("noeviction", None, False),
+        ("allkeys-lru", None, True),
+        ("volatile-lru", None, False),  # our keys have no expiry: never evicted
+        ("volatile-lru", timedelta(hours=1), True),
+    ],
+)
+def test_an_evicting_policy_is_warned_about_once(
+    real_backend: str,
+    private_server: Callable[..., EphemeralServer],
+    policy: str,
+    ttl: timedelta | None,
+    warns: bool,
+) -> None:
+    server = private_server(real_backend, ["--maxmemory-policy", policy])
+    client = redis.Redis(port=server.port)
+    log = MessageLog(client, new_id(), ttl=ttl)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        log.add("user", "first")
+        log.add("user", "second")
+        MessageLog(client, new_id(), ttl=ttl).add("user", "same client")
+    found = [w for w in caught if issubclass(w.category, EvictionWarning)]
+    assert len(found) == (1 if warns else 0)
+    if warns:
+        assert policy in str(found[0].message)

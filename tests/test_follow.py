@@ -23,7 +23,7 @@ from redis_msglog import (
 )
 from redis_msglog.ephemeral import EphemeralServer
 
-from .conftest import Env, make_env, new_id
+from .conftest import Env, acl_server, make_env, new_id
 
 WRITERS = 8
 PER_WRITER = 60  # 20 rounds of: one append, then an append_many of 2
@@ -34,6 +34,8 @@ def sync_env(backend: str, shared_server: Any, shared_cluster: Any) -> Iterator[
     server = None
     if backend == "cluster":
         server = shared_cluster()
+    elif backend == "acl":
+        server = acl_server(shared_server)
     elif backend != "fakeredis":
         server = shared_server(backend)
     environment = make_env(backend, "sync", server)
