@@ -3,6 +3,7 @@ ValueError (InvalidMessageError/CodecError) before anything is written."""
 
 from __future__ import annotations
 
+import uuid
 from typing import Any
 
 import redis
@@ -111,3 +112,52 @@ def test_server_round_trip_or_nothing_written(
         return
     assert all(map(_expected_valid, batch))
     assert [m.as_message() for m in log.all()] == [AgentMessage.model_validate(m) for m in batch]
+
+
+operations = st.lists(
+    st.tuples(
+        st.sampled_from(["append", "append_many", "bad append", "all", "last", "read", "count"]),
+        st.integers(min_value=0, max_value=2),  # which of three clients
+        st.integers(min_value=0, max_value=4),  # batch size, n, or cursor
+    ),
+    max_size=25,
+)
+
+
+@given(operations)
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+def test_any_interleaving_of_clients_keeps_the_log_contiguous(
+    shared_server: Any, ops: list[tuple[str, int, int]]
+) -> None:
+    """Several clients (separate connections) interleave appends, rejected appends and
+    reads: count() == len(all()), seqs are 1..N, and every read agrees with the model."""
+    url = shared_server("redis").url
+    conversation = f"prop-{uuid.uuid4().hex}"
+    logs = [MessageLog(redis.Redis.from_url(url), conversation) for _ in range(3)]
+    model: list[str] = []
+    for op, who, n in ops:
+        log = logs[who]
+        if op == "append":
+            model.append(f"{who}:{len(model)}")
+            assert log.add("user", model[-1]) == len(model)
+        elif op == "append_many":
+            batch = [f"{who}:{len(model) + i}" for i in range(n)]
+            seq = log.append_many([{"role": "user", "content": c} for c in batch])
+            model.extend(batch)
+            assert seq == len(model)
+        elif op == "bad append":
+            try:
+                log.append_many([{"role": "user", "content": "ok"}, {"role": "user", "content": n}])
+            except ValueError:
+                pass  # rejected, as it must be: and nothing written (checked below)
+            else:
+                raise AssertionError("a non-string content was accepted")
+        elif op == "all":
+            assert [m.content for m in log.all()] == model
+        elif op == "last":
+            assert [m.content for m in log.last(n)] == (model[-n:] if n else [])
+        elif op == "read":
+            assert [m.content for m in log.read(after=n)] == model[n:]
+        rows = log.all()
+        assert log.count() == len(rows) == len(model)
+        assert [m.seq for m in rows] == list(range(1, len(model) + 1))
