@@ -5,15 +5,18 @@ from __future__ import annotations
 
 import asyncio
 import multiprocessing
+import socket
 import time
 import warnings
 from collections.abc import Callable
 from datetime import timedelta
+from pathlib import Path
 from typing import Any
 
 import pytest
 import redis
 import redis.asyncio
+import trustme
 
 from redis_msglog import (
     AppendInDoubtError,
@@ -275,3 +278,37 @@ def test_an_evicting_policy_is_warned_about_once(
     assert len(found) == (1 if warns else 0)
     if warns:
         assert policy in str(found[0].message)
+
+
+def test_tls_with_throwaway_certificates(
+    private_server: Callable[..., EphemeralServer], tmp_path: Path
+) -> None:
+    """rediss:// against a server that only speaks TLS (certificates made for the test)."""
+    ca = trustme.CA()
+    cert = ca.issue_cert("127.0.0.1", "localhost")
+    server_pem, key_pem, ca_pem = tmp_path / "server.pem", tmp_path / "key.pem", tmp_path / "ca.pem"
+    cert.cert_chain_pems[0].write_to_path(str(server_pem))
+    cert.private_key_pem.write_to_path(str(key_pem))
+    ca.cert_pem.write_to_path(str(ca_pem))
+    tls_port = _free_tcp_port()
+    server = private_server(
+        "redis",
+        ["--tls-port", str(tls_port), "--tls-cert-file", str(server_pem),
+         "--tls-key-file", str(key_pem), "--tls-ca-cert-file", str(ca_pem),
+         "--tls-auth-clients", "no"],
+    )  # fmt: skip
+    assert server.port  # the plain port exists too; the client below uses TLS only
+    url = f"rediss://127.0.0.1:{tls_port}/0?ssl_ca_certs={ca_pem}"
+    log = MessageLog(redis.Redis.from_url(url), new_id())
+    assert log.add("user", "over TLS", idempotency_key="k") == 1
+    assert [m.content for m in log.all()] == ["over TLS"]
+    plain = f"redis://127.0.0.1:{tls_port}/0"
+    with pytest.raises(MessageLogError):
+        MessageLog(redis.Redis.from_url(plain, socket_timeout=1), new_id()).count()
+
+
+def _free_tcp_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
