@@ -367,7 +367,10 @@ class LogCore:
                 return []
             if limit <= self.page_size:
                 (entries,) = yield from self._read(self._xrange(after + 1, "+", limit))
-                return self._decode(entries)
+                rows = self._decode(entries)
+                if not rows and after:
+                    yield from self._check_cursor(after)
+                return rows
         want = self.page_size if limit is None else min(limit, self.page_size)
         raw_high, entries = yield from self._read(
             ("GET", self.keys.seq), self._xrange(after + 1, "+", want)
@@ -382,7 +385,22 @@ class LogCore:
             want = self.page_size if limit is None else min(self.page_size, limit - len(rows))
             (entries,) = yield from self._read(self._xrange(start, end, want))
             rows.extend(self._decode(entries))
+        if not rows and after:
+            yield from self._check_cursor(after)
         return rows
+
+    def _check_cursor(self, after: int) -> Plan[None]:
+        """An empty read after ``after``: fine if the log ends exactly there; an error if
+        it ends before (a rewound log, or a cursor from another log)."""
+        (newest,) = yield from self._read(("XREVRANGE", self.keys.stream, "+", "-", "COUNT", 1))
+        rows = self._decode(newest)
+        end = rows[0].seq if rows else 0
+        if end < after:
+            raise errors.LogRewoundError(
+                f"cursor {after} is beyond the end of {self.keys.stream} (last seq {end}): the "
+                "log was rewound (a failover lost acknowledged appends?) or the cursor belongs "
+                "to another log"
+            )
 
     def last_plan(self, n: int) -> Plan[list[StoredMessage]]:
         """The last ``n`` messages in chronological order."""
@@ -455,6 +473,13 @@ class FollowCursor:
     ``position``, so a follower that starts late, lags or reconnects resumes exactly where
     it was. A page that does not start at ``position + 1`` (entries deleted or trimmed
     under it) raises :class:`~redis_msglog.CorruptLogError` rather than skipping.
+
+    Rewinds: after a failover that lost acknowledged appends, the new primary's log ends
+    before ``position``, or reuses its seqs for other messages. So at the start, after
+    every lost connection and after every idle wait, the cursor reads the entry at
+    ``position`` back (``XRANGE``) and compares it with the one it handed out (seq and
+    commit time, content): missing or different raises
+    :class:`~redis_msglog.LogRewoundError` instead of skipping or re-reading.
     """
 
     def __init__(
@@ -469,9 +494,15 @@ class FollowCursor:
         self._reconnect_within = reconnect_within
         self._failing_since: float | None = None
         self._failures = 0
+        self._last: StoredMessage | None = None  # the row at ``position``, once seen
+        self._verify = after > 0  # read the entry at ``position`` back before going on
 
     def command(self) -> Command:
-        """The next read: up to a page of entries after ``position``, waiting for one."""
+        """The next read: the check of the entry at ``position`` when one is due, else up
+        to a page of entries after ``position``, waiting for one."""
+        if self._verify:
+            at = f"{self.position}-0"
+            return ("XRANGE", self._core.keys.stream, at, at)
         return (
             "XREAD", "COUNT", self._core.page_size, "BLOCK", self._block_ms,
             "STREAMS", self._core.keys.stream, f"{self.position}-0",
@@ -480,7 +511,11 @@ class FollowCursor:
     def accept(self, reply: Any) -> list[StoredMessage]:
         """The rows of an ``XREAD`` reply (none on a timeout); advances ``position``."""
         self._failing_since, self._failures = None, 0
+        if self._verify:
+            self._check_position(reply)
+            return []
         if not reply:
+            self._verify = self.position > 0  # idle: make sure the log did not rewind
             return []
         # RESP2: [[stream, entries]]; RESP3: {stream: [entries]}.
         entries = next(iter(reply.values()))[0] if isinstance(reply, Mapping) else reply[0][1]
@@ -494,8 +529,24 @@ class FollowCursor:
         end = next((i for i, row in enumerate(rows) if row.seq != rows[0].seq + i), len(rows))
         rows = rows[:end]
         if rows:
-            self.position = rows[-1].seq
+            self.position, self._last = rows[-1].seq, rows[-1]
         return rows
+
+    def _check_position(self, entries: Any) -> None:
+        self._verify = False
+        rows = self._core._decode(entries or [])
+        if not rows:
+            raise errors.LogRewoundError(
+                f"follow of {self._core.keys.stream} is at seq {self.position}, beyond the end "
+                "of the log: it was rewound (a failover lost acknowledged appends?) or the "
+                "cursor belongs to another log"
+            )
+        if self._last is not None and rows[0] != self._last:
+            raise errors.LogRewoundError(
+                f"seq {self.position} of {self._core.keys.stream} now holds another message "
+                f"(committed {rows[0].at.isoformat()}, not {self._last.at.isoformat()}): the "
+                "log was rewound and its seqs reused (a failover lost acknowledged appends?)"
+            )
 
     @staticmethod
     def retryable(exc: BaseException) -> bool:
@@ -522,6 +573,7 @@ class FollowCursor:
                 f"{self._reconnect_within} s (at seq {self.position}): {exc}"
             ) from exc
         self._failures += 1
+        self._verify = self.position > 0  # a new connection may reach a new primary
         return float(min(2.0, 0.05 * 2 ** min(self._failures - 1, 10)))
 
 

@@ -65,6 +65,13 @@ class IdempotencyConflictError(MessageLogError, ValueError):
     given with a different batch of messages. Nothing was written."""
 
 
+class LogRewoundError(StorageError):
+    """A reader's or follower's cursor is beyond the end of the log, or the message at
+    its cursor changed: the log was rewound (a failover promoted a replica that had not
+    received the last acknowledged appends, and their seqs were reused) or the cursor
+    belongs to another log. Nothing was skipped silently; re-read from a seq you trust."""
+
+
 class NotDurableError(StorageError):
     """The append COMMITTED (``last_seq`` is its last seq; readers see it), but the log's
     ``durability`` was not reached in time: fewer replicas acknowledged it, or the

@@ -3,6 +3,7 @@ connection fails after the server may have executed its request."""
 
 from __future__ import annotations
 
+import contextlib
 import selectors
 import socket
 import threading
@@ -31,6 +32,7 @@ class ReplyDroppingProxy:
         self._listener = socket.create_server(("127.0.0.1", 0))
         self.port: int = self._listener.getsockname()[1]
         self._closed = False
+        self._live: set[socket.socket] = set()
         threading.Thread(target=self._accept, daemon=True).start()
 
     @property
@@ -43,7 +45,12 @@ class ReplyDroppingProxy:
                 client, _ = self._listener.accept()
             except OSError:
                 return
-            upstream = socket.create_connection(("127.0.0.1", self.upstream_port))
+            try:
+                upstream = socket.create_connection(("127.0.0.1", self.upstream_port))
+            except OSError:
+                client.close()  # upstream down: the client sees a dropped connection
+                continue
+            self._live.update((client, upstream))
             threading.Thread(target=self._pump, args=(client, upstream), daemon=True).start()
 
     def _take_drop(self) -> bool:
@@ -79,9 +86,17 @@ class ReplyDroppingProxy:
                     except OSError:
                         return
 
+    def cut(self) -> None:
+        """Drop every open connection (as a failover of a virtual IP would)."""
+        for sock in list(self._live):
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
+        self._live.clear()
+
     def close(self) -> None:
         self._closed = True
         self._listener.close()
+        self.cut()
 
     def __enter__(self) -> ReplyDroppingProxy:
         return self

@@ -7,7 +7,7 @@ from datetime import datetime, timedelta, timezone
 import orjson
 import pytest
 
-from redis_msglog import AgentMessage, StoredMessage, ToolCall
+from redis_msglog import AgentMessage, LogRewoundError, StoredMessage, ToolCall
 from redis_msglog.keys import ConversationKeys
 
 from .conftest import Env, new_id
@@ -105,7 +105,8 @@ def test_read_is_a_cursor(env: Env) -> None:
     assert [m.seq for m in log.read(after=3)] == [4, 5]
     assert [m.seq for m in log.read(after=1, limit=2)] == [2, 3]
     assert log.read(after=5) == []
-    assert log.read(after=99) == []
+    with pytest.raises(LogRewoundError, match="beyond the end"):
+        log.read(after=99)  # a cursor past the end: a rewound log, or another log's cursor
     assert log.read(limit=0) == []
     for bad in ({"after": -1}, {"limit": -1}):
         with pytest.raises(ValueError):

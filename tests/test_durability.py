@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import multiprocessing
 import socket
+import threading
 import time
 import warnings
 from collections.abc import Callable
@@ -24,6 +25,7 @@ from redis_msglog import (
     Durability,
     DurabilityUnsupportedError,
     EvictionWarning,
+    LogRewoundError,
     MessageLog,
     MessageLogError,
     NotDurableError,
@@ -33,6 +35,7 @@ from redis_msglog.admin import verify_conversation
 from redis_msglog.ephemeral import EphemeralServer
 
 from .conftest import Env, new_id
+from .proxy import ReplyDroppingProxy
 
 
 def test_a_deleted_seq_counter_heals_on_the_next_append(env: Env) -> None:
@@ -312,3 +315,64 @@ def _free_tcp_port() -> int:
         sock.bind(("127.0.0.1", 0))
         port: int = sock.getsockname()[1]
         return port
+
+
+# -- failover that loses acknowledged appends ---------------------------------------------------
+
+
+def _wait_until(condition: Callable[[], bool], timeout: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.02)
+
+
+@pytest.mark.parametrize("rewind", ["shorter", "reused"])
+def test_a_failover_that_lost_acknowledged_appends_is_detected(
+    primary_and_replica: tuple[EphemeralServer, EphemeralServer], rewind: str
+) -> None:
+    """Primary + replica behind one address (a proxy, as a VIP or DNS name would be). The
+    replica freezes, the primary acknowledges 5 more appends, dies; the replica is
+    promoted. A follower and a reader past the new end, or at a seq now holding another
+    message, get LogRewoundError instead of skipping or re-reading silently."""
+    primary, replica = primary_and_replica
+    conversation = new_id()
+    with ReplyDroppingProxy(primary.port) as proxy:
+        log = MessageLog(redis.Redis.from_url(proxy.url, socket_timeout=2), conversation)
+        log.append_many([{"role": "user", "content": f"replicated {i}"} for i in range(10)])
+        on_replica = MessageLog(redis.Redis(port=replica.port), conversation)
+        _wait_until(lambda: on_replica.count() == 10)
+        seen: list[int] = []
+        failure: list[BaseException] = []
+
+        def follow() -> None:
+            client = redis.Redis.from_url(proxy.url, socket_timeout=2)
+            try:
+                for row in MessageLog(client, conversation).follow(reconnect_within=20):
+                    seen.append(row.seq)
+            except BaseException as exc:
+                failure.append(exc)
+
+        follower = threading.Thread(target=follow, daemon=True)
+        follower.start()
+        replica.pause()  # frozen, and cut off: the next appends reach the primary only
+        redis.Redis(port=primary.port).client_kill_filter(_type="replica")
+        log.append_many([{"role": "user", "content": f"lost {i}"} for i in range(5)])
+        _wait_until(lambda: seen[-1:] == [15])
+        primary.kill()
+        replica.resume()
+        redis.Redis(port=replica.port).execute_command("REPLICAOF", "NO", "ONE")
+        extra = 3 if rewind == "shorter" else 6  # reuses seqs 11..13, or 11..16
+        on_replica.append_many([{"role": "user", "content": f"new {i}"} for i in range(extra)])
+        proxy.upstream_port = replica.port  # the address now reaches the promoted replica
+        proxy.cut()
+        follower.join(timeout=30)
+        assert failure and isinstance(failure[0], LogRewoundError), failure
+        assert seen == list(range(1, 16))  # nothing from the new timeline slipped in
+        reader = MessageLog(redis.Redis.from_url(proxy.url), conversation)
+        if rewind == "shorter":
+            assert "beyond the end" in str(failure[0])
+            with pytest.raises(LogRewoundError):
+                reader.read(after=15)
+        else:
+            assert "now holds another message" in str(failure[0])
