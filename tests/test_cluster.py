@@ -7,12 +7,20 @@ import asyncio
 import threading
 import time
 from collections.abc import Callable, Iterator
+from datetime import timedelta
 
 import pytest
 import redis.asyncio.cluster
 from redis.crc import key_slot
 
-from redis_msglog import AsyncMessageLog, MessageLog, MessageLogError, StoredMessage
+from redis_msglog import (
+    AsyncMessageLog,
+    Durability,
+    MessageLog,
+    MessageLogError,
+    NotDurableError,
+    StoredMessage,
+)
 from redis_msglog.keys import ConversationKeys
 
 from .cluster import LocalCluster
@@ -183,3 +191,21 @@ def test_follow_on_a_cluster_survives_a_failover(private_cluster: LocalCluster) 
         log.add("user", str(i))
     thread.join(timeout=60)
     assert seen == list(range(1, 11))
+
+
+def test_wait_runs_on_the_node_that_took_the_write(private_cluster: LocalCluster) -> None:
+    """WAIT counts the writes of its own connection: sent to another node (redis-py's
+    cluster client would pick a default one) it would return at once and prove nothing.
+    So freeze the owning primary's replica: the append must be reported not durable."""
+    client = private_cluster.client(socket_timeout=5)
+    durable = Durability(replicas=1, timeout=timedelta(milliseconds=300))
+    log = MessageLog(client, new_id(), durability=durable)
+    assert log.add("user", "replicated") == 1
+    replica = private_cluster.replica_of(private_cluster.owner(key_slot(log.keys.seq.encode())))
+    replica.pause()
+    try:
+        with pytest.raises(NotDurableError, match="0 of 1 replicas"):
+            log.add("user", "not replicated in time")
+    finally:
+        replica.resume()
+    assert log.count() == 2
