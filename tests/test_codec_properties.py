@@ -6,11 +6,12 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
+import pytest
 import redis
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from redis_msglog import AgentMessage, MessageLog, MessageLogError
+from redis_msglog import AgentMessage, LogRewoundError, MessageLog, MessageLogError
 from redis_msglog.codec import decode_entry, encode_message
 from redis_msglog.core import LogCore
 
@@ -156,6 +157,9 @@ def test_any_interleaving_of_clients_keeps_the_log_contiguous(
             assert [m.content for m in log.all()] == model
         elif op == "last":
             assert [m.content for m in log.last(n)] == (model[-n:] if n else [])
+        elif op == "read" and n > len(model):
+            with pytest.raises(LogRewoundError):  # a cursor past the end is an error
+                log.read(after=n)
         elif op == "read":
             assert [m.content for m in log.read(after=n)] == model[n:]
         rows = log.all()
