@@ -23,16 +23,15 @@ from .core import (
     DEFAULT_PAGE_SIZE,
     Batch,
     Command,
-    FollowCursor,
     Pause,
     Plan,
     Read,
     ReplyLost,
     ShellBase,
-    follow_block_ms,
     storage_error,
 )
 from .durability import Durability
+from .follow import FollowCursor, follow_block_ms
 from .models import AgentMessage, Role, StoredMessage
 from .retry import DEFAULT_RETRY, RetryPolicy
 from .routing import AsyncRouter, socket_timeout
@@ -156,8 +155,8 @@ class AsyncMessageLog(ShellBase):
 
         Cancelling the consuming task, or leaving the ``async for``, releases the
         connection (a read cancelled mid-wait is disconnected, never reused)."""
-        cursor = self._core.follow_cursor(
-            after, block_ms=self._block_ms(), reconnect_within=reconnect_within
+        cursor = FollowCursor(
+            self._core, after, block_ms=self._block_ms(), reconnect_within=reconnect_within
         )
         return _rows(self._pages(cursor))
 
@@ -296,7 +295,7 @@ class AsyncSubscription:
 
     def __init__(self, log: AsyncMessageLog, callback: AsyncOnAppend, after: int | None) -> None:
         if after is not None:
-            log._core.follow_cursor(after, block_ms=1, reconnect_within=None)  # validates
+            FollowCursor(log._core, after, block_ms=1, reconnect_within=None)  # validates
         self.position = after
         self.error: BaseException | None = None
         self._log = log
@@ -308,8 +307,8 @@ class AsyncSubscription:
     async def _deliver(self) -> None:
         if self.position is None:
             self.position = await self._log.count()
-        cursor = self._log._core.follow_cursor(
-            self.position, block_ms=self._log._block_ms(), reconnect_within=None
+        cursor = FollowCursor(
+            self._log._core, self.position, block_ms=self._log._block_ms(), reconnect_within=None
         )
         try:
             async for rows in self._log._pages(cursor):

@@ -360,14 +360,14 @@ class LogCore:
         One page is one ``XRANGE`` (atomic). Longer reads are bounded by the seq counter
         read in the first round trip, so they end even while other workers append.
         """
-        _require_non_negative("after", after)
+        require_non_negative("after", after)
         if limit is not None:
-            _require_non_negative("limit", limit)
+            require_non_negative("limit", limit)
             if limit == 0:
                 return []
             if limit <= self.page_size:
                 (entries,) = yield from self._read(self._xrange(after + 1, "+", limit))
-                rows = self._decode(entries)
+                rows = self.decode_entries(entries)
                 if not rows and after:
                     yield from self._check_cursor(after)
                 return rows
@@ -377,14 +377,14 @@ class LogCore:
         )
         high = None if raw_high is None else int(raw_high)
         end = "+" if high is None else f"{high}-0"
-        rows = [row for row in self._decode(entries) if high is None or row.seq <= high]
+        rows = [row for row in self.decode_entries(entries) if high is None or row.seq <= high]
         while len(entries) == want and (limit is None or len(rows) < limit):
             start = rows[-1].seq + 1 if rows else after + 1
             if high is not None and start > high:
                 break
             want = self.page_size if limit is None else min(self.page_size, limit - len(rows))
             (entries,) = yield from self._read(self._xrange(start, end, want))
-            rows.extend(self._decode(entries))
+            rows.extend(self.decode_entries(entries))
         if not rows and after:
             yield from self._check_cursor(after)
         return rows
@@ -393,7 +393,7 @@ class LogCore:
         """An empty read after ``after``: fine if the log ends exactly there; an error if
         it ends before (a rewound log, or a cursor from another log)."""
         (newest,) = yield from self._read(("XREVRANGE", self.keys.stream, "+", "-", "COUNT", 1))
-        rows = self._decode(newest)
+        rows = self.decode_entries(newest)
         end = rows[0].seq if rows else 0
         if end < after:
             raise errors.LogRewoundError(
@@ -404,27 +404,21 @@ class LogCore:
 
     def last_plan(self, n: int) -> Plan[list[StoredMessage]]:
         """The last ``n`` messages in chronological order."""
-        _require_non_negative("n", n)
+        require_non_negative("n", n)
         if n == 0:
             return []
         want = min(n, self.page_size)
         (entries,) = yield from self._read(("XREVRANGE", self.keys.stream, "+", "-", "COUNT", want))
-        newest_first = self._decode(entries)
+        newest_first = self.decode_entries(entries)
         while len(entries) == want and len(newest_first) < n and newest_first[-1].seq > 1:
             want = min(self.page_size, n - len(newest_first))
             end = f"{newest_first[-1].seq - 1}-0"
             (entries,) = yield from self._read(
                 ("XREVRANGE", self.keys.stream, end, "-", "COUNT", want)
             )
-            newest_first.extend(self._decode(entries))
+            newest_first.extend(self.decode_entries(entries))
         newest_first.reverse()
         return newest_first
-
-    def follow_cursor(
-        self, after: int, *, block_ms: int, reconnect_within: float | None
-    ) -> FollowCursor:
-        """The state of one ``follow`` (see :class:`FollowCursor`)."""
-        return FollowCursor(self, after, block_ms=block_ms, reconnect_within=reconnect_within)
 
     # -- helpers -------------------------------------------------------------------
 
@@ -438,7 +432,7 @@ class LogCore:
     def _xrange(self, start_seq: int, end: str, count: int) -> Command:
         return ("XRANGE", self.keys.stream, f"{start_seq}-0", end, "COUNT", count)
 
-    def _decode(self, entries: list[Any]) -> list[StoredMessage]:
+    def decode_entries(self, entries: list[Any]) -> list[StoredMessage]:
         """Rows of an ``XRANGE``/``XREVRANGE`` reply, raw (``[id, [field, value, ...]]``)
         or as redis-py parses it (``(id, {field: value})``)."""
         if not entries:
@@ -464,122 +458,6 @@ class LogCore:
 
 
 _BYTES = (b"at", b"msg", b"-")
-
-
-class FollowCursor:
-    """Where a follower is, and how patient it is with a failing server.
-
-    The stream is the source of truth: each step is one ``XREAD BLOCK`` for entries after
-    ``position``, so a follower that starts late, lags or reconnects resumes exactly where
-    it was. A page that does not start at ``position + 1`` (entries deleted or trimmed
-    under it) raises :class:`~redis_msglog.CorruptLogError` rather than skipping.
-
-    Rewinds: after a failover that lost acknowledged appends, the new primary's log ends
-    before ``position``, or reuses its seqs for other messages. So at the start, after
-    every lost connection and after every idle wait, the cursor reads the entry at
-    ``position`` back (``XRANGE``) and compares it with the one it handed out (seq and
-    commit time, content): missing or different raises
-    :class:`~redis_msglog.LogRewoundError` instead of skipping or re-reading.
-    """
-
-    def __init__(
-        self, core: LogCore, after: int, *, block_ms: int, reconnect_within: float | None
-    ) -> None:
-        _require_non_negative("after", after)
-        if reconnect_within is not None and not reconnect_within >= 0:
-            raise ValueError(f"reconnect_within must be >= 0 or None, got {reconnect_within!r}")
-        self.position = after
-        self._core = core
-        self._block_ms = max(1, block_ms)  # BLOCK 0 would mean "forever"
-        self._reconnect_within = reconnect_within
-        self._failing_since: float | None = None
-        self._failures = 0
-        self._last: StoredMessage | None = None  # the row at ``position``, once seen
-        self._verify = after > 0  # read the entry at ``position`` back before going on
-
-    def command(self) -> Command:
-        """The next read: the check of the entry at ``position`` when one is due, else up
-        to a page of entries after ``position``, waiting for one."""
-        if self._verify:
-            at = f"{self.position}-0"
-            return ("XRANGE", self._core.keys.stream, at, at)
-        return (
-            "XREAD", "COUNT", self._core.page_size, "BLOCK", self._block_ms,
-            "STREAMS", self._core.keys.stream, f"{self.position}-0",
-        )  # fmt: skip
-
-    def accept(self, reply: Any) -> list[StoredMessage]:
-        """The rows of an ``XREAD`` reply (none on a timeout); advances ``position``."""
-        self._failing_since, self._failures = None, 0
-        if self._verify:
-            self._check_position(reply)
-            return []
-        if not reply:
-            self._verify = self.position > 0  # idle: make sure the log did not rewind
-            return []
-        # RESP2: [[stream, entries]]; RESP3: {stream: [entries]}.
-        entries = next(iter(reply.values()))[0] if isinstance(reply, Mapping) else reply[0][1]
-        rows = self._core._decode(entries)
-        if rows and rows[0].seq != self.position + 1:
-            raise errors.CorruptLogError(
-                f"stream {self._core.keys.stream} has a gap: expected seq {self.position + 1}, "
-                f"got {rows[0].seq} (entries deleted or trimmed?)"
-            )
-        # Hand out the contiguous run; a gap further on is met (and raised) by the next read.
-        end = next((i for i, row in enumerate(rows) if row.seq != rows[0].seq + i), len(rows))
-        rows = rows[:end]
-        if rows:
-            self.position, self._last = rows[-1].seq, rows[-1]
-        return rows
-
-    def _check_position(self, entries: Any) -> None:
-        self._verify = False
-        rows = self._core._decode(entries or [])
-        if not rows:
-            raise errors.LogRewoundError(
-                f"follow of {self._core.keys.stream} is at seq {self.position}, beyond the end "
-                "of the log: it was rewound (a failover lost acknowledged appends?) or the "
-                "cursor belongs to another log"
-            )
-        if self._last is not None and rows[0] != self._last:
-            raise errors.LogRewoundError(
-                f"seq {self.position} of {self._core.keys.stream} now holds another message "
-                f"(committed {rows[0].at.isoformat()}, not {self._last.at.isoformat()}): the "
-                "log was rewound and its seqs reused (a failover lost acknowledged appends?)"
-            )
-
-    @staticmethod
-    def retryable(exc: BaseException) -> bool:
-        """Whether the read may simply be made again: a lost connection, a timeout, a
-        cluster in the middle of a failover, or a blocked read that the server released
-        because its role changed (``UNBLOCKED``, a primary turned replica)."""
-        if isinstance(exc, (redis_errors.ConnectionError, redis_errors.TimeoutError)):
-            return True
-        if isinstance(exc, (redis_errors.ClusterDownError, redis_errors.TryAgainError)):
-            return True
-        return isinstance(exc, redis_errors.ResponseError) and str(exc).startswith("UNBLOCKED")
-
-    def failed(self, exc: BaseException) -> float:
-        """Seconds to wait before reading again after a connection failure; raises
-        :class:`~redis_msglog.ServerUnavailableError` once ``reconnect_within`` is spent."""
-        now = time.monotonic()
-        if self._failing_since is None:
-            self._failing_since = now
-        elif self._reconnect_within is not None and now - self._failing_since > (
-            self._reconnect_within
-        ):
-            raise errors.ServerUnavailableError(
-                f"follow of {self._core.keys.stream} lost the server for over "
-                f"{self._reconnect_within} s (at seq {self.position}): {exc}"
-            ) from exc
-        self._failures += 1
-        self._verify = self.position > 0  # a new connection may reach a new primary
-        return float(min(2.0, 0.05 * 2 ** min(self._failures - 1, 10)))
-
-
-def follow_block_ms(socket_timeout: float | None) -> int:
-    """How long one ``XREAD`` may block: well inside the client's socket timeout."""
-    return 5000 if socket_timeout is None else min(5000, max(1, int(socket_timeout * 500)))
 
 
 _EVICTION_CHECKED: weakref.WeakSet[Any] = weakref.WeakSet()  # clients already checked
@@ -701,6 +579,6 @@ def _require_positive(name: str, value: int) -> None:
         raise ValueError(f"{name} must be a positive int, got {value!r}")
 
 
-def _require_non_negative(name: str, value: int) -> None:
+def require_non_negative(name: str, value: int) -> None:
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
         raise ValueError(f"{name} must be a non-negative int, got {value!r}")

@@ -150,6 +150,7 @@ class AsyncRouter:
                     raise redis_errors.ClusterDownError(f"no known node serves {ask or self.key}")
                 conn = node.acquire_connection()
                 try:
+                    await conn.connect()  # failing here, nothing was sent
                     return await self._on(conn, action, ask)
                 finally:
                     node.release(conn)
@@ -170,7 +171,6 @@ class AsyncRouter:
         conn: Any, action: Callable[[Any], Awaitable[T]], ask: tuple[str, int] | None
     ) -> T:
         try:
-            await conn.connect()  # a no-op when connected; failing here, nothing was sent
             if ask:
                 await conn.send_command("ASKING")
                 await conn.read_response()

@@ -20,16 +20,15 @@ from .core import (
     DEFAULT_PAGE_SIZE,
     Batch,
     Command,
-    FollowCursor,
     Pause,
     Plan,
     Read,
     ReplyLost,
     ShellBase,
-    follow_block_ms,
     storage_error,
 )
 from .durability import Durability
+from .follow import FollowCursor, follow_block_ms
 from .models import AgentMessage, Role, StoredMessage
 from .retry import DEFAULT_RETRY, RetryPolicy
 from .routing import Router, socket_timeout
@@ -182,8 +181,8 @@ class MessageLog(ShellBase):
         If the server stays unreachable for ``reconnect_within`` seconds (``None``: wait
         forever), raises :class:`~redis_msglog.ServerUnavailableError`.
         """
-        cursor = self._core.follow_cursor(
-            after, block_ms=self._block_ms(), reconnect_within=reconnect_within
+        cursor = FollowCursor(
+            self._core, after, block_ms=self._block_ms(), reconnect_within=reconnect_within
         )  # built now, so bad arguments raise here and not at the first next()
         return (row for page in self._pages(cursor, lambda: False) for row in page)
 
@@ -198,8 +197,11 @@ class MessageLog(ShellBase):
         subscription stops and :meth:`Subscription.close` re-raises the error.
         """
         wait_ms = min(Subscription.WAIT_MS, self._block_ms())
-        cursor = self._core.follow_cursor(
-            self.count() if after is None else after, block_ms=wait_ms, reconnect_within=None
+        cursor = FollowCursor(
+            self._core,
+            self.count() if after is None else after,
+            block_ms=wait_ms,
+            reconnect_within=None,
         )
         return Subscription(self, callback, cursor)
 
