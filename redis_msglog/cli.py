@@ -189,9 +189,10 @@ def show(
 def tail(settings: Settings, conversation: str, count: int, follow: bool, as_json: bool) -> None:
     """The last messages of a conversation; with -f, then every new one, gap-free,
     until interrupted."""
-    log = settings.log(conversation)
-    if not follow:
-        admin.require_conversation(settings.client(), log.keys, conversation)
+    client = settings.client()
+    log = settings.log(conversation, client)
+    if not follow:  # -f may wait for a conversation that does not exist yet
+        admin.require_conversation(client, log.keys, conversation)
     rows = log.last(count)
     for row in rows:
         _print_row(row, as_json)

@@ -468,43 +468,21 @@ class ShellBase:
     from the constructor's options, and the names it computes."""
 
     _core: LogCore
-    _client: Any
+    _redis: Any  # the shell's client, typed there
 
     def _append_plan(self, batch: Batch, idempotency_key: str | None) -> Plan[Commit]:
-        check = self._client not in _EVICTION_CHECKED
-        _EVICTION_CHECKED.add(self._client)
+        check = self._redis not in _EVICTION_CHECKED
+        _EVICTION_CHECKED.add(self._redis)
         return self._core.append_plan(batch, idempotency_key, check_eviction=check)
 
-    def _setup_core(
-        self,
-        client: object,
-        conversation: str,
-        *,
-        prefix: str,
-        max_message_bytes: int,
-        page_size: int,
-        retry: RetryPolicy,
-        idempotency_window: timedelta,
-        ttl: timedelta | None,
-        durability: Durability | None,
-    ) -> None:
-        self._client = client
+    def _setup_core(self, client: object, conversation: str, **options: Any) -> None:
+        """Check the client and build the core from the shell's (typed) options."""
         if not hasattr(client, "connection_pool") and not is_cluster(client):
             raise TypeError(
                 f"{type(self).__name__} needs a redis-py client (Redis or RedisCluster), "
                 f"got {type(client).__name__}"
             )
-        self._core = LogCore(
-            conversation,
-            prefix=prefix,
-            max_message_bytes=max_message_bytes,
-            page_size=page_size,
-            retry=retry,
-            idempotency_window=idempotency_window,
-            sharded_events=is_cluster(client),
-            ttl=ttl,
-            durability=durability,
-        )
+        self._core = LogCore(conversation, sharded_events=is_cluster(client), **options)
 
     @property
     def conversation(self) -> str:

@@ -50,18 +50,49 @@ def _pause(attempt: int) -> float:
     return float(min(1.0, 0.02 * 2**attempt))
 
 
-def _redirect_message(key: str, error: BaseException | None) -> str:
-    return f"gave up on {key} after {MAX_REDIRECTS} cluster redirections: {error}"
-
-
-class Router:
-    """Connections for one conversation, from a ``redis.Redis`` or ``RedisCluster``."""
+class _Routing:
+    """What both routers share: the client, the key, and how to read a failed try."""
 
     def __init__(self, client: Any, key: str) -> None:
         self.client = client
         self.key = key
         self.cluster = is_cluster(client)
         self._stale = False  # the slot table may be out of date: refresh before routing
+
+    def _node(self, ask: tuple[str, int] | None) -> Any:
+        node = (
+            self.client.get_node(host=ask[0], port=ask[1])
+            if ask
+            else self.client.get_node_from_key(self.key)
+        )
+        if node is None:
+            raise redis_errors.ClusterDownError(f"no known node serves {ask or self.key}")
+        return node
+
+    def _redirect(self, exc: BaseException, attempt: int) -> tuple[tuple[str, int] | None, float]:
+        """Where the next try goes (an ``ASK`` target or the slot owner) and how long to
+        wait first. Re-raises what is not a redirection; a connection failure is raised
+        after marking the slot table for a refresh (failover: ask the cluster again)."""
+        if isinstance(exc, redis_errors.MovedError):
+            self._stale = True
+            return None, 0.0
+        if isinstance(exc, redis_errors.AskError):
+            return (exc.host, int(exc.port)), 0.0
+        if isinstance(exc, _REDIRECTS):
+            self._stale = True
+            return None, _pause(attempt)
+        if isinstance(exc, _ConnectionFailure):
+            self._stale = True
+        raise exc
+
+    def _give_up(self, last: BaseException | None) -> redis_errors.ClusterError:
+        return redis_errors.ClusterError(
+            f"gave up on {self.key} after {MAX_REDIRECTS} cluster redirections: {last}"
+        )
+
+
+class Router(_Routing):
+    """Connections for one conversation, from a ``redis.Redis`` or ``RedisCluster``."""
 
     def run(self, action: Callable[[Any], T]) -> T:
         """``action(connection)`` on the owning node, following cluster redirections.
@@ -76,28 +107,13 @@ class Router:
                 if self._stale:
                     self.client.nodes_manager.initialize()
                     self._stale = False
-                return self._on(self._pool(ask), action, ask)
-            except redis_errors.MovedError as exc:
-                self._stale, ask, last = True, None, exc
-            except redis_errors.AskError as exc:
-                ask, last = (exc.host, int(exc.port)), exc
-            except _REDIRECTS as exc:
-                self._stale, ask, last = True, None, exc
-                time.sleep(_pause(attempt))
-            except _ConnectionFailure:
-                self._stale = True  # failover: the next call asks the cluster again
-                raise
-        raise redis_errors.ClusterError(_redirect_message(self.key, last))
-
-    def _pool(self, ask: tuple[str, int] | None) -> Any:
-        node = (
-            self.client.get_node(host=ask[0], port=ask[1])
-            if ask
-            else self.client.get_node_from_key(self.key)
-        )
-        if node is None:
-            raise redis_errors.ClusterDownError(f"no known node serves {ask or self.key}")
-        return self.client.get_redis_connection(node).connection_pool
+                pool = self.client.get_redis_connection(self._node(ask)).connection_pool
+                return self._on(pool, action, ask)
+            except (redis_errors.RedisError, OSError) as exc:
+                ask, delay = self._redirect(exc, attempt)
+                last = exc
+                time.sleep(delay)
+        raise self._give_up(last)
 
     @staticmethod
     def _on(pool: Any, action: Callable[[Any], T], ask: tuple[str, int] | None) -> T:
@@ -116,14 +132,8 @@ class Router:
             pool.release(conn)
 
 
-class AsyncRouter:
+class AsyncRouter(_Routing):
     """The asyncio twin of :class:`Router`."""
-
-    def __init__(self, client: Any, key: str) -> None:
-        self.client = client
-        self.key = key
-        self.cluster = is_cluster(client)
-        self._stale = False
 
     async def run(self, action: Callable[[Any], Awaitable[T]]) -> T:
         if not self.cluster:
@@ -141,30 +151,18 @@ class AsyncRouter:
                 if self._stale:
                     await self.client.nodes_manager.initialize()
                     self._stale = False
-                node = (
-                    self.client.get_node(host=ask[0], port=ask[1])
-                    if ask
-                    else self.client.get_node_from_key(self.key)
-                )
-                if node is None:
-                    raise redis_errors.ClusterDownError(f"no known node serves {ask or self.key}")
+                node = self._node(ask)
                 conn = node.acquire_connection()
                 try:
                     await conn.connect()  # failing here, nothing was sent
                     return await self._on(conn, action, ask)
                 finally:
                     node.release(conn)
-            except redis_errors.MovedError as exc:
-                self._stale, ask, last = True, None, exc
-            except redis_errors.AskError as exc:
-                ask, last = (exc.host, int(exc.port)), exc
-            except _REDIRECTS as exc:
-                self._stale, ask, last = True, None, exc
-                await asyncio.sleep(_pause(attempt))
-            except _ConnectionFailure:
-                self._stale = True
-                raise
-        raise redis_errors.ClusterError(_redirect_message(self.key, last))
+            except (redis_errors.RedisError, OSError) as exc:
+                ask, delay = self._redirect(exc, attempt)
+                last = exc
+                await asyncio.sleep(delay)
+        raise self._give_up(last)
 
     @staticmethod
     async def _on(
