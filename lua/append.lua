@@ -8,7 +8,7 @@
 --
 -- KEYS[1]   seq counter: a string holding the last assigned seq (absent = 0)
 -- KEYS[2]   stream: one entry per message, entry ID "<seq>-0", fields "at" and "msg"
--- KEYS[3]   optional idempotency record: "<last_seq> <at> <count> <fingerprint>"
+-- KEYS[3]   optional idempotency record: "<last_seq> <at> <count> <fingerprint> <call>"
 -- ARGV[1]   publish command: "PUBLISH", "SPUBLISH" (cluster) or "" for no event
 -- ARGV[2]   channel for the post-commit event
 -- ARGV[3]   idempotency record lifetime in milliseconds (ignored without KEYS[3])
@@ -17,17 +17,21 @@
 --           for this call: nobody can have used it yet)
 -- ARGV[6]   the conversation's lifetime in milliseconds, refreshed on every key it owns
 --           by each append ("" for none: keys live until deleted)
--- ARGV[7..] the encoded messages (JSON), in order; at least one
+-- ARGV[7]   a token naming this call (every try of one call sends the same token), kept
+--           in the idempotency record so a replay can tell its own commit from another's
+-- ARGV[8..] the encoded messages (JSON), in order; at least one
 --
--- Returns {last_seq, at, replayed}: the seq of the last message written, the commit time
--- in microseconds since the Unix epoch (a string) read once from the server's clock, and
--- 1 when KEYS[3] already recorded this batch (nothing written; the first call's result).
+-- Returns {last_seq, at, replayed, call}: the seq of the last message written, the commit
+-- time in microseconds since the Unix epoch (a string) read once from the server's clock,
+-- 1 when KEYS[3] already recorded this batch (nothing written; the first call's result),
+-- and the token of the call that wrote it ("" for a record written before tokens existed).
 --
--- Nothing is written unless everything can be: the counter is read and checked, then the
--- first XADD (the only write that can fail: wrong type, or a counter behind the stream)
--- runs before any other change. Later XADDs use larger IDs and SET cannot fail.
+-- Nothing is written unless everything can be: the counter is checked to be exactly what
+-- INCRBY accepts and to end where the stream ends, then the first XADD (which can still
+-- fail on a wrong type) runs before any other change. Later XADDs use larger IDs, and
+-- INCRBY, SET and PEXPIRE cannot fail on keys already checked.
 
-local HEADER = 6
+local HEADER = 7
 local n = #ARGV - HEADER
 
 if KEYS[3] and ARGV[5] == '1' then
@@ -36,7 +40,8 @@ if KEYS[3] and ARGV[5] == '1' then
     return redis.error_reply('WRONGTYPE idempotency record ' .. KEYS[3] .. ' is not a string')
   end
   if record then
-    local last, at, count, fingerprint = string.match(record, '^(%d+) (%d+) (%d+) (%S+)$')
+    local last, at, count, fingerprint, call =
+      string.match(record, '^(%d+) (%d+) (%d+) (%x+) ?(%x*)$')
     if not last then
       return redis.error_reply('MSGLOG_BADRECORD idempotency record ' .. KEYS[3] .. ' holds ' ..
         record)
@@ -45,7 +50,7 @@ if KEYS[3] and ARGV[5] == '1' then
       return redis.error_reply('MSGLOG_KEYREUSED idempotency key ' .. KEYS[3] ..
         ' was used for a different batch')
     end
-    return {tonumber(last), at, 1}
+    return {tonumber(last), at, 1, call}
   end
 end
 
@@ -56,21 +61,57 @@ local raw = redis.pcall('GET', KEYS[1])
 if type(raw) == 'table' and raw.err then
   return redis.error_reply('WRONGTYPE seq counter ' .. KEYS[1] .. ' is not a string')
 end
+local length = redis.pcall('XLEN', KEYS[2])
+if type(length) == 'table' and length.err then
+  return redis.error_reply('WRONGTYPE stream ' .. KEYS[2] .. ' is not a stream')
+end
+
+-- The seq of the stream's newest entry (0 when it is empty).
+local function stream_end()
+  local newest = redis.call('XREVRANGE', KEYS[2], '+', '-', 'COUNT', 1)
+  if not newest[1] then
+    return 0
+  end
+  local seq = string.match(newest[1][1], '^(%d+)-0$')
+  if not seq then
+    return redis.error_reply('MSGLOG_FOREIGN stream ' .. KEYS[2] .. ' ends with entry ' ..
+      newest[1][1] .. ', not one of the form <seq>-0')
+  end
+  return tonumber(seq)
+end
+
 local last = 0
 if raw then
-  last = tonumber(raw)
-  if last == nil or last < 0 or last % 1 ~= 0 then
-    return redis.error_reply('MSGLOG_BADSEQ seq counter ' .. KEYS[1] .. ' holds ' .. raw)
+  -- Exactly the canonical non-negative integers INCRBY accepts ("3.0", " 3", "0x3", "+3",
+  -- "03" pass tonumber but not INCRBY), and few enough digits for Lua's doubles.
+  if not (raw == '0' or (string.match(raw, '^[1-9]%d*$') and #raw <= 15)) then
+    return redis.error_reply('MSGLOG_BADSEQ seq counter ' .. KEYS[1] .. ' holds ' ..
+      string.format('%q', raw) .. ', not a seq')
   end
-else
+  last = tonumber(raw)
+  -- A healthy log has one entry per seq, so XLEN == counter; only when it does not (an
+  -- operator's XDEL, a counter moved by hand) is the stream's last entry read.
+  if length ~= last then
+    local ends = stream_end()
+    if type(ends) == 'table' then
+      return ends
+    end
+    if ends > last then
+      return redis.error_reply('MSGLOG_BEHIND seq counter ' .. KEYS[1] .. ' (' .. last ..
+        ') is behind the last entry of stream ' .. KEYS[2] .. ' (seq ' .. ends .. ')')
+    end
+    if ends < last then
+      return redis.error_reply('MSGLOG_AHEAD seq counter ' .. KEYS[1] .. ' (' .. last ..
+        ') is ahead of the last entry of stream ' .. KEYS[2] .. ' (seq ' .. ends ..
+        '): appending would leave a gap')
+    end
+  end
+elseif length > 0 then
   -- No counter: a new conversation, or one whose counter was deleted or evicted while
   -- its stream remains. Continue after the stream's last entry instead of wedging.
-  local newest = redis.pcall('XREVRANGE', KEYS[2], '+', '-', 'COUNT', 1)
-  if type(newest) == 'table' and newest.err then
-    return redis.error_reply('WRONGTYPE stream ' .. KEYS[2] .. ' is not a stream')
-  end
-  if newest[1] then
-    last = tonumber(string.match(newest[1][1], '^(%d+)-')) or 0
+  last = stream_end()
+  if type(last) == 'table' then
+    return last
   end
 end
 
@@ -78,10 +119,9 @@ local first_id = string.format('%d-0', last + 1)
 local added = redis.pcall('XADD', KEYS[2], first_id, 'at', at, 'msg', ARGV[HEADER + 1])
 if type(added) == 'table' and added.err then
   local err = tostring(added.err)  -- fakeredis hands over a userdata, not a string
-  if string.find(err, 'WRONGTYPE', 1, true) then
-    return redis.error_reply('WRONGTYPE stream ' .. KEYS[2] .. ' is not a stream')
-  end
   if string.find(err, 'equal or smaller', 1, true) then
+    -- XLEN matched the counter, but an entry beyond it exists (one foreign entry with a
+    -- deleted one below it, say).
     return redis.error_reply('MSGLOG_BEHIND seq counter ' .. KEYS[1] .. ' (' .. last ..
       ') is behind the last entry of stream ' .. KEYS[2])
   end
@@ -99,7 +139,7 @@ end
 
 if KEYS[3] then
   redis.call('SET', KEYS[3], string.format('%d', new_last) .. ' ' .. at .. ' ' .. n .. ' ' ..
-    ARGV[4], 'PX', ARGV[3])
+    ARGV[4] .. ' ' .. ARGV[7], 'PX', ARGV[3])
 end
 if ARGV[6] ~= '' then
   redis.call('PEXPIRE', KEYS[1], ARGV[6])
@@ -113,4 +153,4 @@ if ARGV[1] ~= '' then
   redis.call(ARGV[1], ARGV[2], payload)
 end
 
-return {new_last, at, 0}
+return {new_last, at, 0, ARGV[7]}

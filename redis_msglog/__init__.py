@@ -16,6 +16,7 @@ from .durability import Durability
 from .errors import (
     AppendInDoubtError,
     CodecError,
+    CorruptEntryError,
     CorruptLogError,
     DurabilityUnsupportedError,
     EvictionWarning,
@@ -44,6 +45,7 @@ __all__ = [
     "AsyncSubscription",
     "CodecError",
     "ConversationKeys",
+    "CorruptEntryError",
     "CorruptLogError",
     "Durability",
     "DurabilityUnsupportedError",

@@ -14,8 +14,9 @@ import redis
 from redis import exceptions as redis_errors
 
 from .codec import decode_entry, decode_row, micros_to_datetime
-from .errors import CodecError, InvalidMessageError, MessageLogError
-from .keys import ConversationKeys, conversation_of, seq_key_pattern
+from .core import parse_seq_counter
+from .errors import CodecError, CorruptLogError, InvalidMessageError, MessageLogError
+from .keys import ConversationKeys, conversation_of, key_pattern
 from .sync import MessageLog
 
 __all__ = [
@@ -42,7 +43,8 @@ class ImportFileError(MessageLogError, ValueError):
 
 @dataclass(frozen=True, slots=True)
 class ConversationInfo:
-    """One line of ``msglog ls``."""
+    """One line of ``msglog ls``. ``count`` is -1 when the seq counter is missing or
+    holds something other than a seq (``msglog verify`` says which)."""
 
     conversation: str
     count: int
@@ -86,14 +88,18 @@ def list_conversations(
     client: redis.Redis, prefix: str = "msglog", *, match: str = "*", page: int = 500
 ) -> Iterator[ConversationInfo]:
     """Every conversation under ``prefix`` (``SCAN``, a page at a time, never ``KEYS``),
-    with its message count and last activity. ``match`` is a glob over the (escaped) id."""
+    with its message count and last activity. ``match`` is a glob over the (escaped) id.
+
+    A conversation is found by its seq counter, or by its stream when the counter is
+    missing (deleted or evicted), so that damaged conversations are listed too."""
     ConversationKeys.build(prefix, "x")  # validates the prefix
-    pattern = seq_key_pattern(prefix).replace(":{*}:", f":{{{match}}}:")
-    batch: list[str] = []
-    for key in client.scan_iter(match=pattern, count=page):
-        conversation = conversation_of(prefix, _text(key))
-        if conversation is not None:
-            batch.append(conversation)
+    batch: list[tuple[str, bool]] = []  # (conversation, found by its stream)
+    for key in client.scan_iter(match=key_pattern(prefix, match), count=page):
+        text = _text(key)
+        if (conversation := conversation_of(prefix, text)) is not None:
+            batch.append((conversation, False))
+        elif (conversation := conversation_of(prefix, text, ":stream")) is not None:
+            batch.append((conversation, True))
         if len(batch) >= page:
             yield from _describe(client, prefix, batch)
             batch = []
@@ -101,29 +107,35 @@ def list_conversations(
 
 
 def _describe(
-    client: redis.Redis, prefix: str, conversations: list[str]
+    client: redis.Redis, prefix: str, conversations: list[tuple[str, bool]]
 ) -> Iterator[ConversationInfo]:
     if not conversations:
         return
     pipe = client.pipeline(transaction=False)
-    for conversation in conversations:
+    for conversation, _ in conversations:
         keys = ConversationKeys.build(prefix, conversation)
         pipe.get(keys.seq)
         pipe.xrevrange(keys.stream, count=1)
+        pipe.exists(keys.seq)
     replies = pipe.execute(raise_on_error=False)
-    for i, conversation in enumerate(conversations):
-        raw_count, newest = replies[2 * i], replies[2 * i + 1]
-        count = (
-            int(raw_count) if isinstance(raw_count, (bytes, str)) and raw_count.isdigit() else -1
-        )
+    for i, (conversation, by_stream) in enumerate(conversations):
+        raw_count, newest, has_counter = replies[3 * i : 3 * i + 3]
+        if by_stream and has_counter == 1:
+            continue  # listed when its counter is met (once, without remembering ids)
+        parsed = parse_seq_counter(raw_count) if isinstance(raw_count, (bytes, str)) else None
+        count = -1 if parsed is None else parsed  # -1: missing or not a seq (verify says why)
         last_at = _entry_time(newest[0]) if isinstance(newest, list) and newest else None
         yield ConversationInfo(conversation, count, last_at)
 
 
 def _entry_time(entry: tuple[Any, dict[Any, Any]]) -> datetime | None:
+    """The entry's commit time, or ``None`` if it has none that is valid."""
     fields = {_text(k): v for k, v in entry[1].items()}
     at = fields.get("at")
-    return micros_to_datetime(int(at)) if at is not None and _text(at).isdigit() else None
+    try:
+        return micros_to_datetime(int(at)) if at is not None else None
+    except (ValueError, OverflowError):
+        return None
 
 
 def require_conversation(client: redis.Redis, keys: ConversationKeys, conversation: str) -> None:
@@ -188,10 +200,9 @@ def verify_conversation(
     try:
         raw = client.get(keys.seq)
         if raw is not None:
-            if _text(raw).isdigit():
-                report.counter = int(raw)
-            else:
-                problem(f"seq counter {keys.seq} holds {_text(raw)!r}, not a number")
+            report.counter = parse_seq_counter(raw)
+            if report.counter is None:
+                problem(f"seq counter {keys.seq} holds {_text(raw)!r}, not a seq")
     except redis_errors.ResponseError as exc:
         problem(f"seq counter {keys.seq}: {exc}")
     start = "-"
@@ -239,7 +250,7 @@ def _check_entry(
         if "at" not in values or "msg" not in values:
             raise CodecError("expected fields 'at' and 'msg'")
         decode_entry(seq, values["at"], values["msg"])
-    except (CodecError, ValueError) as exc:
+    except (CodecError, CorruptLogError, ValueError) as exc:
         problem(f"entry {seq} does not decode: {exc}")
     return seq, seq + 1
 

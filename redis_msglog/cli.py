@@ -309,8 +309,15 @@ def verify(settings: Settings, conversation: str | None, check_all: bool) -> Non
     )
     checked = failed = 0
     for name in names:
-        report = admin.verify_conversation(client, settings.prefix, name)
         checked += 1
+        try:
+            report = admin.verify_conversation(client, settings.prefix, name)
+        except (MessageLogError, redis.ResponseError) as exc:
+            if not check_all:
+                raise
+            failed += 1  # one broken conversation must not stop the check of the others
+            out.print(f"FAIL  {escape(name)}: {escape(_describe(exc))}")
+            continue
         if report.ok:
             out.print(f"ok    {escape(name)}: {report.entries} messages, seqs 1..{report.last_seq}")
         else:

@@ -18,7 +18,7 @@ from typing import Any
 import orjson
 from pydantic import ValidationError
 
-from .errors import CodecError
+from .errors import CodecError, CorruptEntryError
 from .models import AgentMessage, StoredMessage
 
 # Subclasses of str/int/dict/list (enums, named tuples...), dataclasses and datetimes go
@@ -72,19 +72,22 @@ _validate_stored = StoredMessage.__pydantic_validator__.validate_python
 
 def decode_entry(seq: int, at_micros: bytes | str, body: bytes | str) -> StoredMessage:
     """Build a :class:`StoredMessage` from one stream entry's fields (the read hot path:
-    one ``orjson.loads`` and one validation, nothing else per message)."""
+    one ``orjson.loads`` and one validation, nothing else per message). An entry that does
+    not decode raises :class:`CorruptEntryError` naming its seq."""
     try:
         doc = orjson.loads(body)
         if type(doc) is not dict:
-            raise CodecError(f"entry {seq} is not a JSON object")
+            raise CorruptEntryError(f"stream entry {seq} is not a JSON object", seq=seq)
         doc["seq"] = seq
         doc["at"] = micros_to_datetime(int(at_micros))
         row: StoredMessage = _validate_stored(doc)
         return row
-    except (orjson.JSONDecodeError, ValidationError, ValueError) as exc:
-        if isinstance(exc, CodecError):
-            raise
-        raise CodecError(f"stream entry {seq} does not decode to a message: {exc}") from exc
+    except CorruptEntryError:
+        raise
+    except (ValidationError, ValueError, OverflowError) as exc:  # JSONDecodeError included
+        raise CorruptEntryError(
+            f"stream entry {seq} does not decode to a message: {exc}", seq=seq
+        ) from exc
 
 
 def encode_row(row: StoredMessage) -> bytes:
@@ -107,5 +110,6 @@ def decode_row(line: bytes | str) -> dict[str, Any]:
 
 
 def micros_to_datetime(at_micros: int) -> datetime:
-    """Convert the stored commit time to an aware UTC datetime."""
+    """Convert the stored commit time to an aware UTC datetime (``OverflowError`` when it
+    is beyond the years 1..9999)."""
     return _EPOCH + timedelta(microseconds=at_micros)

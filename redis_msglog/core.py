@@ -199,10 +199,13 @@ class LogCore:
                 window = min(window, self.ttl)  # a record never outlives its conversation
             record = (_millis(window), batch.fingerprint())
         lifetime = "" if self.ttl is None else _millis(self.ttl)
+        # Every try of this call carries one token, kept in the idempotency record: a
+        # replay then tells "my own lost try committed" from "another call committed".
+        call = os.urandom(8).hex()
 
         def script_args(look_up_record: bool) -> Command:
             flag = "1" if look_up_record else "0"
-            header = (self._publish, self.keys.channel, *record, flag, lifetime)
+            header = (self._publish, self.keys.channel, *record, flag, lifetime, call)
             return (*keys, *header, *batch.encoded)
 
         # A generated key is new on the first try: the script skips looking it up.
@@ -235,9 +238,10 @@ class LogCore:
             except redis_errors.RedisError as exc:
                 raise storage_error(exc, self.keys) from exc
             else:
-                (last_seq, at, replayed), waited = reply if then else (reply, None)
-                # A replay after our own lost reply is this call's commit, seen late.
-                fresh = not int(replayed) or maybe_committed
+                (last_seq, at, replayed, writer), waited = reply if then else (reply, None)
+                # A replay of this very call's commit (a try whose reply was lost) is fresh;
+                # a replay of another call's is not: its hook has already fired there.
+                fresh = not int(replayed) or _text(writer) == call
                 missing = None if self.durability is None else self.durability.shortfall(waited)
                 return Commit(int(last_seq), int(at), fresh, missing)
         assert failure is not None
@@ -351,14 +355,44 @@ class LogCore:
     # -- reading -------------------------------------------------------------------
 
     def count_plan(self) -> Plan[int]:
-        (raw,) = yield from self._read(("GET", self.keys.seq))
-        return 0 if raw is None else int(raw)
+        """The seq counter, checked against the stream in the same round trip: garbage, or
+        a counter that disagrees with the number of entries, is a
+        :class:`~redis_msglog.CorruptLogError`. A missing counter (deleted or evicted)
+        counts to the stream's last entry, where the next append continues."""
+        before, raw, after = yield from self._read(*self._counter_commands())
+        if raw is None:
+            return 0 if not after else (yield from self._stream_end())
+        return self._checked_counter(raw, before, after)
+
+    def _counter_commands(self) -> tuple[Command, Command, Command]:
+        # A sound log has one entry per seq: XLEN == counter. Other workers may append
+        # between these pipelined commands, so the counter is compared with the entries
+        # counted before it (never more) and after it (never fewer). Three O(1) commands.
+        length = ("XLEN", self.keys.stream)
+        return length, ("GET", self.keys.seq), length
+
+    def _checked_counter(self, raw: bytes | str, before: int, after: int) -> int:
+        high = self._counter(raw)
+        if high < before:
+            raise errors.CorruptLogError(
+                f"seq counter {self.keys.seq} ({high}) is behind stream {self.keys.stream}, "
+                f"which has {before} entries (the counter was set by hand?)"
+            )
+        if high > after:
+            raise errors.CorruptLogError(
+                f"stream {self.keys.stream} has {after} entries but its seq counter says "
+                f"{high}: entries were deleted (XDEL?), or the counter was moved ahead"
+            )
+        return high
 
     def read_plan(self, after: int, limit: int | None) -> Plan[list[StoredMessage]]:
-        """Messages with seq > ``after``, in order, at most ``limit``: a gap-free prefix.
+        """Messages with seq > ``after``, in order, at most ``limit``: a gap-free run
+        that starts at ``after + 1``, or an error; never a silent gap or truncation.
 
         One page is one ``XRANGE`` (atomic). Longer reads are bounded by the seq counter
-        read in the first round trip, so they end even while other workers append.
+        read in the first round trip, so they end even while other workers append, and
+        they reach it: a stream that ends before its counter is a
+        :class:`~redis_msglog.CorruptLogError`, as is a counter behind the stream.
         """
         require_non_negative("after", after)
         if limit is not None:
@@ -366,35 +400,37 @@ class LogCore:
             if limit == 0:
                 return []
             if limit <= self.page_size:
-                (entries,) = yield from self._read(self._xrange(after + 1, "+", limit))
-                rows = self.decode_entries(entries)
+                (entries,) = yield from self._read(self._xrange(after + 1, limit))
+                rows = self._contiguous(self.decode_entries(entries), after + 1)
                 if not rows and after:
                     yield from self._check_cursor(after)
                 return rows
         want = self.page_size if limit is None else min(limit, self.page_size)
-        raw_high, entries = yield from self._read(
-            ("GET", self.keys.seq), self._xrange(after + 1, "+", want)
+        before, raw_high, length, entries = yield from self._read(
+            *self._counter_commands(), self._xrange(after + 1, want)
         )
-        high = None if raw_high is None else int(raw_high)
-        end = "+" if high is None else f"{high}-0"
-        rows = [row for row in self.decode_entries(entries) if high is None or row.seq <= high]
+        high = None if raw_high is None else self._checked_counter(raw_high, before, length)
+        rows = self._contiguous(self.decode_entries(entries), after + 1)
         while len(entries) == want and (limit is None or len(rows) < limit):
-            start = rows[-1].seq + 1 if rows else after + 1
-            if high is not None and start > high:
+            if high is not None and rows[-1].seq >= high:
                 break
             want = self.page_size if limit is None else min(self.page_size, limit - len(rows))
-            (entries,) = yield from self._read(self._xrange(start, end, want))
-            rows.extend(self.decode_entries(entries))
+            (entries,) = yield from self._read(self._xrange(rows[-1].seq + 1, want))
+            rows.extend(self._contiguous(self.decode_entries(entries), rows[-1].seq + 1))
         if not rows and after:
             yield from self._check_cursor(after)
+        reached = rows[-1].seq if rows else after
+        if high is not None and reached < high and (limit is None or len(rows) < limit):
+            raise errors.CorruptLogError(
+                f"stream {self.keys.stream} ends at seq {reached} but its seq counter says "
+                f"{high}: entries were deleted, or the counter was moved ahead"
+            )
         return rows
 
     def _check_cursor(self, after: int) -> Plan[None]:
         """An empty read after ``after``: fine if the log ends exactly there; an error if
         it ends before (a rewound log, or a cursor from another log)."""
-        (newest,) = yield from self._read(("XREVRANGE", self.keys.stream, "+", "-", "COUNT", 1))
-        rows = self.decode_entries(newest)
-        end = rows[0].seq if rows else 0
+        end = yield from self._stream_end()
         if end < after:
             raise errors.LogRewoundError(
                 f"cursor {after} is beyond the end of {self.keys.stream} (last seq {end}): the "
@@ -402,23 +438,62 @@ class LogCore:
                 "to another log"
             )
 
+    def _stream_end(self) -> Plan[int]:
+        """The seq of the stream's last entry (0 when there is none)."""
+        (newest,) = yield from self._read(("XREVRANGE", self.keys.stream, "+", "-", "COUNT", 1))
+        rows = self.decode_entries(newest)
+        return rows[0].seq if rows else 0
+
     def last_plan(self, n: int) -> Plan[list[StoredMessage]]:
-        """The last ``n`` messages in chronological order."""
+        """The last ``n`` messages in chronological order: a gap-free run that ends at the
+        stream's last entry (fewer only when the log has fewer)."""
         require_non_negative("n", n)
         if n == 0:
             return []
         want = min(n, self.page_size)
         (entries,) = yield from self._read(("XREVRANGE", self.keys.stream, "+", "-", "COUNT", want))
-        newest_first = self.decode_entries(entries)
+        newest_first = self._contiguous(self.decode_entries(entries), None, step=-1)
         while len(entries) == want and len(newest_first) < n and newest_first[-1].seq > 1:
             want = min(self.page_size, n - len(newest_first))
-            end = f"{newest_first[-1].seq - 1}-0"
+            below = newest_first[-1].seq - 1
             (entries,) = yield from self._read(
-                ("XREVRANGE", self.keys.stream, end, "-", "COUNT", want)
+                ("XREVRANGE", self.keys.stream, f"{below}-0", "-", "COUNT", want)
             )
-            newest_first.extend(self.decode_entries(entries))
+            newest_first.extend(self._contiguous(self.decode_entries(entries), below, step=-1))
+        if len(newest_first) < n and newest_first and newest_first[-1].seq > 1:
+            self._gap(1, newest_first[-1].seq - 1)  # the log starts after seq 1
         newest_first.reverse()
         return newest_first
+
+    def _contiguous(
+        self, rows: list[StoredMessage], first: int | None, *, step: int = 1
+    ) -> list[StoredMessage]:
+        """``rows`` if their seqs run ``first, first + step, ...`` (``first`` None: from
+        the first row's); a missing seq is a :class:`~redis_msglog.CorruptLogError`."""
+        expected = rows[0].seq if first is None and rows else first
+        for row in rows:
+            if row.seq != expected:
+                assert expected is not None
+                low, high = sorted((expected, row.seq - step))
+                self._gap(low, high)
+            expected = row.seq + step
+        return rows
+
+    def _gap(self, low: int, high: int) -> None:
+        missing = f"seq {low}" if low == high else f"seqs {low}..{high}"
+        raise errors.CorruptLogError(
+            f"stream {self.keys.stream} is missing {missing} (deleted or trimmed by hand?): "
+            "the log is not gap-free; see `msglog verify`"
+        )
+
+    def _counter(self, raw: bytes | str) -> int:
+        """The seq counter's value, if it is exactly what the append script accepts."""
+        value = parse_seq_counter(raw)
+        if value is None:
+            raise errors.CorruptLogError(
+                f"seq counter {self.keys.seq} holds {_text(raw)!r}, not a seq (set by hand?)"
+            )
+        return value
 
     # -- helpers -------------------------------------------------------------------
 
@@ -429,8 +504,8 @@ class LogCore:
             raise storage_error(exc, self.keys) from exc
         return replies
 
-    def _xrange(self, start_seq: int, end: str, count: int) -> Command:
-        return ("XRANGE", self.keys.stream, f"{start_seq}-0", end, "COUNT", count)
+    def _xrange(self, start_seq: int, count: int) -> Command:
+        return ("XRANGE", self.keys.stream, f"{start_seq}-0", "+", "COUNT", count)
 
     def decode_entries(self, entries: list[Any]) -> list[StoredMessage]:
         """Rows of an ``XRANGE``/``XREVRANGE`` reply, raw (``[id, [field, value, ...]]``)
@@ -449,9 +524,10 @@ class LogCore:
                     fields = dict(zip(fields[::2], fields[1::2], strict=False))
                 at, body = fields.get(at_key), fields.get(msg_key)
             if at is None or body is None or tail not in ("0", b"0"):
-                raise errors.CodecError(
-                    f"stream {self.keys.stream} entry {entry_id!r} was not written by "
-                    f"redis-msglog (expected ID <seq>-0 and fields 'at' and 'msg')"
+                raise errors.CorruptEntryError(
+                    f"stream {self.keys.stream} entry {_text(entry_id)} was not written by "
+                    f"redis-msglog (expected ID <seq>-0 and fields 'at' and 'msg')",
+                    seq=int(seq_part) if tail in ("0", b"0") else None,
                 )
             rows.append(decode_entry(int(seq_part), at, body))
         return rows
@@ -531,6 +607,20 @@ def storage_error(exc: BaseException, keys: ConversationKeys) -> errors.MessageL
     if "MSGLOG_" in text:
         return errors.CorruptLogError(text)
     return errors.StorageError(f"Redis error: {text}")
+
+
+def parse_seq_counter(raw: bytes | str) -> int | None:
+    """A seq counter's value, or ``None`` unless it is exactly what the append script
+    accepts: a canonical non-negative integer (what ``INCRBY`` takes: no sign, spaces,
+    leading zeros, decimals or exponents) of at most 15 digits (exact in Lua's doubles)."""
+    text = _text(raw)
+    if text == "0" or (text[:1] in "123456789" and text.isascii() and text.isdigit()):
+        return int(text) if len(text) <= 15 else None
+    return None
+
+
+def _text(value: bytes | str) -> str:
+    return value.decode(errors="backslashreplace") if isinstance(value, bytes) else value
 
 
 def _millis(duration: timedelta) -> int:

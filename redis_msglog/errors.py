@@ -99,8 +99,22 @@ class WrongTypeError(StorageError):
 
 
 class CorruptLogError(StorageError):
-    """The conversation's keys are inconsistent (for example the seq counter was reset
-    while the stream still has entries beyond it). Nothing was written."""
+    """The conversation's keys are not what this library writes: the seq counter holds
+    something other than a seq, is behind or ahead of the stream, or the stream has a gap
+    (an operator's ``XDEL``) or an entry it did not write. Raised instead of returning a
+    silently shortened or gapped history; an append that raises it wrote nothing.
+    ``msglog verify`` lists every such problem of a conversation."""
+
+
+class CorruptEntryError(CorruptLogError):
+    """One stored stream entry does not decode to a message: an ID not of the form
+    ``<seq>-0``, a missing ``at`` or ``msg`` field, a commit time out of range, or a body
+    that is not a valid message. ``seq`` names the entry (``None`` when its ID is not a
+    seq). Told apart from :class:`CodecError`, which is about the caller's input."""
+
+    def __init__(self, message: str, *, seq: int | None) -> None:
+        super().__init__(message)
+        self.seq = seq
 
 
 class EvictionWarning(UserWarning):

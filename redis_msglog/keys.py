@@ -34,20 +34,28 @@ def unescape_id(escaped: str) -> str:
     return re.sub("%(25|7B|7D)", lambda m: _UNESCAPES[m.group(0)], escaped)
 
 
-def seq_key_pattern(prefix: str) -> str:
-    """A ``SCAN MATCH`` pattern for the seq counters of every conversation under
-    ``prefix`` (it can also match other keys: check with :func:`conversation_of`)."""
-    return f"{prefix.translate(_GLOB_SPECIAL)}:{{*}}:seq"
+def key_pattern(prefix: str, match: str = "*") -> str:
+    """A ``SCAN MATCH`` pattern for the seq counters and streams of the conversations
+    under ``prefix`` whose (escaped) id matches the glob ``match``, and not their
+    idempotency records (it can also match other keys: check with
+    :func:`conversation_of`)."""
+    return f"{prefix.translate(_GLOB_SPECIAL)}:{{{match}}}:s[et][qr]*"
 
 
-def conversation_of(prefix: str, seq_key: str) -> str | None:
-    """The conversation id whose seq counter is ``seq_key``, or ``None`` if it is not one
-    (an idempotency record whose key ends in ``:seq``, say)."""
+def conversation_of(prefix: str, key: str, suffix: str = ":seq") -> str | None:
+    """The conversation id whose key ending in ``suffix`` (``":seq"`` or ``":stream"``)
+    is ``key``, or ``None`` if it is not one (an idempotency record whose key ends in
+    ``:seq``, say, or a key this library never writes)."""
     head = f"{prefix}:{{"
-    if not (seq_key.startswith(head) and seq_key.endswith("}:seq")):
+    tail = "}" + suffix
+    if not (key.startswith(head) and key.endswith(tail)):
         return None
-    escaped = seq_key[len(head) : -len("}:seq")]
-    return None if "{" in escaped or "}" in escaped else unescape_id(escaped)
+    escaped = key[len(head) : -len(tail)]
+    if not escaped or "{" in escaped or "}" in escaped:
+        return None
+    conversation = unescape_id(escaped)
+    # A key this library never writes ("a%ZZ", a stray "%"): its id would name other keys.
+    return conversation if escape_id(conversation) == escaped else None
 
 
 @dataclass(frozen=True, slots=True)

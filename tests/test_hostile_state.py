@@ -1,0 +1,467 @@
+"""Server state the library did not write, crossed with every operation.
+
+An operator, a bug elsewhere or a restore can leave a conversation's keys in any state.
+For each kind of damage (seq counter missing, non-canonical, negative, behind or ahead of
+the stream; entries deleted, foreign, with missing or out-of-range fields; keys of the
+wrong type) and each operation (every append form, every read, follow, subscribe, every
+CLI command), the outcome is either correct, judged against the raw stream, or a
+:class:`MessageLogError` naming the problem: never a partial write, a silent gap, a silent
+truncation or a traceback.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+import pytest
+import redis
+from click.testing import CliRunner
+
+from redis_msglog import NO_RETRY, AsyncMessageLog, MessageLog, MessageLogError, StoredMessage
+from redis_msglog.cli import main
+from redis_msglog.codec import to_document
+from redis_msglog.ephemeral import EphemeralServer
+from redis_msglog.keys import ConversationKeys
+
+from .conftest import Env, SyncView, make_env, new_id
+
+PREFIX = "hostile"
+SEEDED = 5  # messages appended through the library before the damage
+Raw = redis.Redis
+
+
+@dataclass(frozen=True)
+class Damage:
+    name: str
+    apply: Callable[[Raw, ConversationKeys], object]
+    heals: bool = False  # every operation must succeed (the library repairs or ignores it)
+
+
+def _set_counter(value: str | bytes) -> Callable[[Raw, ConversationKeys], object]:
+    return lambda raw, keys: raw.set(keys.seq, value)
+
+
+def _rewrite(
+    seq: int, fields: dict[str, bytes] | None, entry_id: str | None = None
+) -> Callable[[Raw, ConversationKeys], object]:
+    """Rebuild the stream with entry ``seq`` replaced by ``fields`` (under ``entry_id``)
+    or dropped (``fields`` None): stream IDs cannot be inserted below the last one."""
+
+    def apply(raw: Raw, keys: ConversationKeys) -> None:
+        entries = raw.xrange(keys.stream)
+        raw.delete(keys.stream)
+        for entry_id_, entry_fields in entries:
+            if entry_id_ == f"{seq}-0".encode():
+                if fields is None:
+                    continue
+                entry_id_, entry_fields = (entry_id or entry_id_), fields
+            raw.xadd(keys.stream, entry_fields, id=entry_id_)
+
+    return apply
+
+
+def _append_raw(entry_id: str, fields: dict[str, bytes]) -> Callable[[Raw, ConversationKeys], Any]:
+    return lambda raw, keys: raw.xadd(keys.stream, fields, id=entry_id)  # type: ignore[arg-type]
+
+
+GOOD_MSG = b'{"role":"user","content":"planted"}'
+AT = b"1700000000000000"
+
+DAMAGES = [
+    Damage("none", lambda raw, keys: None, heals=True),
+    Damage("counter-missing", lambda raw, keys: raw.delete(keys.seq), heals=True),
+    *[
+        Damage(f"counter-{label}", _set_counter(value))
+        for label, value in [
+            ("decimal", "5.0"),
+            ("exponent", "5e0"),
+            ("hex", "0x5"),
+            ("leading-space", " 5"),
+            ("trailing-space", "5 "),
+            ("plus", "+5"),
+            ("leading-zero", "05"),
+            ("minus-zero", "-0"),
+            ("negative", "-1"),
+            ("garbage", "abc"),
+            ("empty", ""),
+            ("beyond-int64", "99999999999999999999"),
+            ("not-utf8", b"\xff\xfe"),
+        ]
+    ],
+    Damage("counter-behind", _set_counter("3")),
+    Damage("counter-ahead", _set_counter("9")),
+    Damage("counter-wrong-type", lambda raw, keys: (raw.delete(keys.seq), raw.rpush(keys.seq, 1))),
+    Damage("stream-missing", lambda raw, keys: raw.delete(keys.stream)),
+    Damage(
+        "stream-wrong-type",
+        lambda raw, keys: (raw.delete(keys.stream), raw.hset(keys.stream, "a", "b")),
+    ),
+    Damage("entry-deleted-first", lambda raw, keys: raw.xdel(keys.stream, "1-0")),
+    Damage("entry-deleted-middle", lambda raw, keys: raw.xdel(keys.stream, "3-0")),
+    Damage("entry-deleted-last", lambda raw, keys: raw.xdel(keys.stream, f"{SEEDED}-0")),
+    Damage("entry-foreign-id-at-end", _append_raw(f"{SEEDED}-1", {"at": AT, "msg": GOOD_MSG})),
+    Damage("entry-beyond-counter", _append_raw(f"{SEEDED + 1}-0", {"at": AT, "msg": GOOD_MSG})),
+    Damage("entry-foreign-id-middle", _rewrite(3, {"at": AT, "msg": GOOD_MSG}, "3-7")),
+    Damage("entry-missing-msg", _rewrite(3, {"at": AT})),
+    Damage("entry-missing-at", _rewrite(3, {"msg": GOOD_MSG})),
+    Damage("entry-other-fields", _rewrite(3, {"x": b"1"})),
+    Damage("entry-at-out-of-range", _rewrite(3, {"at": b"99999999999999999999", "msg": GOOD_MSG})),
+    Damage("entry-at-negative", _rewrite(3, {"at": b"-99999999999999999999", "msg": GOOD_MSG})),
+    Damage("entry-at-not-a-number", _rewrite(3, {"at": b"yesterday", "msg": GOOD_MSG})),
+    Damage("entry-msg-not-json", _rewrite(3, {"at": AT, "msg": b"{not json"})),
+    Damage("entry-msg-not-object", _rewrite(3, {"at": AT, "msg": b"[1, 2]"})),
+    Damage("entry-msg-bad-role", _rewrite(3, {"at": AT, "msg": b'{"role":"x","content":"y"}'})),
+    Damage("entry-msg-bad-content", _rewrite(3, {"at": AT, "msg": b'{"role":"user","content":5}'})),
+    Damage(
+        "entry-msg-not-utf8", _rewrite(3, {"at": AT, "msg": b'{"role":"user","content":"\xff"}'})
+    ),
+]
+
+
+# -- the truth: what the raw stream holds ---------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Truth:
+    """The conversation as the server holds it, read with raw commands."""
+
+    entries: list[tuple[str, dict[bytes, bytes]]]  # (entry id, fields), in ID order
+    counter: bytes | None
+    dump: dict[bytes, bytes | None]  # DUMP of every key of the conversation
+
+    @property
+    def ids(self) -> list[str]:
+        return [entry_id for entry_id, _ in self.entries]
+
+    def expect_rows(self, rows: list[StoredMessage], ids: list[str], what: str) -> None:
+        """``rows`` must be exactly the entries ``ids``, each decoded faithfully."""
+        assert [f"{row.seq}-0" for row in rows] == ids, (
+            f"{what} returned seqs {[r.seq for r in rows]} but the stream holds {self.ids}: "
+            "a silent gap or truncation"
+        )
+        by_id = dict(self.entries)
+        for row in rows:
+            stored = orjson.loads(by_id[f"{row.seq}-0"][b"msg"])
+            assert to_document(row) == stored, f"{what}: seq {row.seq} decoded differently"
+
+    def sound_prefix(self) -> list[str]:
+        """The ids of the stream's leading run 1-0, 2-0, ... (what a follower may deliver
+        before it must stop with an error)."""
+        run = []
+        for i, entry_id in enumerate(self.ids, start=1):
+            if entry_id != f"{i}-0":
+                break
+            run.append(entry_id)
+        return run
+
+
+def _truth(raw: Raw, keys: ConversationKeys) -> Truth:
+    entries: list[tuple[str, dict[bytes, bytes]]] = []
+    if raw.type(keys.stream) == b"stream":
+        entries = [(i.decode(), f) for i, f in raw.xrange(keys.stream)]
+    counter = raw.get(keys.seq) if raw.type(keys.seq) == b"string" else None
+    names = sorted(raw.scan_iter(match=f"{PREFIX}:*"))
+    mine = keys.seq.removesuffix(":seq").encode()
+    dump = {name: raw.dump(name) for name in names if name.startswith(mine)}
+    return Truth(entries, counter, dump)
+
+
+# -- fixtures ---------------------------------------------------------------------------------
+
+
+@pytest.fixture(params=["redis", "fakeredis"])
+def hostile_backend(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
+@pytest.fixture
+def hostile_env(
+    hostile_backend: str, flavor: str, shared_server: Callable[[str], EphemeralServer]
+) -> Iterator[Env]:
+    server = None if hostile_backend == "fakeredis" else shared_server(hostile_backend)
+    environment = make_env(hostile_backend, flavor, server)
+    yield environment
+    environment.close()
+
+
+def _damaged(env: Env, damage: Damage, **options: Any) -> tuple[Any, ConversationKeys, Truth]:
+    log = env.log(new_id(), prefix=PREFIX, **options)
+    log.append_many([{"role": "user", "content": f"m{i}"} for i in range(1, SEEDED + 1)])
+    damage.apply(env.raw, log.keys)
+    return log, log.keys, _truth(env.raw, log.keys)
+
+
+# -- appends ------------------------------------------------------------------------------------
+
+APPENDS: dict[str, Callable[[Any], int]] = {
+    "append": lambda log: log.append({"role": "user", "content": "new"}),
+    "add-with-key": lambda log: log.add("user", "new", idempotency_key="k-1"),
+    "append-many": lambda log: log.append_many(
+        [{"role": "user", "content": "new"}, {"role": "assistant", "content": "new 2"}]
+    ),
+}
+
+
+@pytest.mark.parametrize("damage", DAMAGES, ids=lambda d: d.name)
+@pytest.mark.parametrize("operation", list(APPENDS))
+@pytest.mark.parametrize("retries", ["default", "no-retry"])
+def test_append_is_correct_or_writes_nothing(
+    hostile_env: Env, damage: Damage, operation: str, retries: str
+) -> None:
+    options = {"retry": NO_RETRY} if retries == "no-retry" else {}
+    log, keys, before = _damaged(hostile_env, damage, **options)
+    try:
+        seq = APPENDS[operation](log)
+    except MessageLogError as exc:
+        assert not damage.heals, f"{damage.name}: append failed: {exc!r}"
+        after = _truth(hostile_env.raw, keys)
+        assert after.dump == before.dump, f"{damage.name}: a failed append changed the keys"
+        return
+    after = _truth(hostile_env.raw, keys)
+    added = len(after.entries) - len(before.entries)
+    assert added >= 1 and after.entries[: len(before.entries)] == before.entries
+    end = int(before.ids[-1].split("-")[0]) if before.entries else 0
+    assert after.ids[len(before.entries) :] == [f"{end + i}-0" for i in range(1, added + 1)], (
+        f"{damage.name}: the append did not continue right after the stream's last entry"
+    )
+    assert seq == end + added and after.counter == str(seq).encode()
+
+
+# -- reads ----------------------------------------------------------------------------------------
+
+
+def _check_all(log: Any, truth: Truth) -> None:
+    truth.expect_rows(log.all(), truth.ids, "all()")
+
+
+def _check_read_after(log: Any, truth: Truth) -> None:
+    truth.expect_rows(log.read(after=2), [i for i in truth.ids if _seq(i) > 2], "read(after=2)")
+
+
+def _check_read_limit(log: Any, truth: Truth) -> None:
+    want = [i for i in truth.ids if _seq(i) > 1][:2]
+    truth.expect_rows(log.read(after=1, limit=2), want, "read(after=1, limit=2)")
+
+
+def _check_read_page(log: Any, truth: Truth) -> None:
+    truth.expect_rows(log.read(after=0, limit=100), truth.ids, "read(limit=100)")
+
+
+def _check_last(log: Any, truth: Truth) -> None:
+    row = log.last()
+    truth.expect_rows([row] if row else [], truth.ids[-1:], "last()")
+
+
+def _check_last_3(log: Any, truth: Truth) -> None:
+    truth.expect_rows(log.last(3), truth.ids[-3:], "last(3)")
+
+
+def _check_last_10(log: Any, truth: Truth) -> None:
+    truth.expect_rows(log.last(10), truth.ids, "last(10)")
+
+
+def _check_count(log: Any, truth: Truth) -> None:
+    # count() is O(1): it must agree with the number of entries and where the stream ends;
+    # the shape in between is for the reads (and verify) to check.
+    count = log.count()
+    assert count == len(truth.ids) and truth.ids[-1:] == ([f"{count}-0"] if count else []), (
+        f"count() is {count} but the stream holds {truth.ids}"
+    )
+
+
+def _seq(entry_id: str) -> int:
+    return int(entry_id.split("-")[0])
+
+
+READS = {
+    "all": _check_all,
+    "read-after": _check_read_after,
+    "read-limit": _check_read_limit,
+    "read-page": _check_read_page,
+    "last": _check_last,
+    "last-3": _check_last_3,
+    "last-10": _check_last_10,
+    "count": _check_count,
+}
+
+
+@pytest.mark.parametrize("damage", DAMAGES, ids=lambda d: d.name)
+@pytest.mark.parametrize("operation", list(READS))
+def test_read_is_correct_or_an_error(hostile_env: Env, damage: Damage, operation: str) -> None:
+    log, _, truth = _damaged(hostile_env, damage)
+    try:
+        READS[operation](log, truth)
+    except MessageLogError as exc:
+        assert not damage.heals, f"{damage.name}: {operation} failed: {exc!r}"
+        assert str(exc)
+
+
+# -- follow and subscribe -------------------------------------------------------------------
+
+DEADLINE = 10.0  # seconds; a follower that neither delivers nor raises by then hangs
+IDLE = 1.0  # seconds to watch a follower of an empty stream: it must wait, or raise
+
+
+def _follow_sync(log: MessageLog, want: int) -> tuple[list[StoredMessage], BaseException | None]:
+    if not want:  # it would wait forever in a thread we cannot stop: watch a subscription
+        return _subscribe_sync(log, want)
+    rows: list[StoredMessage] = []
+    failure: list[BaseException] = []
+
+    def consume() -> None:
+        try:
+            for row in log.follow(after=0):
+                rows.append(row)
+                if len(rows) >= want:
+                    return
+        except BaseException as exc:
+            failure.append(exc)
+
+    thread = threading.Thread(target=consume, daemon=True)
+    thread.start()
+    thread.join(DEADLINE)
+    assert not thread.is_alive(), f"follow neither delivered {want} rows nor raised: {rows}"
+    return rows, failure[0] if failure else None
+
+
+async def _follow_async(
+    log: AsyncMessageLog, want: int
+) -> tuple[list[StoredMessage], BaseException | None]:
+    rows: list[StoredMessage] = []
+
+    async def consume() -> None:
+        async for row in log.follow(after=0):
+            rows.append(row)
+            if len(rows) >= want:
+                return
+
+    try:
+        await asyncio.wait_for(consume(), DEADLINE if want else IDLE)
+    except asyncio.TimeoutError:
+        if not want:
+            return rows, None  # an empty stream: waiting for the first message is right
+        pytest.fail(f"follow neither delivered {want} rows nor raised: {rows}")
+    except Exception as exc:
+        return rows, exc
+    return rows, None
+
+
+def _subscribe_sync(log: MessageLog, want: int) -> tuple[list[StoredMessage], BaseException | None]:
+    rows: list[StoredMessage] = []
+    done = threading.Event()
+
+    def callback(batch: list[StoredMessage]) -> None:
+        rows.extend(batch)
+        if len(rows) >= want:
+            done.set()
+
+    subscription = log.subscribe(callback, after=0)
+    for _ in range(int((DEADLINE if want else IDLE) / 0.05)):
+        if done.wait(0.05) or not subscription.running:
+            break
+    assert done.is_set() or not subscription.running or not want, "neither delivered nor died"
+    try:
+        subscription.close()
+    except Exception as exc:
+        return rows, exc
+    return rows, None
+
+
+async def _subscribe_async(
+    log: AsyncMessageLog, want: int
+) -> tuple[list[StoredMessage], BaseException | None]:
+    rows: list[StoredMessage] = []
+
+    async def callback(batch: list[StoredMessage]) -> None:
+        rows.extend(batch)
+
+    subscription = log.subscribe(callback, after=0)
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + (DEADLINE if want else IDLE)
+    # Polls two conditions (rows delivered, or the task dead of an error).
+    while subscription.running and (len(rows) < want or not want) and loop.time() < deadline:  # noqa: ASYNC110
+        await asyncio.sleep(0.02)
+    assert len(rows) >= want or not subscription.running, "subscription neither delivered nor died"
+    try:
+        await subscription.close()
+    except Exception as exc:
+        return rows, exc
+    return rows, None
+
+
+@pytest.mark.parametrize("damage", DAMAGES, ids=lambda d: d.name)
+@pytest.mark.parametrize("operation", ["follow", "subscribe"])
+# A real server only: fakeredis emulates a blocking XREAD with tasks that leak when
+# cancelled, and answers XREAD on a hash with AttributeError instead of WRONGTYPE.
+@pytest.mark.parametrize("hostile_backend", ["redis"])
+def test_follow_and_subscribe_deliver_a_sound_prefix_or_raise(
+    hostile_env: Env, damage: Damage, operation: str
+) -> None:
+    log, _, truth = _damaged(hostile_env, damage, page_size=2)
+    want = len(truth.entries)
+    if isinstance(log, SyncView):
+        inner: AsyncMessageLog = log.inner
+        run = _follow_async if operation == "follow" else _subscribe_async
+        rows, failure = hostile_env.loop.run_until_complete(run(inner, want))
+    else:
+        rows, failure = (_follow_sync if operation == "follow" else _subscribe_sync)(log, want)
+    prefix = truth.sound_prefix()
+    truth.expect_rows(rows, prefix[: len(rows)], operation)
+    if failure is None:
+        assert len(rows) == want and truth.ids == prefix, (
+            f"{damage.name}: {operation} delivered {[r.seq for r in rows]} of {truth.ids} "
+            "without an error"
+        )
+    else:
+        assert isinstance(failure, MessageLogError), f"{operation} raised {failure!r}"
+        assert not damage.heals, f"{damage.name}: {operation} failed: {failure!r}"
+
+
+# -- the msglog command ---------------------------------------------------------------------
+
+CLI_COMMANDS = {
+    "show": ["show", "{conv}"],
+    "show-last": ["show", "{conv}", "--last", "3"],
+    "show-json": ["show", "{conv}", "--json"],
+    "tail": ["tail", "{conv}", "-n", "3"],
+    "ls": ["ls"],
+    "ls-json": ["ls", "--json"],
+    "export": ["export", "{conv}"],
+    "export-openai": ["export", "{conv}", "--format", "openai"],
+    "stats": ["stats", "{conv}"],
+    "verify": ["verify", "{conv}"],
+    "verify-all": ["verify", "--all"],
+}
+
+
+@pytest.mark.parametrize("damage", DAMAGES, ids=lambda d: d.name)
+@pytest.mark.parametrize("command", list(CLI_COMMANDS))
+def test_cli_reports_damage_without_a_traceback(
+    shared_server: Callable[[str], EphemeralServer], damage: Damage, command: str
+) -> None:
+    server = shared_server("redis")
+    raw = redis.Redis.from_url(server.url)
+    prefix = f"{PREFIX}-{new_id()}"  # ls and verify --all see this conversation alone
+    conversation = new_id()
+    log = MessageLog(raw, conversation, prefix=prefix)
+    log.append_many([{"role": "user", "content": f"m{i}"} for i in range(1, SEEDED + 1)])
+    damage.apply(raw, log.keys)
+    args = [a.replace("{conv}", conversation) for a in CLI_COMMANDS[command]]
+    result = CliRunner().invoke(main, ["--url", server.url, "--prefix", prefix, *args])
+    output = result.output
+    assert result.exit_code in (0, 1), f"exit {result.exit_code}: {output}\n{result.exception}"
+    assert result.exception is None or isinstance(result.exception, SystemExit), (
+        f"{command} raised {result.exception!r}: {output}"
+    )
+    assert "Traceback" not in output
+    if command.startswith("verify"):
+        assert (result.exit_code == 0) == (damage.name == "none"), output
+    if command in ("show-json", "export") and result.exit_code == 0:
+        seqs = [orjson.loads(line)["seq"] for line in result.stdout_bytes.splitlines()]
+        truth = _truth(raw, log.keys)
+        assert [f"{s}-0" for s in seqs] == truth.ids, f"{command} cut or gapped the history"
