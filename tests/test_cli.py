@@ -151,6 +151,36 @@ def test_import_of_a_bad_file_writes_nothing(url: str, prefix: str, tmp_path: Pa
     assert "line 1: not JSON" in msglog(url, prefix, "import", str(source), conversation).output
 
 
+def test_import_names_the_line_of_a_message_over_the_size_limit(
+    url: str, prefix: str, tmp_path: Path
+) -> None:
+    source = tmp_path / "big.jsonl"
+    big = orjson.dumps({"role": "user", "content": "x" * (8 * 1024 * 1024)})  # over 8 MiB
+    source.write_bytes(b'{"role": "user", "content": "fine"}\n\n' + big + b"\n")
+    conversation = new_id()
+    result = msglog(url, prefix, "import", str(source), conversation)
+    assert result.exit_code == 1
+    assert f"{source} line 3: message 0 encodes to" in result.output
+    assert "max_message_bytes" in result.output and "Traceback" not in result.output
+    assert MessageLog(redis.Redis.from_url(url), conversation, prefix=prefix).count() == 0
+
+
+def test_import_names_the_lines_of_a_batch_the_server_refuses(
+    url: str, prefix: str, tmp_path: Path
+) -> None:
+    source = tmp_path / "in.jsonl"
+    source.write_bytes(
+        b"".join(orjson.dumps({"role": "user", "content": f"m{i}"}) + b"\n" for i in range(6))
+    )
+    conversation = new_id()
+    log = MessageLog(redis.Redis.from_url(url), conversation, prefix=prefix)
+    redis.Redis.from_url(url).set(log.keys.stream, "not a stream")  # valid file, bad key
+    result = msglog(url, prefix, "import", str(source), conversation, "--batch-size", "4")
+    assert result.exit_code == 1 and "Traceback" not in result.output
+    assert f"{source} lines 1..4 (batch 1) were not imported" in result.output
+    assert "WRONGTYPE" in result.output or "wrong type" in result.output
+
+
 @pytest.mark.parametrize("fmt", ["openai", "anthropic", "langchain"])
 def test_export_provider_formats(url: str, prefix: str, fmt: str) -> None:
     from redis_msglog import adapters
