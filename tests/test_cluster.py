@@ -109,6 +109,7 @@ class Writers:
                     after = max(0, log.count() - 5)
                     with self.histories[log.conversation].read("reader", after) as read:
                         read.returned(log.read(after=after))
+            self._stop.wait(0.02)  # a steady trickle of reads, not a second load
 
     def __enter__(self) -> Writers:
         for thread in self._threads:
