@@ -205,9 +205,10 @@ def to_anthropic(messages: Sequence[AgentMessage]) -> list[dict[str, Any]]:
 
 def to_langchain(messages: Sequence[AgentMessage]) -> list[dict[str, Any]]:
     """LangChain messages: plain ``{"role", "content"}`` for user, assistant and system;
-    tool messages and tool calls dropped (and an assistant turn left empty with them)."""
+    tool messages and tool calls dropped. A turn whose text is empty or whitespace-only
+    is dropped too: LangChain's Anthropic chat model forwards it, and the API rejects it."""
     return [
         {"role": msg.role, "content": msg.content}
         for msg in messages
-        if msg.role != "tool" and not (msg.tool_calls and not msg.content)
+        if msg.role != "tool" and msg.content.strip()
     ]

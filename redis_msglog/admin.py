@@ -15,7 +15,13 @@ from redis import exceptions as redis_errors
 
 from .codec import decode_entry, decode_row, micros_to_datetime
 from .core import parse_seq_counter
-from .errors import CodecError, CorruptLogError, InvalidMessageError, MessageLogError
+from .errors import (
+    CodecError,
+    CorruptLogError,
+    InvalidMessageError,
+    MessageLogError,
+    MessageTooLargeError,
+)
 from .keys import ConversationKeys, conversation_of, key_pattern
 from .sync import MessageLog
 
@@ -23,6 +29,7 @@ __all__ = [
     "ConversationInfo",
     "ConversationNotFoundError",
     "ConversationStats",
+    "ImportBatchError",
     "ImportFileError",
     "VerifyReport",
     "conversation_stats",
@@ -39,6 +46,12 @@ class ConversationNotFoundError(MessageLogError, LookupError):
 
 class ImportFileError(MessageLogError, ValueError):
     """A line of an import file is not a valid message; nothing was imported."""
+
+
+class ImportBatchError(MessageLogError):
+    """A batch of an import failed on the server (``__cause__`` says why). The message
+    names its lines; the batches before it committed, and running the same import again
+    writes only what is missing."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -269,7 +282,8 @@ def import_jsonl(
     names the line). Each batch carries an idempotency key made from its position and
     content, so running the same import again after an interruption (within the log's
     ``idempotency_window``) skips the batches that committed and writes the rest once.
-    ``progress(n)`` is called after each batch with the number of messages it held.
+    ``progress(n)`` is called after each batch with the number of messages it held. A
+    batch the server refuses raises :class:`ImportBatchError`, naming its lines.
     """
     if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
         raise ValueError(f"batch_size must be a positive int, got {batch_size!r}")
@@ -277,22 +291,22 @@ def import_jsonl(
     for number, line in _lines(path):
         try:
             log._core.batch([decode_row(line)])
-        except (CodecError, InvalidMessageError) as exc:
+        except (CodecError, InvalidMessageError, MessageTooLargeError) as exc:
             raise ImportFileError(f"{os.fspath(path)} line {number}: {exc}") from exc
         total += 1
     last_seq = log.count()
-    chunk: list[bytes] = []
+    chunk: list[tuple[int, bytes]] = []
     batches = 0
-    for _number, line in _lines(path):
-        chunk.append(line)
+    for numbered in _lines(path):
+        chunk.append(numbered)
         if len(chunk) == batch_size:
-            last_seq = _import_batch(log, chunk, batches)
+            last_seq = _import_batch(log, path, chunk, batches)
             batches += 1
             if progress is not None:
                 progress(len(chunk))
             chunk = []
     if chunk:
-        last_seq = _import_batch(log, chunk, batches)
+        last_seq = _import_batch(log, path, chunk, batches)
         if progress is not None:
             progress(len(chunk))
     return total, last_seq
@@ -306,9 +320,20 @@ def _lines(path: str | os.PathLike[str]) -> Iterator[tuple[int, bytes]]:
                 yield number, line.strip()
 
 
-def _import_batch(log: MessageLog, lines: list[bytes], index: int) -> int:
+def _import_batch(
+    log: MessageLog, path: str | os.PathLike[str], numbered: list[tuple[int, bytes]], index: int
+) -> int:
+    lines = [line for _number, line in numbered]
     digest = hashlib.blake2b(digest_size=16)
     for line in lines:
         digest.update(line + b"\n")
     key = f"import:{index}:{digest.hexdigest()}"
-    return log.append_many([decode_row(line) for line in lines], idempotency_key=key)
+    try:
+        return log.append_many([decode_row(line) for line in lines], idempotency_key=key)
+    except MessageLogError as exc:
+        first, last = numbered[0][0], numbered[-1][0]
+        raise ImportBatchError(
+            f"{os.fspath(path)} lines {first}..{last} (batch {index + 1}) were not imported: "
+            f"{exc} (the batches before it committed: running the import again writes "
+            "only the rest)"
+        ) from exc

@@ -15,14 +15,15 @@ import orjson
 import redis
 import redis.cluster
 from rich.console import Console
-from rich.markup import escape
 from rich.progress import Progress
 from rich.table import Table
+from rich.text import Text
 
 from . import __version__, adapters, admin
 from .codec import encode_row
 from .errors import MessageLogError
 from .models import StoredMessage
+from .render import json_line, safe_text, visible
 from .sync import MessageLog
 
 DEFAULT_URL = "redis://localhost:6379/0"
@@ -37,7 +38,8 @@ class CliError(click.ClickException):
     """One readable line on stderr and exit code 1, never a traceback."""
 
     def show(self, file: IO[Any] | None = None) -> None:
-        click.echo(f"msglog: {self.format_message()}", err=True)
+        # The message may quote an id or a server error: no raw control characters.
+        click.echo(f"msglog: {visible(self.format_message())}", err=True)
 
 
 class MsglogGroup(click.Group):
@@ -154,10 +156,10 @@ def list_command(settings: Settings, match: str, limit: int | None, as_json: boo
         if as_json:
             last = info.last_at.isoformat() if info.last_at else None
             doc = {"conversation": info.conversation, "count": info.count, "last_at": last}
-            click.echo(orjson.dumps(doc))
+            click.echo(json_line(orjson.dumps(doc)))
         else:
             when = f"{info.last_at:%Y-%m-%d %H:%M:%S}" if info.last_at else "-"
-            table.add_row(escape(info.conversation), str(info.count), when)
+            table.add_row(safe_text(info.conversation), str(info.count), when)
     if not as_json:
         out.print(table if shown else "no conversations")
 
@@ -247,7 +249,11 @@ def import_command(settings: Settings, file: str, conversation: str, batch_size:
     total = sum(1 for line in open(file, "rb") if line.strip())  # noqa: SIM115
     with _progress("importing", total, file) as advance:
         count, last_seq = admin.import_jsonl(log, file, batch_size=batch_size, progress=advance)
-    err.print(f"imported {count} messages into {escape(conversation)} (last seq {last_seq})")
+    err.print(
+        Text.assemble(
+            f"imported {count} messages into ", safe_text(conversation), f" (last seq {last_seq})"
+        )
+    )
 
 
 # -- health ---------------------------------------------------------------------------------
@@ -262,7 +268,7 @@ def stats(settings: Settings, conversation: str | None) -> None:
     table = Table(box=None, show_header=False)
     if conversation is not None:
         found = admin.conversation_stats(client, settings.prefix, conversation)
-        table.add_row("conversation", escape(found.conversation))
+        table.add_row("conversation", safe_text(found.conversation))
         table.add_row("messages", str(found.count))
         table.add_row("first commit (UTC)", f"{found.first_at or '-'}")
         table.add_row("last commit (UTC)", f"{found.last_at or '-'}")
@@ -316,15 +322,17 @@ def verify(settings: Settings, conversation: str | None, check_all: bool) -> Non
             if not check_all:
                 raise
             failed += 1  # one broken conversation must not stop the check of the others
-            out.print(f"FAIL  {escape(name)}: {escape(_describe(exc))}")
+            out.print(Text.assemble("FAIL  ", safe_text(name), ": ", safe_text(_describe(exc))))
             continue
         if report.ok:
-            out.print(f"ok    {escape(name)}: {report.entries} messages, seqs 1..{report.last_seq}")
+            summary = f": {report.entries} messages, seqs 1..{report.last_seq}"
+            out.print(Text.assemble("ok    ", safe_text(name), summary))
         else:
             failed += 1
-            out.print(f"FAIL  {escape(name)}: {report.entries} entries, counter {report.counter}")
+            summary = f": {report.entries} entries, counter {report.counter}"
+            out.print(Text.assemble("FAIL  ", safe_text(name), summary))
             for problem in report.problems:
-                out.print(f"      - {escape(problem)}")
+                out.print(Text.assemble("      - ", safe_text(problem)))
     if check_all:
         out.print(f"{checked} conversations checked, {failed} with problems")
     if failed:
@@ -354,27 +362,36 @@ def _pages(log: MessageLog, after: int) -> Iterator[StoredMessage]:
 
 def _print_row(row: StoredMessage, as_json: bool) -> None:
     if as_json:
-        sys.stdout.buffer.write(encode_row(row) + b"\n")
+        sys.stdout.buffer.write(json_line(encode_row(row)) + b"\n")
         sys.stdout.flush()
         return
     out.print(format_row(row))
 
 
-def format_row(row: StoredMessage, width: int | None = None) -> str:
-    """One message as a line of rich markup: seq, time, role, content and tool calls."""
-    text = row.content
-    for call in row.tool_calls or []:
-        text += f" → {call.name}({orjson.dumps(call.args).decode()}) [{call.id}]"
-    text = text.strip()
+COLOURS = {"user": "cyan", "assistant": "green", "tool": "yellow", "system": "magenta"}
+INDENT = " " * 37  # continuation lines start under the content
+
+
+def format_row(row: StoredMessage, width: int | None = None) -> Text:
+    """One message as a line: seq, time, role, content and tool calls. The content is
+    shown exactly, with control characters made visible (see :mod:`.render`); it is
+    never interpreted as markup."""
+    text = Text()
     if row.tool_call_id:
-        text = f"[{row.tool_call_id}] {text}"
-    if width is not None and len(text) > width:
-        text = text[: width - 1] + "…"
-    text = text.replace("\n", "\n" + " " * 37)  # continuation lines under the content
-    colour = {"user": "cyan", "assistant": "green", "tool": "yellow", "system": "magenta"}
-    return (
-        f"[dim]{row.seq:>6}  {row.at:%H:%M:%S.%f}[/dim]  "
-        f"[{colour[row.role]}]{row.role:<9}[/]  {escape(text)}"
+        text.append_text(Text.assemble("[", safe_text(row.tool_call_id), "] "))
+    text.append_text(safe_text(row.content.replace("\n", "\n" + INDENT), multiline=True))
+    for call in row.tool_calls or []:
+        args = orjson.dumps(call.args).decode()
+        text.append(" → " if text else "→ ")
+        text.append_text(safe_text(f"{call.name}({args}) [{call.id}]"))
+    if width is not None and text.cell_len > width:
+        text.truncate(width, overflow="ellipsis")
+    return Text.assemble(
+        (f"{row.seq:>6}  {row.at:%H:%M:%S.%f}", "dim"),
+        "  ",
+        (f"{row.role:<9}", COLOURS[row.role]),
+        "  ",
+        text,
     )
 
 

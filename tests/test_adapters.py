@@ -87,6 +87,7 @@ def check_langchain(messages: list[dict[str, Any]]) -> None:
     assert len(converted) == len(messages)
     for msg in messages:
         assert set(msg) == {"role", "content"} and msg["role"] in ("user", "assistant", "system")
+        assert msg["content"].strip(), "a blank turn: Anthropic's API would reject it"
 
 
 def call(call_id: str, args: Any = None, name: str = "lookup") -> dict[str, Any]:
@@ -218,6 +219,24 @@ def test_parallel_calls_exact_output() -> None:
         {"role": "assistant", "content": "checking"},
         {"role": "user", "content": "and?"},
         {"role": "assistant", "content": "done"},
+    ]
+
+
+def test_langchain_drops_blank_and_whitespace_only_turns() -> None:
+    history = _models(
+        [
+            {"role": "system", "content": " \n"},
+            user("q"),
+            assistant("   "),
+            user(""),
+            asks(call("c"), content="\t"),
+            result("c"),
+            assistant(" a "),
+        ]
+    )
+    assert to_langchain(history) == [
+        {"role": "user", "content": "q"},
+        {"role": "assistant", "content": " a "},  # kept as written: only blank turns go
     ]
 
 

@@ -3,6 +3,7 @@ one readable line with a non-zero exit code."""
 
 from __future__ import annotations
 
+import hashlib
 import os
 import subprocess
 import sys
@@ -149,6 +150,39 @@ def test_import_of_a_bad_file_writes_nothing(url: str, prefix: str, tmp_path: Pa
     assert MessageLog(redis.Redis.from_url(url), conversation, prefix=prefix).count() == 0
     source.write_text("not json\n")
     assert "line 1: not JSON" in msglog(url, prefix, "import", str(source), conversation).output
+
+
+def test_import_names_the_line_of_a_message_over_the_size_limit(
+    url: str, prefix: str, tmp_path: Path
+) -> None:
+    source = tmp_path / "big.jsonl"
+    big = orjson.dumps({"role": "user", "content": "x" * (8 * 1024 * 1024)})  # over 8 MiB
+    source.write_bytes(b'{"role": "user", "content": "fine"}\n\n' + big + b"\n")
+    conversation = new_id()
+    result = msglog(url, prefix, "import", str(source), conversation)
+    assert result.exit_code == 1
+    assert f"{source} line 3: message 0 encodes to" in result.output
+    assert "max_message_bytes" in result.output and "Traceback" not in result.output
+    assert MessageLog(redis.Redis.from_url(url), conversation, prefix=prefix).count() == 0
+
+
+def test_import_names_the_lines_of_a_batch_the_server_refuses(
+    url: str, prefix: str, tmp_path: Path
+) -> None:
+    source = tmp_path / "in.jsonl"
+    lines = [orjson.dumps({"role": "user", "content": f"m{i}"}) + b"\n" for i in range(6)]
+    source.write_bytes(b"".join(lines))
+    conversation = new_id()
+    log = MessageLog(redis.Redis.from_url(url), conversation, prefix=prefix)
+    # A valid file, and a key the first batch's append needs holds the wrong type: its
+    # idempotency record (named after the batch's position and content).
+    digest = hashlib.blake2b(b"".join(lines[:4]), digest_size=16).hexdigest()
+    record = log.keys.idempotency_record(f"import:0:{digest}")
+    redis.Redis.from_url(url).rpush(record, "not a record")
+    result = msglog(url, prefix, "import", str(source), conversation, "--batch-size", "4")
+    assert result.exit_code == 1 and "Traceback" not in result.output
+    assert f"{source} lines 1..4 (batch 1) were not imported" in result.output
+    assert "WRONGTYPE" in result.output or "wrong type" in result.output
 
 
 @pytest.mark.parametrize("fmt", ["openai", "anthropic", "langchain"])

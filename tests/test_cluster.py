@@ -4,6 +4,8 @@ that stay exactly-once and gap-free while slots move and primaries fail over."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import itertools
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -25,6 +27,7 @@ from redis_msglog.keys import ConversationKeys
 
 from .cluster import LocalCluster
 from .conftest import new_id, require_binary
+from .history import Append, History, Summary
 
 HOSTILE_IDS = ["plain", "{", "}", "{a}", "}{", "a{b}c", "%7B", "x:{y}:seq", "{}" * 50, "é🎉{"]
 
@@ -77,26 +80,36 @@ def private_cluster() -> Iterator[LocalCluster]:
 
 
 class Writers:
-    """Threads appending to their own conversations, recording what was acknowledged."""
+    """Threads appending to their own conversations, and one reading them all back, each
+    operation recorded in the conversation's History."""
 
     def __init__(self, cluster: LocalCluster, conversations: int) -> None:
         self.client = cluster.client(socket_timeout=5)
         self.ids = [new_id() for _ in range(conversations)]
-        self.acked: dict[str, dict[int, str]] = {c: {} for c in self.ids}
-        self.failed: dict[str, list[str]] = {c: [] for c in self.ids}
+        self.histories = {c: History(c) for c in self.ids}
         self._stop = threading.Event()
         self._threads = [threading.Thread(target=self._write, args=(c,)) for c in self.ids]
+        self._threads.append(threading.Thread(target=self._read))
 
     def _write(self, conversation: str) -> None:
-        log = MessageLog(self.client, conversation)
+        log, history = MessageLog(self.client, conversation), self.histories[conversation]
         i = 0
         while not self._stop.is_set():
             content = f"{conversation}:{i}"
-            try:
-                self.acked[conversation][log.add("user", content)] = content
-            except MessageLogError as exc:  # a clear error is allowed; a silent loss is not
-                self.failed[conversation].append(f"{content}: {exc}")
+            # A clear error is allowed (recorded, for the test to judge); a silent loss is not.
+            with contextlib.suppress(MessageLogError), history.append("writer", [content]) as op:
+                op.committed(log.add("user", content))
             i += 1
+
+    def _read(self) -> None:
+        logs = [MessageLog(self.client, conversation) for conversation in self.ids]
+        while not self._stop.is_set():
+            for log in logs:
+                with contextlib.suppress(MessageLogError):
+                    after = max(0, log.count() - 5)
+                    with self.histories[log.conversation].read("reader", after) as read:
+                        read.returned(log.read(after=after))
+            self._stop.wait(0.02)  # a steady trickle of reads, not a second load
 
     def __enter__(self) -> Writers:
         for thread in self._threads:
@@ -108,16 +121,18 @@ class Writers:
         for thread in self._threads:
             thread.join(timeout=60)
 
-    def check(self) -> None:
-        for conversation in self.ids:
-            rows = MessageLog(self.client, conversation).all()
-            assert [m.seq for m in rows] == list(range(1, len(rows) + 1)), conversation
-            by_seq = {m.seq: m.content for m in rows}
-            for seq, content in self.acked[conversation].items():
-                assert by_seq.get(seq) == content, (conversation, seq)
-            contents = [m.content for m in rows]
-            assert len(set(contents)) == len(contents), "an append was written twice"
-            assert len(rows) >= len(self.acked[conversation])
+    def check(self) -> list[Summary]:
+        """Every conversation's log against its history."""
+        return [self.histories[c].check(self.client) for c in self.ids]
+
+    def errors(self) -> list[Append]:
+        """The appends that raised (failed or in doubt)."""
+        return [
+            record
+            for history in self.histories.values()
+            for record in history.records
+            if isinstance(record, Append) and record.outcome != "ok"
+        ]
 
 
 def test_slots_move_while_writers_append(private_cluster: LocalCluster) -> None:
@@ -130,9 +145,10 @@ def test_slots_move_while_writers_append(private_cluster: LocalCluster) -> None:
                 others = [p for p in private_cluster.primaries if p.port != owner.port]
                 private_cluster.migrate_slot(slot, others[round_ % len(others)])
             time.sleep(0.2)
-    writers.check()
-    assert sum(len(a) for a in writers.acked.values()) > 100
-    assert not any(writers.failed.values()), writers.failed
+    summaries = writers.check()
+    assert sum(s.acked for s in summaries) > 100
+    assert sum(s.reads for s in summaries) > 0
+    assert not writers.errors(), writers.errors()
 
 
 def test_a_primary_fails_over_while_writers_append(private_cluster: LocalCluster) -> None:
@@ -142,55 +158,69 @@ def test_a_primary_fails_over_while_writers_append(private_cluster: LocalCluster
         promoted = private_cluster.failover(private_cluster.owner(slot))
         time.sleep(0.5)
         assert private_cluster.owner(slot).port == promoted.port
-    writers.check()
-    assert all(writers.acked.values())  # every conversation kept going
+    summaries = writers.check()
+    assert all(s.acked for s in summaries)  # every conversation kept going
 
 
 def test_async_cluster_client_through_a_slot_move(private_cluster: LocalCluster) -> None:
     conversation = new_id()
     slot = key_slot(ConversationKeys.build("msglog", conversation).seq.encode())
+    history = History(conversation)
 
     async def scenario() -> list[StoredMessage]:
         client = redis.asyncio.cluster.RedisCluster(host="127.0.0.1", port=private_cluster.port)
         log = AsyncMessageLog(client, conversation)
+
+        async def add(i: int) -> None:
+            with history.append("client", [str(i)]) as op:
+                op.committed(await log.add("user", str(i)))
+
         for i in range(20):
-            await log.add("user", str(i))
+            await add(i)
         source = private_cluster.owner(slot)
         target = next(p for p in private_cluster.primaries if p.port != source.port)
         await asyncio.to_thread(private_cluster.migrate_slot, slot, target)
         for i in range(20, 40):
-            await log.add("user", str(i))
-        rows = await log.all()
+            await add(i)
+        with history.read("client", after=0) as read:
+            rows = read.returned(await log.all())
         await client.aclose()
         return rows
 
     rows = asyncio.run(scenario())
     assert [(m.seq, m.content) for m in rows] == [(i + 1, str(i)) for i in range(40)]
+    history.check(private_cluster.client())
 
 
 def test_follow_on_a_cluster_survives_a_failover(private_cluster: LocalCluster) -> None:
     client = private_cluster.client(socket_timeout=5)
     log = MessageLog(client, new_id())
-    log.add("user", "0")
+    history = History(log.conversation)
+
+    def add(i: int) -> None:
+        with history.append("writer", [str(i)]) as op:
+            op.committed(log.add("user", str(i)))
+
+    add(0)
     seen: list[int] = []
 
     def follow() -> None:
         follower = MessageLog(private_cluster.client(socket_timeout=5), log.conversation)
-        for row in follower.follow():
-            seen.append(row.seq)
-            if row.seq == 10:
-                return
+        with history.read("follower", after=0) as read:  # what it saw, checked for content
+            rows = read.returned(itertools.islice(follower.follow(), 10))
+        seen.extend(row.seq for row in rows)
 
     thread = threading.Thread(target=follow, daemon=True)
     thread.start()
     for i in range(1, 5):
-        log.add("user", str(i))
+        add(i)
     slot = key_slot(log.keys.stream.encode())
     private_cluster.failover(private_cluster.owner(slot))
     for i in range(5, 10):
-        log.add("user", str(i))
+        add(i)
     thread.join(timeout=60)
     assert seen == list(range(1, 11))
+    assert history.check(client).reads == 1
 
 
 def test_wait_runs_on_the_node_that_took_the_write(private_cluster: LocalCluster) -> None:

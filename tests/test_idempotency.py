@@ -27,6 +27,7 @@ from redis_msglog import (
 from redis_msglog.ephemeral import EphemeralServer
 
 from .conftest import Env, new_id
+from .history import History
 from .proxy import ReplyDroppingProxy
 
 FAST_RETRY = RetryPolicy(attempts=5, backoff=0.01, max_backoff=0.05)
@@ -131,10 +132,15 @@ def test_bad_retry_policies_are_refused(policy: dict[str, Any]) -> None:
         RetryPolicy(**policy)
 
 
-def _append_with_shared_key(url: str, conversation: str, start: Any, results: Any) -> None:
+def _append_with_shared_key(
+    url: str, conversation: str, worker: int, start: Any, results: Any
+) -> None:
     log = MessageLog(redis.Redis.from_url(url), conversation)
+    history = History(conversation)
     start.wait()
-    results.put(log.add("assistant", "the one answer", idempotency_key="shared-key"))
+    with history.append(f"p{worker}", ["the one answer"]) as op:
+        op.committed(log.add("assistant", "the one answer", idempotency_key="shared-key"))
+    results.put(history.records)
 
 
 def test_same_key_from_many_processes_at_once(
@@ -145,20 +151,20 @@ def test_same_key_from_many_processes_at_once(
     context = multiprocessing.get_context("spawn")
     start, results = context.Event(), context.Queue()
     processes = [
-        context.Process(target=_append_with_shared_key, args=(url, conversation, start, results))
-        for _ in range(8)
+        context.Process(target=_append_with_shared_key, args=(url, conversation, w, start, results))
+        for w in range(8)
     ]
     for process in processes:
         process.start()
     start.set()
-    seqs = [results.get(timeout=60) for _ in processes]
+    history = History(conversation)
+    for _ in processes:
+        history.extend(results.get(timeout=60))
     for process in processes:
         process.join(timeout=60)
         assert process.exitcode == 0
-    assert seqs == [1] * 8
-    assert [m.content for m in MessageLog(redis.Redis.from_url(url), conversation).all()] == [
-        "the one answer"
-    ]
+    assert [(a.outcome, a.last_seq) for a in history.records] == [("ok", 1)] * 8
+    assert history.check(redis.Redis.from_url(url)).length == 1  # the one answer, once
 
 
 # -- lost replies, through a proxy that drops them ---------------------------------------
@@ -173,15 +179,24 @@ def test_many_lost_replies_in_a_row_still_write_exactly_once(
 ) -> None:
     server = shared_server(real_backend)
     conversation = new_id()
+    history = History(conversation)
     fired: list[int] = []
     with ReplyDroppingProxy(server.port, after_execute=after_execute) as proxy:
         seqs = []
+        reader = MessageLog(redis.Redis.from_url(proxy.url), conversation)
         for i in range(20):
             proxy.drops = i % 5  # 0 to 4 failures in a row; the policy allows 5
-            seqs.append(_append(flavor, proxy.url, conversation, f"m{i}", on_append=fired.append))
+            with history.append("writer", [f"m{i}"]) as op:
+                seqs.append(
+                    op.committed(
+                        _append(flavor, proxy.url, conversation, f"m{i}", on_append=fired.append)
+                    )
+                )
+            with history.read("reader", after=max(0, i - 2)) as read:  # through the proxy too
+                read.returned(reader.read(after=max(0, i - 2)))
         assert proxy.dropped == sum(i % 5 for i in range(20))
-    rows = MessageLog(redis.Redis.from_url(server.url), conversation).all()
-    assert [(m.seq, m.content) for m in rows] == [(i + 1, f"m{i}") for i in range(20)]
+    # Acked once each at the seq returned, nothing else in the log: exactly m0..m19.
+    assert history.check(redis.Redis.from_url(server.url)).length == 20
     assert seqs == list(range(1, 21))
     assert fired == list(range(1, 21))  # the hook fired once per append, replay or not
 
@@ -191,17 +206,23 @@ def test_lost_replies_beyond_the_policy_raise_in_doubt_with_a_key_that_is_safe_t
 ) -> None:
     server = shared_server(real_backend)
     conversation = new_id()
+    history = History(conversation)
     with ReplyDroppingProxy(server.port) as proxy:
         proxy.drops = 100
-        with pytest.raises(AppendInDoubtError, match="may have committed") as caught:
-            _append(flavor, proxy.url, conversation, "once")
+        with (
+            pytest.raises(AppendInDoubtError, match="may have committed") as caught,
+            history.append("writer", ["once"]) as op,
+        ):
+            op.committed(_append(flavor, proxy.url, conversation, "once"))
         assert proxy.dropped == FAST_RETRY.attempts + 1
         key = caught.value.idempotency_key
         assert key is not None
         proxy.drops = 0
-        assert _append(flavor, proxy.url, conversation, "once", idempotency_key=key) == 1
-    rows = MessageLog(redis.Redis.from_url(server.url), conversation).all()
-    assert [m.content for m in rows] == ["once"]
+        with history.append("writer", ["once"]) as op:  # the same message, re-sent
+            op.committed(_append(flavor, proxy.url, conversation, "once", idempotency_key=key))
+        assert op.last_seq == 1
+    summary = history.check(redis.Redis.from_url(server.url))
+    assert (summary.length, summary.in_doubt_written) == (1, 1)  # written once, not twice
 
 
 def test_no_resend_once_the_record_may_have_expired(
@@ -210,6 +231,7 @@ def test_no_resend_once_the_record_may_have_expired(
     server = shared_server(real_backend)
     conversation = new_id()
     slow = RetryPolicy(attempts=5, backoff=0.2, max_backoff=0.2)
+    history = History(conversation)
     with ReplyDroppingProxy(server.port) as proxy:
         proxy.drops = 1
         log = MessageLog(
@@ -218,11 +240,10 @@ def test_no_resend_once_the_record_may_have_expired(
             retry=slow,
             idempotency_window=timedelta(milliseconds=100),  # gone before the first re-send
         )
-        with pytest.raises(AppendInDoubtError, match="1 try;"):
+        with pytest.raises(AppendInDoubtError, match="1 try;"), history.append("w", ["once"]):
             log.add("user", "once", idempotency_key="k")
-    assert [
-        m.content for m in MessageLog(redis.Redis.from_url(server.url), conversation).all()
-    ] == ["once"]
+    summary = history.check(redis.Redis.from_url(server.url))
+    assert (summary.length, summary.in_doubt_written) == (1, 1)  # the one try ran, once
 
 
 def test_unreachable_server_after_retries_says_nothing_was_written(flavor: str) -> None:

@@ -29,6 +29,7 @@ from redis_msglog import (
 from redis_msglog.ephemeral import EphemeralServer
 
 from .conftest import Env, new_id
+from .history import History
 
 
 def test_noscript_after_script_flush_is_transparent(env: Env) -> None:
@@ -86,13 +87,15 @@ def test_out_of_memory_rejects_before_running(
     server = private_server(real_backend)
     admin = redis.Redis.from_url(server.url)
     conversation = new_id()
+    history = History(conversation)
     log = MessageLog(redis.Redis.from_url(server.url), conversation)
-    assert log.add("user", "first") == 1
+    with history.append("client", ["first"]) as op:
+        assert op.committed(log.add("user", "first")) == 1
     admin.config_set("maxmemory-policy", "noeviction")
     admin.config_set("maxmemory", 1)
     try:
         if flavor == "sync":
-            with pytest.raises(OutOfMemoryError):
+            with pytest.raises(OutOfMemoryError), history.append("client", ["a", "b"]):
                 log.append_many(
                     [{"role": "user", "content": "a"}, {"role": "user", "content": "b"}]
                 )
@@ -100,7 +103,7 @@ def test_out_of_memory_rejects_before_running(
 
             async def attempt() -> None:
                 client = redis.asyncio.Redis.from_url(server.url)
-                with pytest.raises(OutOfMemoryError):
+                with pytest.raises(OutOfMemoryError), history.append("client", ["a"]):
                     await AsyncMessageLog(client, conversation).add("user", "a")
                 await client.aclose()
 
@@ -108,8 +111,10 @@ def test_out_of_memory_rejects_before_running(
         assert log.count() == 1 and len(log.all()) == 1
     finally:
         admin.config_set("maxmemory", 0)
-    assert log.add("user", "after") == 2
-    assert [m.seq for m in log.all()] == [1, 2]
+    with history.append("client", ["after"]) as op:
+        assert op.committed(log.add("user", "after")) == 2
+    summary = history.check(admin)  # the refused append wrote nothing
+    assert (summary.length, summary.failed) == (2, 1)
 
 
 def _closed_port() -> int:
@@ -178,28 +183,36 @@ def test_lost_reply_never_duplicates_whatever_the_clients_retry_settings(
     expect_doubt = policy.attempts == 0
     # Each log appends once before the stall, so its connection is already open: a stall
     # during connect (redis-py's handshake) would fail before anything was sent.
+    history = History(conversation)
     if flavor == "sync":
         log = MessageLog(redis.Redis.from_url(url, **options), conversation, retry=policy)
-        log.add("user", "warm")
+        with history.append("client", ["warm"]) as op:
+            op.committed(log.add("user", "warm"))
         stall = _stall(url, 1.5)
         if expect_doubt:
-            with pytest.raises(AppendInDoubtError, match="may have committed") as caught:
+            with (
+                pytest.raises(AppendInDoubtError, match="may have committed") as caught,
+                history.append("client", ["once"]),
+            ):
                 log.add("user", "once")
             assert caught.value.idempotency_key is None
         else:
-            assert log.add("user", "once") == 2
+            with history.append("client", ["once"]) as op:
+                assert op.committed(log.add("user", "once")) == 2
     else:
 
         async def attempt() -> threading.Thread:
             client = redis.asyncio.Redis.from_url(url, **options)
             alog = AsyncMessageLog(client, conversation, retry=policy)
-            await alog.add("user", "warm")
+            with history.append("client", ["warm"]) as op:
+                op.committed(await alog.add("user", "warm"))
             stall = _stall(url, 1.5)
             if expect_doubt:
-                with pytest.raises(AppendInDoubtError):
+                with pytest.raises(AppendInDoubtError), history.append("client", ["once"]):
                     await alog.add("user", "once")
             else:
-                assert await alog.add("user", "once") == 2
+                with history.append("client", ["once"]) as op:
+                    assert op.committed(await alog.add("user", "once")) == 2
             await client.aclose()
             return stall
 
@@ -207,8 +220,10 @@ def test_lost_reply_never_duplicates_whatever_the_clients_retry_settings(
     stall.join()
     # The server ran the append it received once unblocked; nothing was written twice.
     reader = MessageLog(redis.Redis.from_url(url), conversation)
-    assert [(m.seq, m.content) for m in reader.all()] == [(1, "warm"), (2, "once")]
-    assert reader.add("user", "next") == 3
+    with history.append("reader", ["next"]) as op:
+        assert op.committed(reader.add("user", "next")) == 3
+    # warm at 1, next at 3, gap-free and nothing unrecorded: "once" at 2, exactly once.
+    assert history.check(redis.Redis.from_url(url)).length == 3
 
 
 def test_cancelled_async_append_has_committed_or_not_and_the_log_stays_consistent(
@@ -217,12 +232,20 @@ def test_cancelled_async_append_has_committed_or_not_and_the_log_stays_consisten
     url = shared_server(real_backend).url
     conversation = new_id()
 
+    history = History(conversation)
+
     async def scenario() -> None:
         client = redis.asyncio.Redis.from_url(url)
         log = AsyncMessageLog(client, conversation)
-        assert await log.add("user", "first") == 1
+        with history.append("client", ["first"]) as op:
+            assert op.committed(await log.add("user", "first")) == 1
+
+        async def cancelled() -> None:
+            with history.append("client", ["cancelled"]) as op:  # recorded in doubt
+                op.committed(await log.add("user", "cancelled"))
+
         stall = _stall(url, 1.0)
-        task = asyncio.create_task(log.add("user", "cancelled"))
+        task = asyncio.create_task(cancelled())
         await asyncio.sleep(0.2)
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
@@ -230,11 +253,15 @@ def test_cancelled_async_append_has_committed_or_not_and_the_log_stays_consisten
         await asyncio.to_thread(stall.join)
         count = await log.count()
         assert count in (1, 2)  # committed or not, never half
-        assert [m.seq for m in await log.all()] == list(range(1, count + 1))
-        assert await log.add("user", "after") == count + 1  # the client is still usable
+        with history.read("client", after=0) as read:
+            rows = read.returned(await log.all())
+        assert [m.seq for m in rows] == list(range(1, count + 1))
+        with history.append("client", ["after"]) as op:  # the client is still usable
+            assert op.committed(await log.add("user", "after")) == count + 1
         await client.aclose()
 
     asyncio.run(scenario())
+    assert history.check(redis.Redis.from_url(url)).in_doubt == 1
 
 
 def test_server_stopped_mid_run_then_back(
