@@ -225,6 +225,36 @@ def test_lost_replies_beyond_the_policy_raise_in_doubt_with_a_key_that_is_safe_t
     assert (summary.length, summary.in_doubt_written) == (1, 1)  # written once, not twice
 
 
+@pytest.mark.parametrize("drops", [0, 1, 3])
+def test_a_replay_never_fires_the_hook_whatever_happened_to_its_replies(
+    real_backend: str, flavor: str, drops: int, shared_server: Callable[[str], EphemeralServer]
+) -> None:
+    """The second call with a used key writes nothing; its lost-and-re-sent replies must
+    not make it look like its own commit (hooks would see the seq twice)."""
+    server = shared_server(real_backend)
+    conversation = new_id()
+    fired: list[int] = []
+    with ReplyDroppingProxy(server.port) as proxy:
+        first = _append(
+            flavor, proxy.url, conversation, "once", idempotency_key="k", on_append=fired.append
+        )
+        proxy.drops = drops  # the second call's first tries lose their replies
+        again = _append(
+            flavor, proxy.url, conversation, "once", idempotency_key="k", on_append=fired.append
+        )
+        assert proxy.dropped == drops
+    assert first == again == 1
+    assert fired == [1]  # the first call's hook only
+    # And a call whose own first try committed with its reply lost is still fresh.
+    with ReplyDroppingProxy(server.port) as proxy:
+        proxy.drops = 1
+        third = _append(
+            flavor, proxy.url, conversation, "twice", idempotency_key="k2", on_append=fired.append
+        )
+        assert proxy.dropped == 1
+    assert third == 2 and fired == [1, 2]
+
+
 def test_no_resend_once_the_record_may_have_expired(
     real_backend: str, shared_server: Callable[[str], EphemeralServer]
 ) -> None:
