@@ -6,7 +6,7 @@ Layout, for a prefix ``msglog`` and conversation id ``conv-42``::
     msglog:{conv-42}:stream   stream: one entry per message, entry ID "<seq>-0"
     msglog:{conv-42}:events   pub/sub channel: one event per committed append
     msglog:{conv-42}:idem:K   string, expiring: the result of the append made with
-                              idempotency key K ("<last_seq> <at> <count> <fingerprint>")
+                              idempotency key K ("<last_seq> <at> <count> <fingerprint> <call>")
 
 The braces are a Redis Cluster hash tag: every key and the channel of one conversation
 hash to the same slot. Ids containing ``{``, ``}`` or ``%`` are percent-escaped
