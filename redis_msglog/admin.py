@@ -290,7 +290,7 @@ def import_jsonl(
     total = 0
     for number, line in _lines(path):
         try:
-            log._core.batch([decode_row(line)])
+            log.validate([decode_row(line)])
         except (CodecError, InvalidMessageError, MessageTooLargeError) as exc:
             raise ImportFileError(f"{os.fspath(path)} line {number}: {exc}") from exc
         total += 1

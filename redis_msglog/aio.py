@@ -59,8 +59,8 @@ class AsyncMessageLog(ShellBase):
         redis: Redis | RedisCluster,
         conversation: str,
         on_append: AsyncOnAppend | None = None,
-        prefix: str = "msglog",
         *,
+        prefix: str = "msglog",
         max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
         page_size: int = DEFAULT_PAGE_SIZE,
         retry: RetryPolicy = DEFAULT_RETRY,
@@ -71,6 +71,7 @@ class AsyncMessageLog(ShellBase):
         self._setup_core(
             redis,
             conversation,
+            on_append,
             prefix=prefix,
             max_message_bytes=max_message_bytes,
             page_size=page_size,

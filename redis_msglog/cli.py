@@ -353,7 +353,7 @@ def _pages(log: MessageLog, after: int) -> Iterator[StoredMessage]:
     """Every message after ``after``, read a page at a time (bounded memory)."""
     end = log.count()
     while after < end:
-        page = log.read(after=after, limit=log._core.page_size)
+        page = log.read(after=after, limit=log.page_size)
         if not page:
             return
         yield from page

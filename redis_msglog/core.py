@@ -551,12 +551,20 @@ class ShellBase:
         _EVICTION_CHECKED.add(self._redis)
         return self._core.append_plan(batch, idempotency_key, check_eviction=check)
 
-    def _setup_core(self, client: object, conversation: str, **options: Any) -> None:
-        """Check the client and build the core from the shell's (typed) options."""
+    def _setup_core(
+        self, client: object, conversation: str, on_append: object, **options: Any
+    ) -> None:
+        """Check the client and the hook, and build the core from the shell's (typed)
+        options; a bad argument raises here, before anything can be written."""
         if not hasattr(client, "connection_pool") and not is_cluster(client):
             raise TypeError(
                 f"{type(self).__name__} needs a redis-py client (Redis or RedisCluster), "
                 f"got {type(client).__name__}"
+            )
+        if on_append is not None and not callable(on_append):
+            raise TypeError(
+                f"on_append must be callable or None, got {type(on_append).__name__} "
+                "(options after it are keyword-only: prefix=..., ttl=...)"
             )
         self._core = LogCore(conversation, sharded_events=is_cluster(client), **options)
 
@@ -564,6 +572,17 @@ class ShellBase:
     def conversation(self) -> str:
         """The conversation id."""
         return self._core.conversation
+
+    @property
+    def page_size(self) -> int:
+        """Entries fetched per round trip by ``all``, ``read``, ``last(n)`` and ``follow``."""
+        return self._core.page_size
+
+    def validate(self, msgs: Iterable[AgentMessage | Mapping[str, Any]]) -> list[AgentMessage]:
+        """Check ``msgs`` exactly as :meth:`append_many` would, sending nothing: the
+        validated messages, or the error the append would raise (bad message, no exact
+        JSON form, over ``max_message_bytes``)."""
+        return list(self._core.batch(msgs).messages)
 
     @property
     def keys(self) -> ConversationKeys:

@@ -72,11 +72,14 @@ class LogRewoundError(StorageError):
     belongs to another log. Nothing was skipped silently; re-read from a seq you trust."""
 
 
-class NotDurableError(StorageError):
+class NotDurableError(MessageLogError):
     """The append COMMITTED (``last_seq`` is its last seq; readers see it), but the log's
     ``durability`` was not reached in time: fewer replicas acknowledged it, or the
     append-only file was not fsynced. It may still become durable, or be lost if the
-    primary fails before it does. Do not append it again: it is there."""
+    primary fails before it does. Do not append it again: it is there.
+
+    Not a :class:`StorageError` on purpose: code that catches server failures (and
+    retries the append) must not catch a commit by accident."""
 
     def __init__(self, message: str, *, last_seq: int) -> None:
         super().__init__(message)

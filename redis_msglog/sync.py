@@ -70,8 +70,8 @@ class MessageLog(ShellBase):
         redis: Redis | RedisCluster,
         conversation: str,
         on_append: OnAppend | None = None,
-        prefix: str = "msglog",
         *,
+        prefix: str = "msglog",
         max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
         page_size: int = DEFAULT_PAGE_SIZE,
         retry: RetryPolicy = DEFAULT_RETRY,
@@ -82,6 +82,7 @@ class MessageLog(ShellBase):
         self._setup_core(
             redis,
             conversation,
+            on_append,
             prefix=prefix,
             max_message_bytes=max_message_bytes,
             page_size=page_size,

@@ -170,3 +170,27 @@ def test_conversation_id_must_be_a_non_empty_string(env: Env, bad_id: Any) -> No
 def test_bad_options_are_rejected(env: Env, bad: dict[str, Any]) -> None:
     with pytest.raises(ValueError):
         MessageLog(env.raw, "c", **bad)
+
+
+@pytest.mark.parametrize("shell", [MessageLog, AsyncMessageLog])
+def test_options_after_on_append_are_keyword_only(env: Env, shell: type[Any]) -> None:
+    """``MessageLog(r, "conv", "myprefix")`` once committed under the default prefix, then
+    failed calling the string; now it fails at once and writes nothing."""
+    client = env.make_sync_client() if shell is MessageLog else env.make_async_client()
+    with pytest.raises(TypeError, match="on_append must be callable"):
+        shell(client, "conv", "myprefix")
+    with pytest.raises(TypeError):
+        shell(client, "conv", None, "myprefix")  # prefix is keyword-only
+    assert env.raw.keys("*myprefix*") == [] and env.raw.keys("*{conv}*") == []
+
+
+def test_validate_checks_like_append_many_and_sends_nothing(env: Env) -> None:
+    log = env.log(max_message_bytes=100)
+    messages = log.validate([{"role": "user", "content": "a"}, {"role": "tool", "content": "b"}])
+    assert [(m.role, m.content) for m in messages] == [("user", "a"), ("tool", "b")]
+    with pytest.raises(InvalidMessageError, match="message 1"):
+        log.validate([{"role": "user", "content": "a"}, {"role": "robot", "content": "b"}])
+    with pytest.raises(MessageTooLargeError):
+        log.validate([{"role": "user", "content": "x" * 200}])
+    assert log.page_size == 1000
+    assert env.raw.exists(log.keys.seq, log.keys.stream) == 0
