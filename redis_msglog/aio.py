@@ -40,6 +40,27 @@ T = TypeVar("T")
 AsyncOnAppend = Callable[[list[StoredMessage]], "Awaitable[object] | object"]
 
 
+def _cancel_requests() -> int:
+    """Cancellations requested of the current task and not withdrawn (0 before 3.11)."""
+    task = asyncio.current_task()
+    return task.cancelling() if task is not None and hasattr(task, "cancelling") else 0
+
+
+async def _honouring_cancel(awaitable: Awaitable[T]) -> T:
+    """``await awaitable``, then raise ``CancelledError`` if the task was cancelled meanwhile.
+
+    A cancel can be lost on the way: redis-py sends under ``asyncio.wait_for``, which
+    before Python 3.12 returns the result when the cancel lands as the send completes.
+    The request is still counted by ``Task.cancelling()`` (3.11+), so it is honoured here;
+    comparing with the count before the await leaves a cancel that was already handled
+    (cleanup code in an ``except CancelledError``) alone."""
+    before = _cancel_requests()
+    result = await awaitable
+    if _cancel_requests() > before:
+        raise asyncio.CancelledError
+    return result
+
+
 class AsyncMessageLog(ShellBase):
     """A conversation's durable, append-only message log in Redis (asyncio).
 
@@ -116,7 +137,7 @@ class AsyncMessageLog(ShellBase):
         if commit.fresh and self._on_append is not None:
             result = self._on_append(self._core.committed_rows(batch, commit))
             if inspect.isawaitable(result):
-                await result
+                await _honouring_cancel(result)
         self._core.raise_if_not_durable(batch, commit)
         return commit.last_seq
 
@@ -154,7 +175,9 @@ class AsyncMessageLog(ShellBase):
         worker commits it (see :meth:`redis_msglog.MessageLog.follow`).
 
         Cancelling the consuming task, or leaving the ``async for``, releases the
-        connection (a read cancelled mid-wait is disconnected, never reused)."""
+        connection (a read cancelled mid-wait is disconnected, never reused). A cancel
+        that lands as a read completes ends the follower too (Python 3.11+: redis-py may
+        swallow it, ``Task.cancelling()`` still counts it)."""
         cursor = FollowCursor(
             self._core, after, block_ms=self._block_ms(), reconnect_within=reconnect_within
         )
@@ -167,18 +190,29 @@ class AsyncMessageLog(ShellBase):
         start from ``after`` (default: the count when the task first reads)."""
         return AsyncSubscription(self, callback, after)
 
-    async def _pages(self, cursor: FollowCursor) -> AsyncIterator[list[StoredMessage]]:
-        """Non-empty pages of new rows, in order, forever."""
+    async def _pages(
+        self, cursor: FollowCursor, stopped: Callable[[], bool] = lambda: False
+    ) -> AsyncIterator[list[StoredMessage]]:
+        """Non-empty pages of new rows, in order, until ``stopped()``."""
+        while not stopped():
+            reply = await self._patiently(cursor, cursor.command)
+            if isinstance(reply, Mapping):  # raw RESP3 XREAD, {stream: entries}: as RESP2
+                reply = list(reply.items())
+            if rows := cursor.accept(reply):
+                yield rows
+
+    async def _patiently(self, cursor: FollowCursor, command: Callable[[], Command]) -> Any:
+        """The raw reply to ``command()`` with a follower's patience: a failing server is
+        waited out under ``cursor``. Sent like any read (not by ``execute_command``), so a
+        cancel lost by redis-py is honoured between the send and a blocking wait."""
         while True:
             try:
-                reply = await self._redis.execute_command(*cursor.command())
+                (reply,) = await _honouring_cancel(self._read((command(),)))
+                return reply
             except redis_errors.RedisError as exc:
                 if not cursor.retryable(exc):
                     raise storage_error(exc, self.keys) from exc
                 await asyncio.sleep(cursor.failed(exc))
-                continue
-            if rows := cursor.accept(reply):
-                yield rows
 
     def _block_ms(self) -> int:
         return follow_block_ms(socket_timeout(self._redis))
@@ -213,11 +247,11 @@ class AsyncMessageLog(ShellBase):
             reply, error = None, None
             try:
                 if isinstance(step, Read):
-                    reply = await self._read(step.commands)
+                    reply = await _honouring_cancel(self._read(step.commands))
                 elif isinstance(step, Pause):
                     await asyncio.sleep(step.seconds)
                 else:
-                    reply = await self._write_once(step.command, step.then)
+                    reply = await _honouring_cancel(self._write_once(step.command, step.then))
             except (redis_errors.RedisError, ReplyLost) as exc:
                 error = exc
 
@@ -243,17 +277,18 @@ class AsyncMessageLog(ShellBase):
 
 async def _send_once(conn: Any, command: Command, then: Command | None) -> Any:
     try:
+        # A cancel honoured mid-exchange leaves replies unread: AsyncRouter discards conn.
         if then is None:
-            await conn.send_command(*command)
-            return await conn.read_response()
-        await conn.send_packed_command(conn.pack_commands((command, then)))
+            await _honouring_cancel(conn.send_command(*command))
+            return await _honouring_cancel(conn.read_response())
+        await _honouring_cancel(conn.send_packed_command(conn.pack_commands((command, then))))
         first = second = None
         try:
-            first = await conn.read_response()
+            first = await _honouring_cancel(conn.read_response())
         except redis_errors.ResponseError as exc:
             first = exc
         try:
-            second = await conn.read_response()
+            second = await _honouring_cancel(conn.read_response())
         except redis_errors.ResponseError as exc:
             second = exc  # a refused WAIT/WAITAOF: a durability shortfall, not a failure
         if isinstance(first, redis_errors.ResponseError):
@@ -268,11 +303,11 @@ async def _send_once(conn: Any, command: Command, then: Command | None) -> Any:
 
 async def _round_trip(conn: Any, commands: tuple[Command, ...]) -> list[Any]:
     """Send ``commands`` in one write and read every reply (see sync._round_trip)."""
-    await conn.send_packed_command(conn.pack_commands(commands))
+    await _honouring_cancel(conn.send_packed_command(conn.pack_commands(commands)))
     replies: list[Any] = []
     for _ in commands:
         try:
-            replies.append(await conn.read_response())
+            replies.append(await _honouring_cancel(conn.read_response()))
         except redis_errors.ResponseError as exc:
             replies.append(exc)
     for reply in replies:
@@ -300,6 +335,7 @@ class AsyncSubscription:
         self.error: BaseException | None = None
         self._log = log
         self._callback = callback
+        self._closing = False
         self._task = asyncio.get_running_loop().create_task(
             self._deliver(), name=f"msglog-subscription-{log.conversation}"
         )
@@ -311,10 +347,10 @@ class AsyncSubscription:
             self._log._core, self.position, block_ms=self._log._block_ms(), reconnect_within=None
         )
         try:
-            async for rows in self._log._pages(cursor):
+            async for rows in self._log._pages(cursor, lambda: self._closing):
                 result = self._callback(rows)
                 if inspect.isawaitable(result):
-                    await result
+                    await _honouring_cancel(result)
                 self.position = rows[-1].seq
         except Exception as exc:  # kept for close(): a task has no caller to raise to
             self.error = exc
@@ -325,8 +361,12 @@ class AsyncSubscription:
         return not self._task.done()
 
     async def close(self) -> None:
-        """Stop delivering; re-raise the callback's (or the server's) error if the
-        subscription died of one."""
+        """Stop delivering and wait for the task to end; re-raise the callback's (or the
+        server's) error if the subscription died of one. From inside the callback, the
+        subscription stops once the callback returns."""
+        self._closing = True  # seen at the next read even if the cancel is lost (3.10)
+        if asyncio.current_task() is self._task:
+            return
         self._task.cancel()
         await asyncio.wait([self._task])  # unlike awaiting it, lets our own cancel through
         if self.error is not None:

@@ -305,3 +305,40 @@ def test_async_subscribe_with_an_async_callback(
         await client.aclose()
 
     asyncio.run(scenario())
+
+
+async def _until(condition: Callable[[], bool], timeout: float = 5.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            return False
+        await asyncio.sleep(0.01)
+    return True
+
+
+def test_an_async_subscription_closed_from_its_callback_stops_cleanly(
+    real_backend: str, shared_server: Callable[[str], EphemeralServer]
+) -> None:
+    url = shared_server(real_backend).url
+
+    async def scenario() -> None:
+        client = redis.asyncio.Redis.from_url(url)
+        log = AsyncMessageLog(client, new_id())
+        await log.append_many([{"role": "user", "content": str(i)} for i in range(3)])
+        delivered: list[int] = []
+
+        async def callback(rows: list[StoredMessage]) -> None:
+            delivered.extend(m.seq for m in rows)
+            await subscription.close()
+
+        subscription = log.subscribe(callback, after=0)
+        assert await _until(lambda: not subscription.running)
+        await log.add("user", "after the close")
+        await subscription.close()  # nothing recorded, nothing to re-raise
+        assert subscription.error is None
+        assert delivered == [1, 2, 3]
+        assert subscription.position == 3  # the callback returned
+        assert await asyncio.to_thread(_wait_for, lambda: _blocked_clients(url) == 0)
+        await client.aclose()
+
+    asyncio.run(scenario())
