@@ -6,11 +6,12 @@ It mirrors :class:`redis_msglog.MessageLog` method for method; see there for sem
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import inspect
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator, Mapping
 from datetime import timedelta
 from types import TracebackType
-from typing import Any, TypeVar, overload
+from typing import Any, ClassVar, TypeVar, overload
 
 from redis import exceptions as redis_errors
 from redis.asyncio import Redis
@@ -133,7 +134,10 @@ class AsyncMessageLog(ShellBase):
         return await self._commit(batch, idempotency_key) if batch.encoded else await self.count()
 
     async def _commit(self, batch: Batch, idempotency_key: str | None) -> int:
-        commit = await self._run(self._append_plan(batch, idempotency_key))
+        with _Start.reporting(self.keys.stream) as committed:
+            commit = await self._run(self._append_plan(batch, idempotency_key))
+            if commit.fresh:
+                committed(commit.last_seq - len(batch.encoded) + 1)
         if commit.fresh and self._on_append is not None:
             result = self._on_append(self._core.committed_rows(batch, commit))
             if inspect.isawaitable(result):
@@ -186,8 +190,17 @@ class AsyncMessageLog(ShellBase):
     def subscribe(self, callback: AsyncOnAppend, *, after: int | None = None) -> AsyncSubscription:
         """Call ``callback(rows)`` (plain or async) from a background task for commits
         made by any worker; the same delivery rules as
-        :meth:`redis_msglog.MessageLog.subscribe`. Must be called with a running loop;
-        start from ``after`` (default: the count when the task first reads)."""
+        :meth:`redis_msglog.MessageLog.subscribe`. Must be called with a running loop.
+
+        Starts after ``after``; by default, after the messages committed before
+        ``subscribe`` returns. The task reads ``count()`` when it first runs, so appends
+        made through this library on the same event loop in the meantime are tracked and
+        delivered too: ``sub = log.subscribe(cb); await log.add(...)`` always delivers
+        the new message. Appends from other threads or processes have no order with
+        ``subscribe()``: when one must not be missed, pass ``after=await log.count()``.
+
+        An unreachable server is waited out, at the start as later on; a callback or
+        server error stops the subscription and ``close()`` re-raises it."""
         return AsyncSubscription(self, callback, after)
 
     async def _pages(
@@ -322,6 +335,64 @@ async def _rows(pages: AsyncIterator[list[StoredMessage]]) -> AsyncIterator[Stor
             yield row
 
 
+class _Start:
+    """Where a subscription with ``after=None`` starts, fixed as of ``subscribe()``.
+
+    ``subscribe`` returns before its task has read the count, so an append awaited right
+    after it may commit before that read and would be missed. While the count is read,
+    every append made through this library on the same event loop to the same stream key
+    reports the first seq it committed; the start is the count, lowered to just before the
+    lowest reported seq. An append that begins after the count was read commits after it,
+    so it needs no report. (Keyed by stream key, not server: a same-named log on another
+    server can only make the start earlier, never skip a message.)"""
+
+    _watching: ClassVar[dict[tuple[int, str], set[_Start]]] = {}
+
+    def __init__(self, stream: str) -> None:
+        self._key = (id(asyncio.get_running_loop()), stream)
+        self._first: int | None = None  # lowest seq committed by a reporting append
+        self._appends: set[asyncio.Future[None]] = set()  # reporting appends in flight
+        self._watching.setdefault(self._key, set()).add(self)
+
+    @classmethod
+    @contextlib.contextmanager
+    def reporting(cls, stream: str) -> Iterator[Callable[[int], None]]:
+        """Around an append: yields ``committed(first_seq)`` to call if it wrote."""
+        loop = asyncio.get_running_loop()
+        starts = list(cls._watching.get((id(loop), stream), ()))
+        if not starts:
+            yield lambda first: None
+            return
+        done = loop.create_future()
+        for start in starts:
+            start._appends.add(done)
+
+        def committed(first: int) -> None:
+            for start in starts:
+                start._first = first if start._first is None else min(start._first, first)
+
+        try:
+            yield committed
+        finally:
+            done.set_result(None)
+            for start in starts:
+                start._appends.discard(done)
+
+    def stop_watching(self) -> None:
+        """Appends from now on need not report (idempotent)."""
+        starts = self._watching.get(self._key, set())
+        starts.discard(self)
+        if not starts:
+            self._watching.pop(self._key, None)
+
+    async def position(self, count: int) -> int:
+        """The start, given the ``count`` read by the subscription's task."""
+        self.stop_watching()  # later appends commit after the count was read
+        if self._appends:
+            await asyncio.wait(set(self._appends))  # wait without cancelling them
+        return count if self._first is None else min(count, self._first - 1)
+
+
 class AsyncSubscription:
     """A task feeding commits to a callback; see :meth:`AsyncMessageLog.subscribe`.
 
@@ -336,17 +407,25 @@ class AsyncSubscription:
         self._log = log
         self._callback = callback
         self._closing = False
+        # Watching for appends from now on, before the caller can make one.
+        self._start = start = _Start(log.keys.stream) if after is None else None
         self._task = asyncio.get_running_loop().create_task(
             self._deliver(), name=f"msglog-subscription-{log.conversation}"
         )
+        if start is not None:  # however the task ends, even cancelled before it ran
+            self._task.add_done_callback(lambda _: start.stop_watching())
 
     async def _deliver(self) -> None:
-        if self.position is None:
-            self.position = await self._log.count()
-        cursor = FollowCursor(
-            self._log._core, self.position, block_ms=self._log._block_ms(), reconnect_within=None
-        )
         try:
+            if self._start is not None:
+                self.position = await self._start.position(await self._count())
+            assert self.position is not None
+            cursor = FollowCursor(
+                self._log._core,
+                self.position,
+                block_ms=self._log._block_ms(),
+                reconnect_within=None,
+            )
             async for rows in self._log._pages(cursor, lambda: self._closing):
                 result = self._callback(rows)
                 if inspect.isawaitable(result):
@@ -354,6 +433,12 @@ class AsyncSubscription:
                 self.position = rows[-1].seq
         except Exception as exc:  # kept for close(): a task has no caller to raise to
             self.error = exc
+
+    async def _count(self) -> int:
+        """The log's count, an unreachable server waited out as a follower waits."""
+        cursor = FollowCursor(self._log._core, 0, block_ms=1, reconnect_within=None)
+        raw = await self._log._patiently(cursor, lambda: ("GET", self._log.keys.seq))
+        return 0 if raw is None else int(raw)
 
     @property
     def running(self) -> bool:
