@@ -457,3 +457,27 @@ def test_an_async_subscription_closed_from_its_callback_stops_cleanly(
         await client.aclose()
 
     asyncio.run(scenario())
+
+
+def test_a_subscription_closed_from_its_callback_stops_cleanly(
+    real_backend: str, shared_server: Callable[[str], EphemeralServer]
+) -> None:
+    url = shared_server(real_backend).url
+    log = MessageLog(redis.Redis.from_url(url), new_id())
+    log.append_many([{"role": "user", "content": str(i)} for i in range(3)])
+    delivered: list[int] = []
+    assigned = threading.Event()
+
+    def callback(rows: list[StoredMessage]) -> None:
+        delivered.extend(m.seq for m in rows)
+        assigned.wait(5)
+        subscription.close()
+
+    subscription = log.subscribe(callback, after=0)
+    assigned.set()
+    assert _wait_for(lambda: not subscription.running)
+    log.add("user", "after the close")
+    subscription.close()  # nothing recorded, nothing to re-raise
+    assert subscription.error is None
+    assert delivered == [1, 2, 3]
+    assert subscription.position == 3
