@@ -17,7 +17,7 @@ from redis import exceptions as redis_errors
 from redis.asyncio import Redis
 from redis.asyncio.cluster import RedisCluster
 
-from . import adapters
+from . import adapters, errors
 from .core import (
     DEFAULT_IDEMPOTENCY_WINDOW,
     DEFAULT_MAX_MESSAGE_BYTES,
@@ -206,26 +206,21 @@ class AsyncMessageLog(ShellBase):
     async def _pages(
         self, cursor: FollowCursor, stopped: Callable[[], bool] = lambda: False
     ) -> AsyncIterator[list[StoredMessage]]:
-        """Non-empty pages of new rows, in order, until ``stopped()``."""
+        """Non-empty pages of new rows, in order, until ``stopped()``. Each read is sent
+        like any other (not by ``execute_command``), so a cancel lost by redis-py is
+        honoured between the send and the blocking wait."""
         while not stopped():
-            reply = await self._patiently(cursor, cursor.command)
-            if isinstance(reply, Mapping):  # raw RESP3 XREAD, {stream: entries}: as RESP2
-                reply = list(reply.items())
-            if rows := cursor.accept(reply):
-                yield rows
-
-    async def _patiently(self, cursor: FollowCursor, command: Callable[[], Command]) -> Any:
-        """The raw reply to ``command()`` with a follower's patience: a failing server is
-        waited out under ``cursor``. Sent like any read (not by ``execute_command``), so a
-        cancel lost by redis-py is honoured between the send and a blocking wait."""
-        while True:
             try:
-                (reply,) = await _honouring_cancel(self._read((command(),)))
-                return reply
+                (reply,) = await _honouring_cancel(self._read((cursor.command(),)))
             except redis_errors.RedisError as exc:
                 if not cursor.retryable(exc):
                     raise storage_error(exc, self.keys) from exc
                 await asyncio.sleep(cursor.failed(exc))
+                continue
+            if isinstance(reply, Mapping):  # raw RESP3 XREAD, {stream: entries}: as RESP2
+                reply = list(reply.items())
+            if rows := cursor.accept(reply):
+                yield rows
 
     def _block_ms(self) -> int:
         return follow_block_ms(socket_timeout(self._redis))
@@ -435,10 +430,13 @@ class AsyncSubscription:
             self.error = exc
 
     async def _count(self) -> int:
-        """The log's count, an unreachable server waited out as a follower waits."""
+        """``count()``, an unreachable server waited out as a follower waits."""
         cursor = FollowCursor(self._log._core, 0, block_ms=1, reconnect_within=None)
-        raw = await self._log._patiently(cursor, lambda: ("GET", self._log.keys.seq))
-        return 0 if raw is None else int(raw)
+        while True:
+            try:
+                return await self._log.count()
+            except errors.ServerUnavailableError as exc:
+                await asyncio.sleep(cursor.failed(exc))
 
     @property
     def running(self) -> bool:
