@@ -6,17 +6,18 @@ It mirrors :class:`redis_msglog.MessageLog` method for method; see there for sem
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import inspect
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator, Mapping
 from datetime import timedelta
 from types import TracebackType
-from typing import Any, TypeVar, overload
+from typing import Any, ClassVar, TypeVar, overload
 
 from redis import exceptions as redis_errors
 from redis.asyncio import Redis
 from redis.asyncio.cluster import RedisCluster
 
-from . import adapters
+from . import adapters, errors
 from .core import (
     DEFAULT_IDEMPOTENCY_WINDOW,
     DEFAULT_MAX_MESSAGE_BYTES,
@@ -38,6 +39,27 @@ from .routing import AsyncRouter, socket_timeout
 
 T = TypeVar("T")
 AsyncOnAppend = Callable[[list[StoredMessage]], "Awaitable[object] | object"]
+
+
+def _cancel_requests() -> int:
+    """Cancellations requested of the current task and not withdrawn (0 before 3.11)."""
+    task = asyncio.current_task()
+    return task.cancelling() if task is not None and hasattr(task, "cancelling") else 0
+
+
+async def _honouring_cancel(awaitable: Awaitable[T]) -> T:
+    """``await awaitable``, then raise ``CancelledError`` if the task was cancelled meanwhile.
+
+    A cancel can be lost on the way: redis-py sends under ``asyncio.wait_for``, which
+    before Python 3.12 returns the result when the cancel lands as the send completes.
+    The request is still counted by ``Task.cancelling()`` (3.11+), so it is honoured here;
+    comparing with the count before the await leaves a cancel that was already handled
+    (cleanup code in an ``except CancelledError``) alone."""
+    before = _cancel_requests()
+    result = await awaitable
+    if _cancel_requests() > before:
+        raise asyncio.CancelledError
+    return result
 
 
 class AsyncMessageLog(ShellBase):
@@ -113,11 +135,14 @@ class AsyncMessageLog(ShellBase):
         return await self._commit(batch, idempotency_key) if batch.encoded else await self.count()
 
     async def _commit(self, batch: Batch, idempotency_key: str | None) -> int:
-        commit = await self._run(self._append_plan(batch, idempotency_key))
+        with _Start.reporting(self.keys.stream) as committed:
+            commit = await self._run(self._append_plan(batch, idempotency_key))
+            if commit.fresh:
+                committed(commit.last_seq - len(batch.encoded) + 1)
         if commit.fresh and self._on_append is not None:
             result = self._on_append(self._core.committed_rows(batch, commit))
             if inspect.isawaitable(result):
-                await result
+                await _honouring_cancel(result)
         self._core.raise_if_not_durable(batch, commit)
         return commit.last_seq
 
@@ -155,7 +180,9 @@ class AsyncMessageLog(ShellBase):
         worker commits it (see :meth:`redis_msglog.MessageLog.follow`).
 
         Cancelling the consuming task, or leaving the ``async for``, releases the
-        connection (a read cancelled mid-wait is disconnected, never reused)."""
+        connection (a read cancelled mid-wait is disconnected, never reused). A cancel
+        that lands as a read completes ends the follower too (Python 3.11+: redis-py may
+        swallow it, ``Task.cancelling()`` still counts it)."""
         cursor = FollowCursor(
             self._core, after, block_ms=self._block_ms(), reconnect_within=reconnect_within
         )
@@ -164,20 +191,35 @@ class AsyncMessageLog(ShellBase):
     def subscribe(self, callback: AsyncOnAppend, *, after: int | None = None) -> AsyncSubscription:
         """Call ``callback(rows)`` (plain or async) from a background task for commits
         made by any worker; the same delivery rules as
-        :meth:`redis_msglog.MessageLog.subscribe`. Must be called with a running loop;
-        start from ``after`` (default: the count when the task first reads)."""
+        :meth:`redis_msglog.MessageLog.subscribe`. Must be called with a running loop.
+
+        Starts after ``after``; by default, after the messages committed before
+        ``subscribe`` returns. The task reads ``count()`` when it first runs, so appends
+        made through this library on the same event loop in the meantime are tracked and
+        delivered too: ``sub = log.subscribe(cb); await log.add(...)`` always delivers
+        the new message. Appends from other threads or processes have no order with
+        ``subscribe()``: when one must not be missed, pass ``after=await log.count()``.
+
+        An unreachable server is waited out, at the start as later on; a callback or
+        server error stops the subscription and ``close()`` re-raises it."""
         return AsyncSubscription(self, callback, after)
 
-    async def _pages(self, cursor: FollowCursor) -> AsyncIterator[list[StoredMessage]]:
-        """Non-empty pages of new rows, in order, forever."""
-        while True:
+    async def _pages(
+        self, cursor: FollowCursor, stopped: Callable[[], bool] = lambda: False
+    ) -> AsyncIterator[list[StoredMessage]]:
+        """Non-empty pages of new rows, in order, until ``stopped()``. Each read is sent
+        like any other (not by ``execute_command``), so a cancel lost by redis-py is
+        honoured between the send and the blocking wait."""
+        while not stopped():
             try:
-                reply = await self._redis.execute_command(*cursor.command())
+                (reply,) = await _honouring_cancel(self._read((cursor.command(),)))
             except redis_errors.RedisError as exc:
                 if not cursor.retryable(exc):
                     raise storage_error(exc, self.keys) from exc
                 await asyncio.sleep(cursor.failed(exc))
                 continue
+            if isinstance(reply, Mapping):  # raw RESP3 XREAD, {stream: entries}: as RESP2
+                reply = list(reply.items())
             if rows := cursor.accept(reply):
                 yield rows
 
@@ -214,11 +256,11 @@ class AsyncMessageLog(ShellBase):
             reply, error = None, None
             try:
                 if isinstance(step, Read):
-                    reply = await self._read(step.commands)
+                    reply = await _honouring_cancel(self._read(step.commands))
                 elif isinstance(step, Pause):
                     await asyncio.sleep(step.seconds)
                 else:
-                    reply = await self._write_once(step.command, step.then)
+                    reply = await _honouring_cancel(self._write_once(step.command, step.then))
             except (redis_errors.RedisError, ReplyLost) as exc:
                 error = exc
 
@@ -244,17 +286,18 @@ class AsyncMessageLog(ShellBase):
 
 async def _send_once(conn: Any, command: Command, then: Command | None) -> Any:
     try:
+        # A cancel honoured mid-exchange leaves replies unread: AsyncRouter discards conn.
         if then is None:
-            await conn.send_command(*command)
-            return await conn.read_response()
-        await conn.send_packed_command(conn.pack_commands((command, then)))
+            await _honouring_cancel(conn.send_command(*command))
+            return await _honouring_cancel(conn.read_response())
+        await _honouring_cancel(conn.send_packed_command(conn.pack_commands((command, then))))
         first = second = None
         try:
-            first = await conn.read_response()
+            first = await _honouring_cancel(conn.read_response())
         except redis_errors.ResponseError as exc:
             first = exc
         try:
-            second = await conn.read_response()
+            second = await _honouring_cancel(conn.read_response())
         except redis_errors.ResponseError as exc:
             second = exc  # a refused WAIT/WAITAOF: a durability shortfall, not a failure
         if isinstance(first, redis_errors.ResponseError):
@@ -269,11 +312,11 @@ async def _send_once(conn: Any, command: Command, then: Command | None) -> Any:
 
 async def _round_trip(conn: Any, commands: tuple[Command, ...]) -> list[Any]:
     """Send ``commands`` in one write and read every reply (see sync._round_trip)."""
-    await conn.send_packed_command(conn.pack_commands(commands))
+    await _honouring_cancel(conn.send_packed_command(conn.pack_commands(commands)))
     replies: list[Any] = []
     for _ in commands:
         try:
-            replies.append(await conn.read_response())
+            replies.append(await _honouring_cancel(conn.read_response()))
         except redis_errors.ResponseError as exc:
             replies.append(exc)
     for reply in replies:
@@ -286,6 +329,64 @@ async def _rows(pages: AsyncIterator[list[StoredMessage]]) -> AsyncIterator[Stor
     async for page in pages:
         for row in page:
             yield row
+
+
+class _Start:
+    """Where a subscription with ``after=None`` starts, fixed as of ``subscribe()``.
+
+    ``subscribe`` returns before its task has read the count, so an append awaited right
+    after it may commit before that read and would be missed. While the count is read,
+    every append made through this library on the same event loop to the same stream key
+    reports the first seq it committed; the start is the count, lowered to just before the
+    lowest reported seq. An append that begins after the count was read commits after it,
+    so it needs no report. (Keyed by stream key, not server: a same-named log on another
+    server can only make the start earlier, never skip a message.)"""
+
+    _watching: ClassVar[dict[tuple[int, str], set[_Start]]] = {}
+
+    def __init__(self, stream: str) -> None:
+        self._key = (id(asyncio.get_running_loop()), stream)
+        self._first: int | None = None  # lowest seq committed by a reporting append
+        self._appends: set[asyncio.Future[None]] = set()  # reporting appends in flight
+        self._watching.setdefault(self._key, set()).add(self)
+
+    @classmethod
+    @contextlib.contextmanager
+    def reporting(cls, stream: str) -> Iterator[Callable[[int], None]]:
+        """Around an append: yields ``committed(first_seq)`` to call if it wrote."""
+        loop = asyncio.get_running_loop()
+        starts = list(cls._watching.get((id(loop), stream), ()))
+        if not starts:
+            yield lambda first: None
+            return
+        done = loop.create_future()
+        for start in starts:
+            start._appends.add(done)
+
+        def committed(first: int) -> None:
+            for start in starts:
+                start._first = first if start._first is None else min(start._first, first)
+
+        try:
+            yield committed
+        finally:
+            done.set_result(None)
+            for start in starts:
+                start._appends.discard(done)
+
+    def stop_watching(self) -> None:
+        """Appends from now on need not report (idempotent)."""
+        starts = self._watching.get(self._key, set())
+        starts.discard(self)
+        if not starts:
+            self._watching.pop(self._key, None)
+
+    async def position(self, count: int) -> int:
+        """The start, given the ``count`` read by the subscription's task."""
+        self.stop_watching()  # later appends commit after the count was read
+        if self._appends:
+            await asyncio.wait(set(self._appends))  # wait without cancelling them
+        return count if self._first is None else min(count, self._first - 1)
 
 
 class AsyncSubscription:
@@ -301,24 +402,42 @@ class AsyncSubscription:
         self.error: BaseException | None = None
         self._log = log
         self._callback = callback
+        self._closing = False
+        # Watching for appends from now on, before the caller can make one.
+        self._start = start = _Start(log.keys.stream) if after is None else None
         self._task = asyncio.get_running_loop().create_task(
             self._deliver(), name=f"msglog-subscription-{log.conversation}"
         )
+        if start is not None:  # however the task ends, even cancelled before it ran
+            self._task.add_done_callback(lambda _: start.stop_watching())
 
     async def _deliver(self) -> None:
-        if self.position is None:
-            self.position = await self._log.count()
-        cursor = FollowCursor(
-            self._log._core, self.position, block_ms=self._log._block_ms(), reconnect_within=None
-        )
         try:
-            async for rows in self._log._pages(cursor):
+            if self._start is not None:
+                self.position = await self._start.position(await self._count())
+            assert self.position is not None
+            cursor = FollowCursor(
+                self._log._core,
+                self.position,
+                block_ms=self._log._block_ms(),
+                reconnect_within=None,
+            )
+            async for rows in self._log._pages(cursor, lambda: self._closing):
                 result = self._callback(rows)
                 if inspect.isawaitable(result):
-                    await result
+                    await _honouring_cancel(result)
                 self.position = rows[-1].seq
         except Exception as exc:  # kept for close(): a task has no caller to raise to
             self.error = exc
+
+    async def _count(self) -> int:
+        """``count()``, an unreachable server waited out as a follower waits."""
+        cursor = FollowCursor(self._log._core, 0, block_ms=1, reconnect_within=None)
+        while True:
+            try:
+                return await self._log.count()
+            except errors.ServerUnavailableError as exc:
+                await asyncio.sleep(cursor.failed(exc))
 
     @property
     def running(self) -> bool:
@@ -326,8 +445,12 @@ class AsyncSubscription:
         return not self._task.done()
 
     async def close(self) -> None:
-        """Stop delivering; re-raise the callback's (or the server's) error if the
-        subscription died of one."""
+        """Stop delivering and wait for the task to end; re-raise the callback's (or the
+        server's) error if the subscription died of one. From inside the callback, the
+        subscription stops once the callback returns."""
+        self._closing = True  # seen at the next read even if the cancel is lost (3.10)
+        if asyncio.current_task() is self._task:
+            return
         self._task.cancel()
         await asyncio.wait([self._task])  # unlike awaiting it, lets our own cancel through
         if self.error is not None:

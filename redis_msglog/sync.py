@@ -360,8 +360,11 @@ class Subscription:
 
     def close(self, timeout: float | None = None) -> None:
         """Stop delivering and wait for the thread; re-raise the callback's (or the
-        server's) error if the subscription died of one."""
+        server's) error if the subscription died of one. From inside the callback, the
+        subscription stops once the callback returns."""
         self._stop.set()
+        if threading.current_thread() is self._thread:
+            return  # a thread cannot join itself; the loop sees the stop after the callback
         self._thread.join(timeout)
         if self.error is not None:
             raise self.error

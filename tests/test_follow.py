@@ -20,6 +20,7 @@ from redis_msglog import (
     MessageLog,
     ServerUnavailableError,
     StoredMessage,
+    WrongTypeError,
 )
 from redis_msglog.ephemeral import EphemeralServer
 
@@ -41,6 +42,51 @@ def sync_env(backend: str, shared_server: Any, shared_cluster: Any) -> Iterator[
     environment = make_env(backend, "sync", server)
     yield environment
     environment.close()
+
+
+@pytest.fixture
+def async_env(backend: str, shared_server: Any, shared_cluster: Any) -> Iterator[Env]:
+    server = None
+    if backend == "cluster":
+        server = shared_cluster()
+    elif backend == "acl":
+        server = acl_server(shared_server)
+    elif backend != "fakeredis":
+        server = shared_server(backend)
+    environment = make_env(backend, "async", server)
+    yield environment
+    environment.close()
+
+
+@pytest.mark.parametrize("protocol", [2, 3])
+def test_async_follow_and_subscribe_on_every_backend(async_env: Env, protocol: int) -> None:
+    # Raw replies of XREAD/XRANGE/GET in both protocols, through plain and cluster routing.
+    client = async_env.make_async_client(protocol=protocol, socket_timeout=1)
+    log = AsyncMessageLog(client, new_id())
+
+    async def scenario() -> None:
+        await log.append_many([{"role": "user", "content": str(i)} for i in range(3)])
+        got: list[StoredMessage] = []
+
+        async def consume() -> None:
+            async for row in log.follow(after=1):
+                got.append(row)
+                if row.seq == 4:
+                    return
+
+        task = asyncio.create_task(consume())
+        delivered: list[int] = []
+        subscription = log.subscribe(lambda rows: delivered.extend(m.seq for m in rows))
+        await log.add("user", "new")
+        await asyncio.wait_for(task, 10)
+        assert got == (await log.all())[1:]
+        assert await _until(lambda: delivered == [4])
+        await subscription.close()
+        if async_env.backend == "fakeredis":  # its XREAD BLOCK task outlives the cancel
+            await asyncio.sleep(0.6)  # until its timeout (half the socket_timeout)
+        await client.aclose()
+
+    async_env.loop.run_until_complete(scenario())
 
 
 def test_follow_yields_the_history_then_new_commits(sync_env: Env) -> None:
@@ -292,7 +338,6 @@ def test_async_subscribe_with_an_async_callback(
             delivered.extend(m.seq for m in rows)
 
         async with log.subscribe(callback) as subscription:
-            await asyncio.sleep(0.1)  # the task reads count() first: only new commits
             for i in range(5):
                 await log.add("user", str(i))
             for _ in range(200):
@@ -305,3 +350,134 @@ def test_async_subscribe_with_an_async_callback(
         await client.aclose()
 
     asyncio.run(scenario())
+
+
+async def _until(condition: Callable[[], bool], timeout: float = 5.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            return False
+        await asyncio.sleep(0.01)
+    return True
+
+
+def test_async_subscribe_delivers_an_append_awaited_right_after_it(
+    real_backend: str, shared_server: Callable[[str], EphemeralServer]
+) -> None:
+    url = shared_server(real_backend).url
+
+    async def scenario() -> None:
+        client, other = redis.asyncio.Redis.from_url(url), redis.asyncio.Redis.from_url(url)
+        for i in range(100):
+            log = AsyncMessageLog(client, new_id())
+            await log.add("user", "before")  # history: not delivered
+            # The same log, or another client on the same loop; its pool is warm, so the
+            # append is sent before the subscription's task has run at all.
+            writer = log if i % 2 else AsyncMessageLog(other, log.conversation)
+            await writer.count()
+            delivered: list[int] = []
+            subscription = log.subscribe(lambda rows, d=delivered: d.extend(m.seq for m in rows))
+            assert await writer.add("user", "right after") == 2
+            assert await _until(lambda d=delivered: bool(d)), f"round {i}: nothing delivered"
+            await subscription.close()
+            assert delivered == [2], f"round {i}"
+        await client.aclose()
+        await other.aclose()
+
+    asyncio.run(scenario())
+
+
+def test_async_subscription_opened_while_the_server_is_down_waits_for_it(
+    real_backend: str, private_server: Callable[..., EphemeralServer]
+) -> None:
+    server = private_server(real_backend)
+
+    async def scenario() -> None:
+        client = redis.asyncio.Redis.from_url(
+            server.url, socket_timeout=1, socket_connect_timeout=0.5
+        )
+        log = AsyncMessageLog(client, new_id())
+        server.kill()
+        delivered: list[int] = []
+        subscription = log.subscribe(lambda rows: delivered.extend(m.seq for m in rows))
+        await asyncio.sleep(0.5)
+        assert subscription.running  # waiting, not dead
+        assert subscription.error is None
+        await asyncio.to_thread(server.restart)
+        assert await log.add("user", "back") == 1
+        assert await _until(lambda: delivered == [1])
+        await subscription.close()  # nothing to re-raise
+        await client.aclose()
+
+    asyncio.run(scenario())
+
+
+def test_async_subscription_that_fails_at_its_start_reraises_on_close(
+    real_backend: str, shared_server: Callable[[str], EphemeralServer]
+) -> None:
+    url = shared_server(real_backend).url
+
+    async def scenario() -> None:
+        client = redis.asyncio.Redis.from_url(url)
+        log = AsyncMessageLog(client, new_id())
+        redis.Redis.from_url(url).rpush(log.keys.seq, "not a counter")
+        subscription = log.subscribe(lambda rows: None)
+        assert await _until(lambda: not subscription.running)
+        assert isinstance(subscription.error, WrongTypeError)
+        with pytest.raises(WrongTypeError):
+            await subscription.close()
+        await client.aclose()
+
+    asyncio.run(scenario())
+
+
+def test_an_async_subscription_closed_from_its_callback_stops_cleanly(
+    real_backend: str, shared_server: Callable[[str], EphemeralServer]
+) -> None:
+    url = shared_server(real_backend).url
+
+    async def scenario() -> None:
+        client = redis.asyncio.Redis.from_url(url)
+        log = AsyncMessageLog(client, new_id())
+        await log.append_many([{"role": "user", "content": str(i)} for i in range(3)])
+        delivered: list[int] = []
+
+        async def callback(rows: list[StoredMessage]) -> None:
+            delivered.extend(m.seq for m in rows)
+            await subscription.close()
+
+        subscription = log.subscribe(callback, after=0)
+        assert await _until(lambda: not subscription.running)
+        await log.add("user", "after the close")
+        await subscription.close()  # nothing recorded, nothing to re-raise
+        assert subscription.error is None
+        assert delivered == [1, 2, 3]
+        assert subscription.position == 3  # the callback returned
+        assert await asyncio.to_thread(_wait_for, lambda: _blocked_clients(url) == 0)
+        await client.aclose()
+
+    asyncio.run(scenario())
+
+
+def test_a_subscription_closed_from_its_callback_stops_cleanly(
+    real_backend: str, shared_server: Callable[[str], EphemeralServer]
+) -> None:
+    url = shared_server(real_backend).url
+    log = MessageLog(redis.Redis.from_url(url), new_id())
+    log.append_many([{"role": "user", "content": str(i)} for i in range(3)])
+    delivered: list[int] = []
+    assigned = threading.Event()
+
+    def callback(rows: list[StoredMessage]) -> None:
+        delivered.extend(m.seq for m in rows)
+        assigned.wait(5)
+        subscription.close()
+
+    subscription = log.subscribe(callback, after=0)
+    assigned.set()
+    assert _wait_for(lambda: not subscription.running)
+    log.add("user", "after the close")
+    subscription.close()  # nothing recorded, nothing to re-raise
+    assert subscription.error is None
+    assert delivered == [1, 2, 3]
+    assert subscription.position == 3
