@@ -124,7 +124,16 @@ def test_bad_options_are_refused(env: Env, options: dict[str, Any]) -> None:
 
 
 @pytest.mark.parametrize(
-    "policy", [{"attempts": -1}, {"attempts": 1.5}, {"backoff": -1}, {"max_backoff": 0.001}]
+    "policy",
+    [
+        {"attempts": -1},
+        {"attempts": 1.5},
+        {"backoff": -1},
+        {"max_backoff": 0.001},
+        {"deadline": -1},
+        {"deadline": True},
+        {"deadline": "30"},
+    ],
 )
 def test_bad_retry_policies_are_refused(policy: dict[str, Any]) -> None:
     with pytest.raises(ValueError):
