@@ -87,11 +87,13 @@ class _Routing:
         """Where the next try goes: an ``ASK`` target, or (``None``) the slot owner after
         a ``MOVED``. Anything else is re-raised, after marking the slot table for a
         refresh if it may be out of date (a failover, a migration, no node reachable)."""
+        if isinstance(exc, redis_errors.MovedError):  # before AskError: it is a subclass
+            self._stale = True
+            return None
         if isinstance(exc, redis_errors.AskError):
             return exc.host, int(exc.port)
-        self._stale = True
-        if isinstance(exc, redis_errors.MovedError):
-            return None
+        if isinstance(exc, (*UNAVAILABLE, OSError, redis_errors.RedisClusterException)):
+            self._stale = True
         if isinstance(exc, redis_errors.RedisClusterException):
             # Not a RedisError: the slot table could not be fetched from any node.
             raise redis_errors.ConnectionError(f"no cluster node reachable: {exc}") from exc
