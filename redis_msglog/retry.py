@@ -72,7 +72,8 @@ class RetryPolicy:
     def delay(self, retry: int) -> float:
         """Seconds to wait before re-send number ``retry`` (1-based): exponential, capped,
         with jitter so that workers cut off together do not come back together."""
-        ceiling = min(self.max_backoff, self.backoff * 2 ** (retry - 1))
+        # The exponent is capped: with no cap on attempts, 2**retry could overflow a float.
+        ceiling = min(self.max_backoff, self.backoff * 2 ** min(retry - 1, 64))
         return random.uniform(ceiling / 2, ceiling)
 
     def pause_before(self, retry: int, elapsed: float) -> float | None:

@@ -53,8 +53,10 @@ class MessageLog(ShellBase):
         max_message_bytes: the largest encoded message accepted (default 8 MiB).
         page_size: entries fetched per round trip by ``all``, ``read``, ``last(n)`` and
             ``follow``.
-        retry: how an append is re-sent when its connection fails (safe: every try carries
-            one idempotency key); ``redis_msglog.NO_RETRY`` sends once.
+        retry: how long appends and reads keep trying while the server (or the cluster
+            node owning the conversation) cannot take them: by default up to 30 s, enough
+            for a cluster failover (safe: every try of an append carries one idempotency
+            key); ``redis_msglog.NO_RETRY`` sends once.
         idempotency_window: how long the server remembers a caller's ``idempotency_key``.
         durability: wait after each append for replicas (``WAIT``) and/or the append-only
             file (``WAITAOF``); a shortfall raises :class:`~redis_msglog.NotDurableError`
