@@ -244,8 +244,7 @@ class LogCore:
                 missing = None if self.durability is None else self.durability.shortfall(waited)
                 return Commit(int(last_seq), int(at), fresh, missing)
         assert failure is not None
-        elapsed = time.monotonic() - first_sent
-        tried = f"{tries} {'try' if tries == 1 else 'tries'} in {elapsed:.1f} s"
+        tried = f"{tries} {'try' if tries == 1 else 'tries'}"
         if maybe_committed:
             raise errors.AppendInDoubtError(
                 f"connection lost after the append was sent to {self.keys.stream} "
@@ -258,8 +257,9 @@ class LogCore:
                 ),
                 idempotency_key=idempotency_key,
             ) from failure
+        elapsed = time.monotonic() - first_sent
         raise errors.ServerUnavailableError(
-            f"Redis is unavailable ({tried}): {failure}. Nothing was written."
+            f"Redis is unavailable ({tried} in {elapsed:.1f} s): {failure}. Nothing was written."
         ) from failure
 
     def _eval(self, keys_and_args: Command, then: Command | None) -> Plan[Any]:
