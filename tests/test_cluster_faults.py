@@ -335,7 +335,13 @@ def test_every_node_down_is_server_unavailable(flavor: str) -> None:
                 started = time.monotonic()
                 with pytest.raises(MessageLogError) as caught:
                     call(operation())
-                assert type(caught.value) is ServerUnavailableError, (name, caught.value)
+                allowed: tuple[type, ...] = (ServerUnavailableError,)
+                if flavor == "async" and name.startswith("append"):
+                    # redis-py's asyncio cluster client hands out an idle connection that
+                    # the stopped node closed without checking it (the sync pool does):
+                    # the append is sent on it, so to the client it is in doubt.
+                    allowed = (ServerUnavailableError, AppendInDoubtError)
+                assert type(caught.value) in allowed, (name, caught.value)
                 assert 0.5 <= time.monotonic() - started < 5, name  # waited, then gave up
         finally:
             if flavor == "async":
