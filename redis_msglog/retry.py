@@ -16,8 +16,8 @@ class RetryPolicy:
     Used by appends (re-sent when their connection fails, or when a Redis Cluster
     refuses them without running them: ``CLUSTERDOWN`` during a failover, ``TRYAGAIN``
     during a slot migration) and by reads. The default rides out a crash failover of a
-    cluster primary (about ``cluster-node-timeout`` plus a second or two: 16-17 s with
-    Redis's default 15 s node timeout) and a restarting server, and gives up after
+    cluster primary (a few seconds more than ``cluster-node-timeout``: 20 s measured
+    with Redis's default of 15 s) and a restarting server, and gives up after
     ``deadline``.
 
     A retry is always safe: every append sent under a policy with ``attempts != 0``
