@@ -23,7 +23,6 @@ from .core import (
     DEFAULT_MAX_MESSAGE_BYTES,
     DEFAULT_PAGE_SIZE,
     Batch,
-    Command,
     Pause,
     Plan,
     Read,
@@ -35,7 +34,7 @@ from .durability import Durability
 from .follow import FollowCursor, follow_block_ms
 from .models import AgentMessage, Role, StoredMessage
 from .retry import DEFAULT_RETRY, RetryPolicy
-from .routing import AsyncRouter, socket_timeout
+from .routing import AsyncRouter, Command, asking_before_each, socket_timeout, without_asking
 
 T = TypeVar("T")
 AsyncOnAppend = Callable[[list[StoredMessage]], "Awaitable[object] | object"]
@@ -213,7 +212,7 @@ class AsyncMessageLog(ShellBase):
         while not stopped():
             try:
                 (reply,) = await _honouring_cancel(self._read((cursor.command(),)))
-            except redis_errors.RedisError as exc:
+            except (redis_errors.RedisError, redis_errors.RedisClusterException) as exc:
                 if not cursor.retryable(exc):
                     raise storage_error(exc, self.keys) from exc
                 await asyncio.sleep(cursor.failed(exc))
@@ -266,43 +265,36 @@ class AsyncMessageLog(ShellBase):
 
     async def _read(self, commands: tuple[Command, ...]) -> list[Any]:
         # Raw replies; see MessageLog._read.
-        for attempt in range(3):
-            try:
-                return await self._router.run(
-                    lambda conn: conn.retry.call_with_retry(
-                        lambda: _round_trip(conn, commands), lambda _error: conn.disconnect()
-                    )
-                )
-            except (redis_errors.ConnectionError, redis_errors.TimeoutError):
-                if not self._router.cluster or attempt == 2:
-                    raise
-                await asyncio.sleep(0.1 * 2**attempt)
-        raise AssertionError("unreachable")
+        replies: dict[int, Any] = {}
+        await self._router.run(
+            lambda conn, asking: conn.retry.call_with_retry(
+                lambda: _round_trip(conn, commands, replies, asking),
+                lambda _error: conn.disconnect(),
+            )
+        )
+        return [replies[i] for i in range(len(commands))]
 
     async def _write_once(self, command: Command, then: Command | None) -> Any:
         # Never through redis-py's retry policy: a blind re-send of an append writes twice.
-        return await self._router.run(lambda conn: _send_once(conn, command, then))
+        return await self._router.run(lambda conn, asking: _send_once(conn, command, then, asking))
 
 
-async def _send_once(conn: Any, command: Command, then: Command | None) -> Any:
+async def _send_once(conn: Any, command: Command, then: Command | None, asking: bool) -> Any:
+    commands = asking_before_each((command,), asking) + ([then] if then else [])
     try:
         # A cancel honoured mid-exchange leaves replies unread: AsyncRouter discards conn.
-        if then is None:
-            await _honouring_cancel(conn.send_command(*command))
-            return await _honouring_cancel(conn.read_response())
-        await _honouring_cancel(conn.send_packed_command(conn.pack_commands((command, then))))
-        first = second = None
-        try:
-            first = await _honouring_cancel(conn.read_response())
-        except redis_errors.ResponseError as exc:
-            first = exc
-        try:
-            second = await _honouring_cancel(conn.read_response())
-        except redis_errors.ResponseError as exc:
-            second = exc  # a refused WAIT/WAITAOF: a durability shortfall, not a failure
+        await _honouring_cancel(conn.send_packed_command(conn.pack_commands(commands)))
+        replies: list[Any] = []
+        for _ in commands:
+            try:
+                replies.append(await _honouring_cancel(conn.read_response()))
+            except redis_errors.ResponseError as exc:
+                # A refused WAIT/WAITAOF is a durability shortfall, not a failure.
+                replies.append(exc)
+        first, *durability = without_asking(replies, asking)
         if isinstance(first, redis_errors.ResponseError):
             raise first
-        return first, second
+        return (first, durability[0]) if then else first
     except redis_errors.ResponseError:
         raise  # the server answered; the connection is fine
     except (redis_errors.ConnectionError, redis_errors.TimeoutError, OSError) as exc:
@@ -310,19 +302,27 @@ async def _send_once(conn: Any, command: Command, then: Command | None) -> Any:
         raise ReplyLost(str(exc)) from exc
 
 
-async def _round_trip(conn: Any, commands: tuple[Command, ...]) -> list[Any]:
-    """Send ``commands`` in one write and read every reply (see sync._round_trip)."""
-    await _honouring_cancel(conn.send_packed_command(conn.pack_commands(commands)))
-    replies: list[Any] = []
-    for _ in commands:
+async def _round_trip(
+    conn: Any, commands: tuple[Command, ...], replies: dict[int, Any], asking: bool
+) -> None:
+    """Send the commands not yet in ``replies`` and read theirs (see sync._round_trip)."""
+    todo = [i for i in range(len(commands)) if i not in replies]
+    packed = asking_before_each([commands[i] for i in todo], asking)
+    await _honouring_cancel(conn.send_packed_command(conn.pack_commands(packed)))
+    raw: list[Any] = []
+    for _ in packed:
         try:
-            replies.append(await _honouring_cancel(conn.read_response()))
+            raw.append(await _honouring_cancel(conn.read_response()))
         except redis_errors.ResponseError as exc:
-            replies.append(exc)
-    for reply in replies:
+            raw.append(exc)
+    errors = []
+    for index, reply in zip(todo, without_asking(raw, asking), strict=True):
         if isinstance(reply, redis_errors.ResponseError):
-            raise reply
-    return replies
+            errors.append(reply)
+        else:
+            replies[index] = reply
+    if errors:
+        raise errors[0]
 
 
 async def _rows(pages: AsyncIterator[list[StoredMessage]]) -> AsyncIterator[StoredMessage]:

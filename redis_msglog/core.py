@@ -28,11 +28,10 @@ from .durability import Durability
 from .keys import ConversationKeys
 from .models import AgentMessage, StoredMessage
 from .retry import DEFAULT_RETRY, RetryPolicy
-from .routing import is_cluster
+from .routing import UNAVAILABLE, Command, is_cluster
 from .scripts import LuaScript, load_script
 
 T = TypeVar("T")
-Command = tuple[str | bytes | int, ...]
 
 DEFAULT_MAX_MESSAGE_BYTES = 8 * 1024 * 1024
 DEFAULT_PAGE_SIZE = 1000
@@ -42,10 +41,12 @@ MAX_IDEMPOTENCY_KEY_LENGTH = 256
 
 @dataclass(frozen=True, slots=True)
 class Read:
-    """Commands to run in one round trip (pipelined when there are several). Reads are
-    idempotent, so the client's own retry policy applies. The reply is the list of their
-    raw replies, not reshaped by redis-py's response callbacks (the core parses stream
-    entries itself, which is most of a read's cost)."""
+    """Commands to run in one round trip (pipelined when there are several; not atomic:
+    during a cluster slot migration each is answered by the node holding its key). Reads
+    are idempotent: re-sent under the log's retry policy, and the connection's own retry
+    applies too. The reply is the list of their raw replies, not reshaped by redis-py's
+    response callbacks (the core parses stream entries itself, which is most of a read's
+    cost)."""
 
     commands: tuple[Command, ...]
 
@@ -188,7 +189,7 @@ class LogCore:
         if idempotency_key is not None:
             _check_idempotency_key(idempotency_key)
             window = self.idempotency_window
-        elif self.retry.attempts:
+        elif self.retry.retries:
             idempotency_key, window = os.urandom(12).hex(), self.retry.generated_key_ttl
             generated = True
         keys: Command = (2, self.keys.seq, self.keys.stream)
@@ -220,9 +221,11 @@ class LogCore:
         maybe_committed = False
         failure: BaseException | None = None
         first_sent, tries = time.monotonic(), 0
-        for attempt in range(self.retry.attempts + 1):
-            if attempt:
-                delay = self.retry.delay(attempt)
+        while True:
+            if tries:
+                delay = self.retry.pause_before(tries, time.monotonic() - first_sent)
+                if delay is None:
+                    break  # out of attempts, or past the deadline
                 if maybe_committed and not _record_outlives(first_sent, delay, window):
                     break  # the record may be gone by then: a re-send could write twice
                 yield Pause(delay)
@@ -233,8 +236,8 @@ class LogCore:
                 reply = yield from self._eval(keys_and_args, then)
             except ReplyLost as exc:
                 maybe_committed, failure = True, exc
-            except (redis_errors.ConnectionError, redis_errors.TimeoutError) as exc:
-                failure = exc  # no connection: nothing was sent
+            except UNAVAILABLE as exc:
+                failure = exc  # nothing ran: no connection, or the cluster refused it
             except redis_errors.RedisError as exc:
                 raise storage_error(exc, self.keys) from exc
             else:
@@ -258,8 +261,9 @@ class LogCore:
                 ),
                 idempotency_key=idempotency_key,
             ) from failure
+        elapsed = time.monotonic() - first_sent
         raise errors.ServerUnavailableError(
-            f"Redis is unavailable ({tried}): {failure}. Nothing was written."
+            f"Redis is unavailable ({tried} in {elapsed:.1f} s): {failure}. Nothing was written."
         ) from failure
 
     def _eval(self, keys_and_args: Command, then: Command | None) -> Plan[Any]:
@@ -287,13 +291,13 @@ class LogCore:
         """Before the first append under ``Durability(aof=True)``: refuse (writing nothing)
         if the server has no ``WAITAOF`` or runs with ``appendonly no``. A server that
         does not let us look (ACL) is given the benefit of the doubt."""
-        info = yield from self._optional_read(("COMMAND", "INFO", "WAITAOF"))
+        info = yield from self._optional_read(("COMMAND", "INFO", "WAITAOF"), patient=True)
         if info is not None and (not info or info[0] is None):
             raise errors.DurabilityUnsupportedError(
                 "Durability(aof=True) needs WAITAOF (Redis 7.2+ or Valkey); this server has "
                 "none. Nothing was written."
             )
-        config = yield from self._optional_read(("CONFIG", "GET", "appendonly"))
+        config = yield from self._optional_read(("CONFIG", "GET", "appendonly"), patient=True)
         values = list(config.values()) if isinstance(config, Mapping) else (config or [])[1:]
         if values and values[0] in (b"no", "no"):
             raise errors.DurabilityUnsupportedError(
@@ -306,9 +310,11 @@ class LogCore:
         """Warn (once per client and process) when the server may evict this library's
         keys under memory pressure. Silent when ``CONFIG GET`` is not allowed."""
         try:
-            reply = yield from self._optional_read(("CONFIG", "GET", "maxmemory-policy"))
+            reply = yield from self._optional_read(
+                ("CONFIG", "GET", "maxmemory-policy"), patient=False
+            )
         except errors.StorageError:
-            return  # best effort: the append itself will report an unreachable server
+            return  # best effort: the append itself waits for an unreachable server
         values = list(reply.values()) if isinstance(reply, Mapping) else (reply or [])[1:]
         policy = (
             values[0].decode()
@@ -326,10 +332,13 @@ class LogCore:
                 stacklevel=2,
             )
 
-    def _optional_read(self, command: Command) -> Plan[Any]:
-        """The reply, or ``None`` if the server refuses the command (ACL, unknown)."""
+    def _optional_read(self, command: Command, *, patient: bool) -> Plan[Any]:
+        """The reply, or ``None`` if the server refuses the command (ACL, unknown). Re-sent
+        under the retry policy if ``patient``, else tried once."""
         try:
-            (reply,) = yield Read((command,))
+            (reply,) = yield from self._read_raw((command,), patient=patient)
+        except UNAVAILABLE as exc:  # before ResponseError: TRYAGAIN and CLUSTERDOWN are both
+            raise storage_error(exc, self.keys) from exc
         except redis_errors.ResponseError:
             return None
         except redis_errors.RedisError as exc:
@@ -499,10 +508,24 @@ class LogCore:
 
     def _read(self, *commands: Command) -> Plan[list[Any]]:
         try:
-            replies: list[Any] = yield Read(commands)
+            return (yield from self._read_raw(commands, patient=True))
         except redis_errors.RedisError as exc:
             raise storage_error(exc, self.keys) from exc
-        return replies
+
+    def _read_raw(self, commands: tuple[Command, ...], *, patient: bool) -> Plan[list[Any]]:
+        """One round trip, re-sent under the retry policy (when ``patient``) while the
+        server cannot serve it; reads are idempotent, so any failure may be retried."""
+        started, tries = time.monotonic(), 0
+        while True:
+            tries += 1
+            try:
+                replies: list[Any] = yield Read(commands)
+                return replies
+            except UNAVAILABLE:
+                delay = self.retry.pause_before(tries, time.monotonic() - started)
+                if not patient or delay is None:
+                    raise
+            yield Pause(delay)
 
     def _xrange(self, start_seq: int, count: int) -> Command:
         return ("XRANGE", self.keys.stream, f"{start_seq}-0", "+", "COUNT", count)
@@ -617,6 +640,10 @@ def storage_error(exc: BaseException, keys: ConversationKeys) -> errors.MessageL
     text = str(exc)
     if isinstance(exc, (redis_errors.ConnectionError, redis_errors.TimeoutError)):
         return errors.ServerUnavailableError(f"Redis is unavailable: {text}")
+    if isinstance(exc, (redis_errors.ClusterError, redis_errors.TryAgainError)):
+        return errors.ServerUnavailableError(
+            f"the Redis Cluster did not serve {keys.stream!r}'s slot in time: {text}"
+        )
     if isinstance(exc, redis_errors.OutOfMemoryError) or text.startswith("OOM"):
         return errors.OutOfMemoryError(f"Redis refused the write (maxmemory reached): {text}")
     if "WRONGTYPE" in text:

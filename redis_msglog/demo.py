@@ -28,6 +28,7 @@ from .admin import verify_conversation
 from .ephemeral import EphemeralServer, find_server_binary
 from .errors import MessageLogError
 from .models import StoredMessage
+from .retry import NO_RETRY
 from .sync import MessageLog
 
 MESSAGES_PER_TURN = 4
@@ -95,8 +96,9 @@ def run_demo(
     with redis_url(url, console) as resolved:
         conversation = f"demo-{uuid.uuid4().hex[:8]}"
         client = redis.Redis.from_url(resolved, socket_connect_timeout=5, socket_timeout=10)
+        # Fail fast, in one line, if the server is unreachable (not after the retry deadline).
+        MessageLog(client, conversation, prefix=prefix, retry=NO_RETRY).count()
         log = MessageLog(client, conversation, prefix=prefix)
-        log.count()  # fail fast, in one line, if the server is unreachable
         expected = workers * turns * MESSAGES_PER_TURN
         console.rule(f"{conversation}: {workers} worker processes x {turns} agent turns, live")
 

@@ -187,12 +187,17 @@ def _wait(condition: Callable[[], bool], what: str, timeout: float = 30.0) -> No
 class EphemeralCluster:
     """A throwaway Redis Cluster: ``primaries`` primaries with ``replicas`` replicas each,
     wired with ``CLUSTER ADDSLOTSRANGE``, ``MEET`` and ``REPLICATE`` (no redis-cli needed).
-    Use as a context manager; ``port`` is one node to give a cluster client."""
+    Use as a context manager; ``port`` is one node to give a cluster client.
+    ``node_timeout_ms`` is ``cluster-node-timeout``: how long a primary must be unreachable
+    before its replica is promoted."""
 
-    def __init__(self, binary: str, *, primaries: int = 3, replicas: int = 1) -> None:
+    def __init__(
+        self, binary: str, *, primaries: int = 3, replicas: int = 1, node_timeout_ms: int = 2000
+    ) -> None:
         self.binary = binary
         self.primary_count = primaries
         self.replica_count = replicas
+        self.node_timeout_ms = node_timeout_ms
         self.servers: list[EphemeralServer] = []
 
     @property
@@ -209,7 +214,7 @@ class EphemeralCluster:
         return str(self.admin(server).execute_command("CLUSTER", "MYID"))
 
     def start(self) -> EphemeralCluster:
-        args = ["--cluster-enabled", "yes", "--cluster-node-timeout", "2000"]
+        args = ["--cluster-enabled", "yes", "--cluster-node-timeout", str(self.node_timeout_ms)]
         args += ["--cluster-config-file", "nodes.conf", "--enable-debug-command", "local"]
         total = self.primary_count * (1 + self.replica_count)
         try:

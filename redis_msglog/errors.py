@@ -42,8 +42,9 @@ class StorageError(MessageLogError):
 
 
 class ServerUnavailableError(StorageError):
-    """No connection to the server could be made (or a read timed out). Nothing was
-    written."""
+    """No connection to the server could be made (or a read timed out), or a Redis
+    Cluster did not serve the conversation's slot (failover, slot move), until the retry
+    policy's deadline. Nothing was written."""
 
 
 class AppendInDoubtError(ServerUnavailableError):

@@ -11,8 +11,9 @@ from typing import Any
 from redis import exceptions as redis_errors
 
 from . import errors
-from .core import Command, LogCore, require_non_negative
+from .core import LogCore, require_non_negative
 from .models import StoredMessage
+from .routing import Command
 
 
 class FollowCursor:
@@ -100,9 +101,13 @@ class FollowCursor:
     @staticmethod
     def retryable(exc: BaseException) -> bool:
         """Whether the read may simply be made again: a lost connection, a timeout, a
-        cluster in the middle of a failover, or a blocked read that the server released
-        because its role changed (``UNBLOCKED``, a primary turned replica)."""
+        cluster in the middle of a failover (or with no node reachable: redis-py raises a
+        ``RedisClusterException``, not a ``RedisError``, when its slot table cannot be
+        refreshed), or a blocked read that the server released because its role changed
+        (``UNBLOCKED``, a primary turned replica)."""
         if isinstance(exc, (redis_errors.ConnectionError, redis_errors.TimeoutError)):
+            return True
+        if isinstance(exc, redis_errors.RedisClusterException):
             return True
         if isinstance(exc, (redis_errors.ClusterDownError, redis_errors.TryAgainError)):
             return True

@@ -1,4 +1,4 @@
-"""When and how an append is retried after its connection fails."""
+"""When and how a call is retried while the server cannot be reached."""
 
 from __future__ import annotations
 
@@ -6,52 +6,91 @@ import random
 from dataclasses import dataclass
 from datetime import timedelta
 
+DEFAULT_DEADLINE = 30.0
+
 
 @dataclass(frozen=True, slots=True)
 class RetryPolicy:
-    """How many times, and how patiently, an append is re-sent when its connection fails.
+    """How long, and how patiently, a call keeps trying while the server cannot take it.
 
-    A retry is always safe: every append sent under a policy with ``attempts > 0`` carries
-    an idempotency key (the caller's, or one generated for the call), so the server
-    answers a re-sent append that already committed with the first result instead of
-    writing it again.
+    Used by appends (re-sent when their connection fails, or when a Redis Cluster
+    refuses them without running them: ``CLUSTERDOWN`` during a failover, ``TRYAGAIN``
+    during a slot migration) and by reads. The default rides out a crash failover of a
+    cluster primary (a few seconds more than ``cluster-node-timeout``: 20 s measured
+    with Redis's default of 15 s) and a restarting server, and gives up after
+    ``deadline``.
+
+    A retry is always safe: every append sent under a policy with ``attempts != 0``
+    carries an idempotency key (the caller's, or one generated for the call), so the
+    server answers a re-sent append that already committed with the first result instead
+    of writing it again.
 
     Args:
-        attempts: re-sends after the first try (0 disables retries and generated keys).
+        attempts: the most re-sends after the first try; ``None`` (the default): as many
+            as fit in ``deadline``; 0 disables retries and generated keys.
         backoff: the delay before the first re-send, in seconds; it doubles each time.
-        max_backoff: the longest delay between two tries, in seconds.
+        max_backoff: the longest delay between two tries, in seconds (also about how long
+            a call keeps waiting after the server is back).
         generated_key_ttl: how long the server remembers a generated key (about 250 bytes
             each): short, so they cost little memory. No re-send is made once the first
             try is older than 90% of it, so a slow retry sequence ends in doubt rather
             than in a duplicate. Keys the caller passes are remembered for the log's
             ``idempotency_window`` instead.
-
-    Timeouts are the redis client's own (``socket_timeout``, ``socket_connect_timeout``).
+        deadline: no re-send starts later than this many seconds after the first try
+            (default 30 s, well under the 108 s that the 90% rule allows a generated key).
+            A call therefore gives up within ``deadline`` plus one try, whose length is
+            bounded by the redis client's ``socket_timeout`` and ``socket_connect_timeout``.
     """
 
-    attempts: int = 3
+    attempts: int | None = None
     backoff: float = 0.05
-    max_backoff: float = 2.0
+    max_backoff: float = 1.0
     generated_key_ttl: timedelta = timedelta(minutes=2)
+    deadline: float = DEFAULT_DEADLINE
 
     def __post_init__(self) -> None:
-        if isinstance(self.attempts, bool) or not isinstance(self.attempts, int):
-            raise ValueError(f"attempts must be an int, got {self.attempts!r}")
-        if self.attempts < 0:
+        if self.attempts is not None and (
+            isinstance(self.attempts, bool) or not isinstance(self.attempts, int)
+        ):
+            raise ValueError(f"attempts must be an int or None, got {self.attempts!r}")
+        if self.attempts is not None and self.attempts < 0:
             raise ValueError(f"attempts must be >= 0, got {self.attempts}")
         if not self.backoff >= 0 or not self.max_backoff >= self.backoff:
             raise ValueError("backoff must be >= 0 and max_backoff >= backoff")
         if self.generated_key_ttl < timedelta(seconds=1):
             raise ValueError("generated_key_ttl must be at least one second")
+        if isinstance(self.deadline, bool) or not (
+            isinstance(self.deadline, (int, float)) and self.deadline >= 0
+        ):
+            raise ValueError(f"deadline must be a number of seconds >= 0, got {self.deadline!r}")
+
+    @property
+    def retries(self) -> bool:
+        """Whether a call may be re-sent at all."""
+        return self.attempts != 0
 
     def delay(self, retry: int) -> float:
         """Seconds to wait before re-send number ``retry`` (1-based): exponential, capped,
         with jitter so that workers cut off together do not come back together."""
-        ceiling = min(self.max_backoff, self.backoff * 2 ** (retry - 1))
+        # The exponent is capped: with no cap on attempts, 2**retry could overflow a float.
+        ceiling = min(self.max_backoff, self.backoff * 2 ** min(retry - 1, 64))
         return random.uniform(ceiling / 2, ceiling)
+
+    def pause_before(self, retry: int, elapsed: float) -> float | None:
+        """Seconds to wait before re-send number ``retry`` (1-based), ``elapsed`` seconds
+        after the first try; ``None`` when the policy allows no more re-sends. The last
+        re-send is made at the deadline rather than skipped."""
+        if self.attempts is not None and retry > self.attempts:
+            return None
+        remaining = self.deadline - elapsed
+        if remaining <= 0:
+            return None
+        return min(self.delay(retry), remaining)
 
 
 DEFAULT_RETRY = RetryPolicy()
-"""Three re-sends, 50 ms doubling up to 2 s, generated keys remembered for 2 minutes."""
+"""Re-sends for up to 30 s, 50 ms doubling up to 1 s, generated keys remembered for 2
+minutes."""
 NO_RETRY = RetryPolicy(attempts=0)
-"""Send each append once; a lost reply raises :class:`~redis_msglog.AppendInDoubtError`."""
+"""Send each append (and read) once; a lost reply raises
+:class:`~redis_msglog.AppendInDoubtError`."""

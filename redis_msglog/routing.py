@@ -3,9 +3,11 @@
 With a plain client that is its connection pool. With a Redis Cluster client it is the
 node owning the conversation's hash slot (every key of a conversation shares it), found in
 the client's slot table and followed through ``MOVED`` (slot moved: refresh the table),
-``ASK`` (slot being migrated: ``ASKING`` on the target), ``TRYAGAIN`` (a multi-key command
-during a migration) and ``CLUSTERDOWN`` (failover in progress). Redis answers each of
-these without running the command, so re-sending it is safe even for an append.
+``ASK`` (slot being migrated: ``ASKING`` before each command sent to the target). Redis
+answers these without running the command, so re-sending it is safe even for an append.
+``TRYAGAIN`` (a multi-key command during a migration), ``CLUSTERDOWN`` (failover in
+progress) and lost connections are raised to the caller, whose retry policy decides how
+long to wait for the cluster (:data:`UNAVAILABLE`).
 
 The library sends on connections it takes from these pools itself (instead of calling
 ``execute_command``) so that appends are never re-sent by redis-py's retry machinery and
@@ -16,7 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TypeVar
 
 import redis.asyncio.cluster
@@ -24,10 +26,20 @@ import redis.cluster
 from redis import exceptions as redis_errors
 
 T = TypeVar("T")
+Command = tuple[str | bytes | int, ...]
 
 MAX_REDIRECTS = 16
-_REDIRECTS = (redis_errors.AskError, redis_errors.TryAgainError, redis_errors.ClusterDownError)
 _ConnectionFailure = (redis_errors.ConnectionError, redis_errors.TimeoutError, OSError)
+
+UNAVAILABLE = (
+    redis_errors.ConnectionError,
+    redis_errors.TimeoutError,
+    redis_errors.ClusterError,  # CLUSTERDOWN, or redirections that never settled
+    redis_errors.TryAgainError,
+)
+"""Failures that leave a command unrun (no connection carried it, or the cluster refused
+it: failover, slot migration), so re-sending is safe. A lost reply after an append was
+sent is the exception: it arrives as ``core.ReplyLost`` and is handled first."""
 
 
 def is_cluster(client: object) -> bool:
@@ -46,8 +58,10 @@ def socket_timeout(client: Any) -> float | None:
     return None if value is None else float(value)
 
 
-def _pause(attempt: int) -> float:
-    return float(min(1.0, 0.02 * 2**attempt))
+def _pause(redirect: int) -> float:
+    """The first two redirections are followed at once; more mean the nodes disagree
+    for a moment (a slot being reassigned): give them a little time to converge."""
+    return 0.0 if redirect < 2 else float(min(0.1, 0.005 * 2**redirect))
 
 
 class _Routing:
@@ -69,20 +83,20 @@ class _Routing:
             raise redis_errors.ClusterDownError(f"no known node serves {ask or self.key}")
         return node
 
-    def _redirect(self, exc: BaseException, attempt: int) -> tuple[tuple[str, int] | None, float]:
-        """Where the next try goes (an ``ASK`` target or the slot owner) and how long to
-        wait first. Re-raises what is not a redirection; a connection failure is raised
-        after marking the slot table for a refresh (failover: ask the cluster again)."""
-        if isinstance(exc, redis_errors.MovedError):
+    def _redirect(self, exc: BaseException) -> tuple[str, int] | None:
+        """Where the next try goes: an ``ASK`` target, or (``None``) the slot owner after
+        a ``MOVED``. Anything else is re-raised, after marking the slot table for a
+        refresh if it may be out of date (a failover, a migration, no node reachable)."""
+        if isinstance(exc, redis_errors.MovedError):  # before AskError: it is a subclass
             self._stale = True
-            return None, 0.0
+            return None
         if isinstance(exc, redis_errors.AskError):
-            return (exc.host, int(exc.port)), 0.0
-        if isinstance(exc, _REDIRECTS):
+            return exc.host, int(exc.port)
+        if isinstance(exc, (*UNAVAILABLE, OSError, redis_errors.RedisClusterException)):
             self._stale = True
-            return None, _pause(attempt)
-        if isinstance(exc, _ConnectionFailure):
-            self._stale = True
+        if isinstance(exc, redis_errors.RedisClusterException):
+            # Not a RedisError: the slot table could not be fetched from any node.
+            raise redis_errors.ConnectionError(f"no cluster node reachable: {exc}") from exc
         raise exc
 
     def _give_up(self, last: BaseException | None) -> redis_errors.ClusterError:
@@ -94,35 +108,33 @@ class _Routing:
 class Router(_Routing):
     """Connections for one conversation, from a ``redis.Redis`` or ``RedisCluster``."""
 
-    def run(self, action: Callable[[Any], T]) -> T:
-        """``action(connection)`` on the owning node, following cluster redirections.
-        A connection failure is raised to the caller (it decides whether to re-send)
-        after marking the slot table for a refresh."""
+    def run(self, action: Callable[[Any, bool], T]) -> T:
+        """``action(connection, asking)`` on the owning node, following cluster
+        redirections; ``asking`` is true on the target of an ``ASK``, where every command
+        must be preceded by ``ASKING`` (it covers only the next command). A connection
+        failure is raised to the caller (it decides whether to re-send) after marking the
+        slot table for a refresh."""
         if not self.cluster:
-            return self._on(self.client.connection_pool, action, None)
+            return self._on(self.client.connection_pool, action, False)
         ask: tuple[str, int] | None = None
         last: BaseException | None = None
-        for attempt in range(MAX_REDIRECTS):
+        for redirect in range(MAX_REDIRECTS):
             try:
                 if self._stale:
                     self.client.nodes_manager.initialize()
                     self._stale = False
                 pool = self.client.get_redis_connection(self._node(ask)).connection_pool
-                return self._on(pool, action, ask)
-            except (redis_errors.RedisError, OSError) as exc:
-                ask, delay = self._redirect(exc, attempt)
-                last = exc
-                time.sleep(delay)
+                return self._on(pool, action, ask is not None)
+            except (redis_errors.RedisError, redis_errors.RedisClusterException, OSError) as exc:
+                ask, last = self._redirect(exc), exc
+                time.sleep(_pause(redirect))
         raise self._give_up(last)
 
     @staticmethod
-    def _on(pool: Any, action: Callable[[Any], T], ask: tuple[str, int] | None) -> T:
+    def _on(pool: Any, action: Callable[[Any, bool], T], asking: bool) -> T:
         conn = pool.get_connection()  # connects: a failure here means nothing was sent
         try:
-            if ask:
-                conn.send_command("ASKING")
-                conn.read_response()
-            return action(conn)
+            return action(conn, asking)
         except redis_errors.ResponseError:
             raise  # the server answered: the connection is fine
         except BaseException:
@@ -135,19 +147,19 @@ class Router(_Routing):
 class AsyncRouter(_Routing):
     """The asyncio twin of :class:`Router`."""
 
-    async def run(self, action: Callable[[Any], Awaitable[T]]) -> T:
+    async def run(self, action: Callable[[Any, bool], Awaitable[T]]) -> T:
         if not self.cluster:
             pool = self.client.connection_pool
             conn = await pool.get_connection()
             try:
-                return await self._on(conn, action, None)
+                return await self._on(conn, action, False)
             finally:
                 await pool.release(conn)
-        await self.client.initialize()  # a no-op once the client knows the cluster
         ask: tuple[str, int] | None = None
         last: BaseException | None = None
-        for attempt in range(MAX_REDIRECTS):
+        for redirect in range(MAX_REDIRECTS):
             try:
+                await self.client.initialize()  # a no-op once the client knows the cluster
                 if self._stale:
                     await self.client.nodes_manager.initialize()
                     self._stale = False
@@ -155,27 +167,35 @@ class AsyncRouter(_Routing):
                 conn = node.acquire_connection()
                 try:
                     await conn.connect()  # failing here, nothing was sent
-                    return await self._on(conn, action, ask)
+                    return await self._on(conn, action, ask is not None)
                 finally:
                     node.release(conn)
-            except (redis_errors.RedisError, OSError) as exc:
-                ask, delay = self._redirect(exc, attempt)
-                last = exc
-                await asyncio.sleep(delay)
+            except (redis_errors.RedisError, redis_errors.RedisClusterException, OSError) as exc:
+                ask, last = self._redirect(exc), exc
+                await asyncio.sleep(_pause(redirect))
         raise self._give_up(last)
 
     @staticmethod
-    async def _on(
-        conn: Any, action: Callable[[Any], Awaitable[T]], ask: tuple[str, int] | None
-    ) -> T:
+    async def _on(conn: Any, action: Callable[[Any, bool], Awaitable[T]], asking: bool) -> T:
         try:
-            if ask:
-                await conn.send_command("ASKING")
-                await conn.read_response()
-            return await action(conn)
+            return await action(conn, asking)
         except redis_errors.ResponseError:
             raise
         except BaseException:
             # Cancelled or failed mid-reply: the connection's stream is unusable.
             await conn.disconnect(nowait=True)
             raise
+
+
+def asking_before_each(commands: Sequence[Command], asking: bool) -> list[Command]:
+    """``commands``, each preceded by ``ASKING`` on the target of an ``ASK`` redirection
+    (the importing node serves only the command right after it), for one packed write.
+    Read the replies back with :func:`without_asking`."""
+    if not asking:
+        return list(commands)
+    return [part for command in commands for part in (("ASKING",), command)]
+
+
+def without_asking(replies: list[Any], asking: bool) -> list[Any]:
+    """The replies to the caller's commands, the ``ASKING`` ones (``OK``) dropped."""
+    return replies[1::2] if asking else replies

@@ -19,7 +19,6 @@ from .core import (
     DEFAULT_MAX_MESSAGE_BYTES,
     DEFAULT_PAGE_SIZE,
     Batch,
-    Command,
     Pause,
     Plan,
     Read,
@@ -31,7 +30,7 @@ from .durability import Durability
 from .follow import FollowCursor, follow_block_ms
 from .models import AgentMessage, Role, StoredMessage
 from .retry import DEFAULT_RETRY, RetryPolicy
-from .routing import Router, socket_timeout
+from .routing import Command, Router, asking_before_each, socket_timeout, without_asking
 
 T = TypeVar("T")
 OnAppend = Callable[[list[StoredMessage]], object]
@@ -54,8 +53,10 @@ class MessageLog(ShellBase):
         max_message_bytes: the largest encoded message accepted (default 8 MiB).
         page_size: entries fetched per round trip by ``all``, ``read``, ``last(n)`` and
             ``follow``.
-        retry: how an append is re-sent when its connection fails (safe: every try carries
-            one idempotency key); ``redis_msglog.NO_RETRY`` sends once.
+        retry: how long appends and reads keep trying while the server (or the cluster
+            node owning the conversation) cannot take them: by default up to 30 s, enough
+            for a cluster failover (safe: every try of an append carries one idempotency
+            key); ``redis_msglog.NO_RETRY`` sends once.
         idempotency_window: how long the server remembers a caller's ``idempotency_key``.
         durability: wait after each append for replicas (``WAIT``) and/or the append-only
             file (``WAITAOF``); a shortfall raises :class:`~redis_msglog.NotDurableError`
@@ -214,7 +215,7 @@ class MessageLog(ShellBase):
         while not stopped():
             try:
                 reply = client.execute_command(*cursor.command())
-            except redis_errors.RedisError as exc:
+            except (redis_errors.RedisError, redis_errors.RedisClusterException) as exc:
                 if not cursor.retryable(exc):
                     raise storage_error(exc, self.keys) from exc
                 time.sleep(cursor.failed(exc))
@@ -265,43 +266,37 @@ class MessageLog(ShellBase):
 
     def _read(self, commands: tuple[Command, ...]) -> list[Any]:
         # Raw replies (redis-py's response callbacks would reshape every stream entry);
-        # the client's retry policy applies, and on a cluster a read follows a failover.
-        for attempt in range(3):
-            try:
-                return self._router.run(
-                    lambda conn: conn.retry.call_with_retry(
-                        lambda: _round_trip(conn, commands), lambda _error: conn.disconnect()
-                    )
-                )
-            except (redis_errors.ConnectionError, redis_errors.TimeoutError):
-                if not self._router.cluster or attempt == 2:
-                    raise
-                time.sleep(0.1 * 2**attempt)
-        raise AssertionError("unreachable")
+        # the connection's own retry policy applies. Re-sends after a failure are the
+        # core's, under the log's RetryPolicy.
+        replies: dict[int, Any] = {}
+        self._router.run(
+            lambda conn, asking: conn.retry.call_with_retry(
+                lambda: _round_trip(conn, commands, replies, asking),
+                lambda _error: conn.disconnect(),
+            )
+        )
+        return [replies[i] for i in range(len(commands))]
 
     def _write_once(self, command: Command, then: Command | None) -> Any:
         # Never through redis-py's retry policy: a blind re-send of an append writes twice.
-        return self._router.run(lambda conn: _send_once(conn, command, then))
+        return self._router.run(lambda conn, asking: _send_once(conn, command, then, asking))
 
 
-def _send_once(conn: Any, command: Command, then: Command | None) -> Any:
+def _send_once(conn: Any, command: Command, then: Command | None, asking: bool) -> Any:
+    commands = asking_before_each((command,), asking) + ([then] if then else [])
     try:
-        if then is None:
-            conn.send_command(*command)
-            return conn.read_response()
-        conn.send_packed_command(conn.pack_commands((command, then)))
-        first = second = None
-        try:
-            first = conn.read_response()
-        except redis_errors.ResponseError as exc:
-            first = exc
-        try:
-            second = conn.read_response()
-        except redis_errors.ResponseError as exc:
-            second = exc  # a refused WAIT/WAITAOF: a durability shortfall, not a failure
+        conn.send_packed_command(conn.pack_commands(commands))
+        replies: list[Any] = []
+        for _ in commands:
+            try:
+                replies.append(conn.read_response())
+            except redis_errors.ResponseError as exc:
+                # A refused WAIT/WAITAOF is a durability shortfall, not a failure.
+                replies.append(exc)
+        first, *durability = without_asking(replies, asking)
         if isinstance(first, redis_errors.ResponseError):
             raise first
-        return first, second
+        return (first, durability[0]) if then else first
     except redis_errors.ResponseError:
         raise  # the server answered; the connection is fine
     except (redis_errors.ConnectionError, redis_errors.TimeoutError, OSError) as exc:
@@ -309,20 +304,32 @@ def _send_once(conn: Any, command: Command, then: Command | None) -> Any:
         raise ReplyLost(str(exc)) from exc
 
 
-def _round_trip(conn: Any, commands: tuple[Command, ...]) -> list[Any]:
-    """Send ``commands`` in one write and read every reply; raise the first error reply
-    only after all replies are read."""
-    conn.send_packed_command(conn.pack_commands(commands))
-    replies: list[Any] = []
-    for _ in commands:
+def _round_trip(
+    conn: Any, commands: tuple[Command, ...], replies: dict[int, Any], asking: bool
+) -> None:
+    """Send the commands not yet in ``replies`` in one write and read every reply into
+    ``replies`` (by index); then raise the first error reply.
+
+    A reply kept from an earlier try is not asked for again after a redirection: during
+    a slot migration it came from the node that still held its key, and the importing
+    node, which has not received that key yet, would answer as if it did not exist."""
+    todo = [i for i in range(len(commands)) if i not in replies]
+    packed = asking_before_each([commands[i] for i in todo], asking)
+    conn.send_packed_command(conn.pack_commands(packed))
+    raw: list[Any] = []
+    for _ in packed:
         try:
-            replies.append(conn.read_response())
+            raw.append(conn.read_response())
         except redis_errors.ResponseError as exc:
-            replies.append(exc)
-    for reply in replies:
+            raw.append(exc)
+    errors = []
+    for index, reply in zip(todo, without_asking(raw, asking), strict=True):
         if isinstance(reply, redis_errors.ResponseError):
-            raise reply
-    return replies
+            errors.append(reply)
+        else:
+            replies[index] = reply
+    if errors:
+        raise errors[0]
 
 
 class Subscription:

@@ -39,14 +39,15 @@ REPLACEMENTS = [
     (r"an asyncio client", "a sync client"),
     (r"\(asyncio\)", "(sync)"),
 ]
-HEADER = '# Generated from _aio.py by scripts/unasync.py: edit that file, then run the script.\n'
+HEADER = "# Generated from _aio.py by scripts/unasync.py: edit that file, then run the script.\n"
 
 
 def generate(source: str) -> str:
     """The sync module's text for the asyncio module's ``source``."""
     text = source
     for pattern, replacement in REPLACEMENTS:
-        text = re.sub(rf"(?<![\w.]){pattern}" if pattern[0].isalpha() else pattern, replacement, text)
+        word = rf"(?<![\w.]){pattern}" if pattern[0].isalpha() else pattern
+        text = re.sub(word, replacement, text)
     return HEADER + text
 
 

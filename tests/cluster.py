@@ -3,6 +3,7 @@ tests inject: moving a slot between primaries, and failing a primary over."""
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import redis.cluster
@@ -29,9 +30,12 @@ class LocalCluster(EphemeralCluster):
                 return next(s for s in self.servers if s.port == int(primary[1]))
         raise LookupError(slot)
 
-    def migrate_slot(self, slot: int, target: EphemeralServer, batch: int = 10) -> None:
+    def migrate_slot(
+        self, slot: int, target: EphemeralServer, batch: int = 10, pause: float = 0.0
+    ) -> None:
         """Move ``slot`` to ``target`` the way ``redis-cli --cluster reshard`` does:
-        IMPORTING/MIGRATING, MIGRATE the keys in batches, then SETSLOT NODE everywhere."""
+        IMPORTING/MIGRATING, MIGRATE the keys in batches (``pause`` seconds apart, as
+        under a busy real cluster), then SETSLOT NODE everywhere."""
         source = self.owner(slot)
         if source.port == target.port:
             return
@@ -40,6 +44,7 @@ class LocalCluster(EphemeralCluster):
         src.execute_command("CLUSTER", "SETSLOT", slot, "MIGRATING", self.node_id(target))
         while keys := src.execute_command("CLUSTER", "GETKEYSINSLOT", slot, batch):
             src.execute_command("MIGRATE", "127.0.0.1", target.port, "", 0, 5000, "KEYS", *keys)
+            time.sleep(pause)
         for server in self.primaries:
             self.admin(server).execute_command(
                 "CLUSTER", "SETSLOT", slot, "NODE", self.node_id(target)

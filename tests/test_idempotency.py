@@ -125,11 +125,30 @@ def test_bad_options_are_refused(env: Env, options: dict[str, Any]) -> None:
 
 
 @pytest.mark.parametrize(
-    "policy", [{"attempts": -1}, {"attempts": 1.5}, {"backoff": -1}, {"max_backoff": 0.001}]
+    "policy",
+    [
+        {"attempts": -1},
+        {"attempts": 1.5},
+        {"backoff": -1},
+        {"max_backoff": 0.001},
+        {"deadline": -1},
+        {"deadline": True},
+        {"deadline": "30"},
+    ],
 )
 def test_bad_retry_policies_are_refused(policy: dict[str, Any]) -> None:
     with pytest.raises(ValueError):
         RetryPolicy(**policy)
+
+
+def test_retry_deadline_and_attempts_bound_the_re_sends() -> None:
+    policy = RetryPolicy(backoff=0.1, max_backoff=0.4, deadline=1.0)
+    assert 0.05 <= (policy.pause_before(1, elapsed=0.0) or 0) <= 0.1
+    assert policy.pause_before(5, elapsed=0.9) == pytest.approx(0.1)  # the last, at 1 s
+    assert policy.pause_before(5, elapsed=1.0) is None
+    assert policy.pause_before(5000, elapsed=0.5) is not None  # no cap on attempts
+    assert RetryPolicy(attempts=2).pause_before(3, elapsed=0.0) is None
+    assert NO_RETRY.pause_before(1, elapsed=0.0) is None
 
 
 def _append_with_shared_key(

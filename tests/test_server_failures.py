@@ -124,10 +124,13 @@ def _closed_port() -> int:
     return port
 
 
+BRIEF = RetryPolicy(deadline=0.5)  # the default waits 30 s for the server to come back
+
+
 def test_unreachable_server_is_a_clear_error_and_not_in_doubt(flavor: str) -> None:
     url = f"redis://127.0.0.1:{_closed_port()}/0"
     if flavor == "sync":
-        log = MessageLog(redis.Redis.from_url(url, socket_connect_timeout=1), "c")
+        log = MessageLog(redis.Redis.from_url(url, socket_connect_timeout=1), "c", retry=BRIEF)
         for operation in (lambda: log.add("user", "x"), log.count, log.all, log.last):
             with pytest.raises(ServerUnavailableError) as info:
                 operation()
@@ -137,7 +140,7 @@ def test_unreachable_server_is_a_clear_error_and_not_in_doubt(flavor: str) -> No
 
     async def attempt() -> None:
         client = redis.asyncio.Redis.from_url(url, socket_connect_timeout=1)
-        alog = AsyncMessageLog(client, "c")
+        alog = AsyncMessageLog(client, "c", retry=BRIEF)
         with pytest.raises(ServerUnavailableError) as info:
             await alog.add("user", "x")
         assert not isinstance(info.value, AppendInDoubtError)
@@ -268,7 +271,8 @@ def test_server_stopped_mid_run_then_back(
     real_backend: str, private_server: Callable[..., EphemeralServer]
 ) -> None:
     server = private_server(real_backend)
-    log = MessageLog(redis.Redis.from_url(server.url, socket_connect_timeout=1), new_id())
+    client = redis.Redis.from_url(server.url, socket_connect_timeout=1)
+    log = MessageLog(client, new_id(), retry=BRIEF)
     assert log.add("user", "before") == 1
     server.stop()
     with pytest.raises(ServerUnavailableError):
