@@ -23,7 +23,7 @@ import redis
 import redis.cluster
 
 from redis_msglog import MessageLog
-from redis_msglog.ephemeral import EphemeralCluster, EphemeralServer, find_server_binary
+from redis_msglog.testing import EphemeralCluster, EphemeralServer, find_server_binary
 
 
 def _worker(

@@ -21,7 +21,7 @@ from contextlib import ExitStack
 import redis
 
 from redis_msglog import NO_RETRY, MessageLog
-from redis_msglog.ephemeral import EphemeralServer, find_server_binary
+from redis_msglog.testing import EphemeralServer, find_server_binary
 
 RUNS = 5
 

@@ -30,7 +30,7 @@ import redis.asyncio.connection
 import redis.connection
 
 import redis_msglog
-from redis_msglog.ephemeral import EphemeralServer, find_server_binary
+from redis_msglog.testing import EphemeralServer, find_server_binary
 
 from . import contenders as c
 from .report import Workload, check_targets, markdown, write_chart

@@ -10,9 +10,12 @@ Quick start::
     history = log.all()
 """
 
+from ._aio import AsyncMessageLog, AsyncSubscription
+from ._durability import Durability
+from ._keys import ConversationKeys, acl_rules
+from ._retry import DEFAULT_RETRY, NO_RETRY, RetryPolicy
+from ._sync import MessageLog, Subscription
 from .adapters import to_anthropic, to_langchain, to_openai
-from .aio import AsyncMessageLog, AsyncSubscription
-from .durability import Durability
 from .errors import (
     AppendInDoubtError,
     CodecError,
@@ -31,10 +34,7 @@ from .errors import (
     StorageError,
     WrongTypeError,
 )
-from .keys import ConversationKeys, acl_rules
 from .models import AgentMessage, Role, StoredMessage, ToolCall
-from .retry import DEFAULT_RETRY, NO_RETRY, RetryPolicy
-from .sync import MessageLog, Subscription
 
 __all__ = [
     "DEFAULT_RETRY",

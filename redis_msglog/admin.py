@@ -13,8 +13,10 @@ from typing import Any
 import redis
 from redis import exceptions as redis_errors
 
+from ._core import parse_seq_counter
+from ._keys import ConversationKeys, conversation_of, key_pattern
+from ._sync import MessageLog
 from .codec import decode_entry, decode_row, micros_to_datetime
-from .core import parse_seq_counter
 from .errors import (
     CodecError,
     CorruptLogError,
@@ -22,8 +24,6 @@ from .errors import (
     MessageLogError,
     MessageTooLargeError,
 )
-from .keys import ConversationKeys, conversation_of, key_pattern
-from .sync import MessageLog
 
 __all__ = [
     "ConversationInfo",

@@ -8,7 +8,7 @@ from typing import Any
 
 import redis.cluster
 
-from redis_msglog.ephemeral import EphemeralCluster, EphemeralServer, _wait
+from redis_msglog.testing import EphemeralCluster, EphemeralServer, _wait
 
 
 class LocalCluster(EphemeralCluster):

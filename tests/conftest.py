@@ -25,7 +25,7 @@ import redis.asyncio.cluster
 import redis.cluster
 
 from redis_msglog import AsyncMessageLog, MessageLog, acl_rules
-from redis_msglog.ephemeral import EphemeralServer, find_server_binary
+from redis_msglog.testing import EphemeralServer, find_server_binary
 
 from .cluster import LocalCluster
 

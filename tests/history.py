@@ -39,7 +39,7 @@ import orjson
 import redis
 
 from redis_msglog import AppendInDoubtError, MessageLogError, NotDurableError, StoredMessage
-from redis_msglog.keys import ConversationKeys
+from redis_msglog._keys import ConversationKeys
 
 Outcome = Literal["ok", "failed", "in doubt"]
 MAX_SHOWN = 20  # problems listed in one assertion message

@@ -26,7 +26,7 @@ import redis
 import redis.asyncio
 
 from redis_msglog import AsyncMessageLog, StoredMessage
-from redis_msglog.ephemeral import EphemeralServer
+from redis_msglog.testing import EphemeralServer
 
 from .conftest import new_id
 

@@ -18,8 +18,8 @@ import redis
 from click.testing import CliRunner, Result
 
 from redis_msglog import MessageLog
-from redis_msglog.cli import main
-from redis_msglog.ephemeral import EphemeralServer
+from redis_msglog._cli import main
+from redis_msglog.testing import EphemeralServer
 
 from .conftest import new_id
 

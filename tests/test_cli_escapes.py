@@ -15,7 +15,7 @@ import pytest
 import redis
 
 from redis_msglog import MessageLog
-from redis_msglog.ephemeral import EphemeralServer
+from redis_msglog.testing import EphemeralServer
 
 from .conftest import new_id
 from .test_cli import msglog

@@ -23,7 +23,7 @@ from redis_msglog import (
     NotDurableError,
     StoredMessage,
 )
-from redis_msglog.keys import ConversationKeys
+from redis_msglog._keys import ConversationKeys
 
 from .cluster import LocalCluster
 from .conftest import new_id, require_binary

@@ -23,8 +23,8 @@ from redis_msglog import (
     RetryPolicy,
     ServerUnavailableError,
 )
-from redis_msglog.ephemeral import EphemeralServer
-from redis_msglog.keys import ConversationKeys
+from redis_msglog._keys import ConversationKeys
+from redis_msglog.testing import EphemeralServer
 
 from .cluster import LocalCluster
 from .conftest import new_id, require_binary

@@ -11,7 +11,7 @@ from typing import Any
 import redis
 
 from redis_msglog import MessageLog
-from redis_msglog.ephemeral import EphemeralServer
+from redis_msglog.testing import EphemeralServer
 
 from .conftest import new_id
 from .history import History

@@ -8,7 +8,7 @@ import orjson
 import pytest
 
 from redis_msglog import AgentMessage, LogRewoundError, StoredMessage, ToolCall
-from redis_msglog.keys import ConversationKeys
+from redis_msglog._keys import ConversationKeys
 
 from .conftest import Env, new_id
 

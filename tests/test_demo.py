@@ -7,7 +7,7 @@ import subprocess
 import sys
 from collections.abc import Callable
 
-from redis_msglog.ephemeral import EphemeralServer
+from redis_msglog.testing import EphemeralServer
 
 from .conftest import require_binary
 

@@ -32,7 +32,7 @@ from redis_msglog import (
     RetryPolicy,
 )
 from redis_msglog.admin import verify_conversation
-from redis_msglog.ephemeral import EphemeralServer
+from redis_msglog.testing import EphemeralServer
 
 from .conftest import Env, new_id
 from .history import History

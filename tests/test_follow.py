@@ -22,7 +22,7 @@ from redis_msglog import (
     StoredMessage,
     WrongTypeError,
 )
-from redis_msglog.ephemeral import EphemeralServer
+from redis_msglog.testing import EphemeralServer
 
 from .conftest import Env, acl_server, make_env, new_id
 

@@ -17,7 +17,7 @@ from redis_msglog import (
     NotDurableError,
     StoredMessage,
 )
-from redis_msglog.ephemeral import EphemeralServer
+from redis_msglog.testing import EphemeralServer
 
 from .conftest import new_id
 from .history import Append, History, Read, Summary

@@ -24,7 +24,7 @@ from redis_msglog import (
     ServerUnavailableError,
     StoredMessage,
 )
-from redis_msglog.ephemeral import EphemeralServer
+from redis_msglog.testing import EphemeralServer
 
 from .conftest import Env, new_id
 from .history import History

@@ -26,7 +26,7 @@ from redis_msglog import (
     StorageError,
     WrongTypeError,
 )
-from redis_msglog.ephemeral import EphemeralServer
+from redis_msglog.testing import EphemeralServer
 
 from .conftest import Env, new_id
 from .history import History

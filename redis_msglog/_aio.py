@@ -1,4 +1,4 @@
-"""AsyncMessageLog: the asyncio client, a thin shell over :mod:`redis_msglog.core`.
+"""AsyncMessageLog: the asyncio client, a thin shell over :mod:`redis_msglog._core`.
 
 It mirrors :class:`redis_msglog.MessageLog` method for method; see there for semantics.
 """
@@ -18,7 +18,7 @@ from redis.asyncio import Redis
 from redis.asyncio.cluster import RedisCluster
 
 from . import adapters, errors
-from .core import (
+from ._core import (
     DEFAULT_IDEMPOTENCY_WINDOW,
     DEFAULT_MAX_MESSAGE_BYTES,
     DEFAULT_PAGE_SIZE,
@@ -30,11 +30,11 @@ from .core import (
     ShellBase,
     storage_error,
 )
-from .durability import Durability
-from .follow import FollowCursor, follow_block_ms
+from ._durability import Durability
+from ._follow import FollowCursor, follow_block_ms
+from ._retry import DEFAULT_RETRY, RetryPolicy
+from ._routing import AsyncRouter, Command, asking_before_each, socket_timeout, without_asking
 from .models import AgentMessage, Role, StoredMessage
-from .retry import DEFAULT_RETRY, RetryPolicy
-from .routing import AsyncRouter, Command, asking_before_each, socket_timeout, without_asking
 
 T = TypeVar("T")
 AsyncOnAppend = Callable[[list[StoredMessage]], "Awaitable[object] | object"]

@@ -20,11 +20,11 @@ from rich.table import Table
 from rich.text import Text
 
 from . import __version__, adapters, admin
+from ._render import json_line, safe_text, visible
+from ._sync import MessageLog
 from .codec import encode_row
 from .errors import MessageLogError
 from .models import StoredMessage
-from .render import json_line, safe_text, visible
-from .sync import MessageLog
 
 DEFAULT_URL = "redis://localhost:6379/0"
 FORMATS = ("jsonl", "openai", "anthropic", "langchain")
@@ -130,7 +130,7 @@ def demo(settings: Settings, workers: int, turns: int) -> None:
     the history, its provider payloads and a verified summary.
 
     With no --url and no $REDIS_URL it starts a private throwaway server."""
-    from .demo import run_demo
+    from ._demo import run_demo
 
     sys.exit(run_demo(settings.url, workers, turns, prefix=settings.prefix, console=out))
 

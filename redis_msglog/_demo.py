@@ -24,12 +24,12 @@ from rich.console import Console
 from rich.json import JSON
 
 from . import adapters
+from ._retry import NO_RETRY
+from ._sync import MessageLog
 from .admin import verify_conversation
-from .ephemeral import EphemeralServer, find_server_binary
 from .errors import MessageLogError
 from .models import StoredMessage
-from .retry import NO_RETRY
-from .sync import MessageLog
+from .testing import EphemeralServer, find_server_binary
 
 MESSAGES_PER_TURN = 4
 _ANSWER = re.compile(r"^\[worker (\d+)\] (\d+) squared is")
@@ -91,7 +91,7 @@ def run_demo(
 ) -> int:
     """Run the demo; return a process exit code (0 when the log verifies)."""
     console = console or Console(highlight=False)
-    from .cli import format_row  # the same line format as `msglog show`
+    from ._cli import format_row  # the same line format as `msglog show`
 
     with redis_url(url, console) as resolved:
         conversation = f"demo-{uuid.uuid4().hex[:8]}"

@@ -23,13 +23,13 @@ from pydantic import ValidationError
 from redis import exceptions as redis_errors
 
 from . import errors
+from ._durability import Durability
+from ._keys import ConversationKeys
+from ._retry import DEFAULT_RETRY, RetryPolicy
+from ._routing import UNAVAILABLE, Command, is_cluster
+from ._scripts import LuaScript, load_script
 from .codec import decode_entry, encode_message
-from .durability import Durability
-from .keys import ConversationKeys
 from .models import AgentMessage, StoredMessage
-from .retry import DEFAULT_RETRY, RetryPolicy
-from .routing import UNAVAILABLE, Command, is_cluster
-from .scripts import LuaScript, load_script
 
 T = TypeVar("T")
 

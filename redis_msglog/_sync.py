@@ -1,4 +1,4 @@
-"""MessageLog: the synchronous client, a thin shell over :mod:`redis_msglog.core`."""
+"""MessageLog: the synchronous client, a thin shell over :mod:`redis_msglog._core`."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from redis import exceptions as redis_errors
 from redis.cluster import RedisCluster
 
 from . import adapters
-from .core import (
+from ._core import (
     DEFAULT_IDEMPOTENCY_WINDOW,
     DEFAULT_MAX_MESSAGE_BYTES,
     DEFAULT_PAGE_SIZE,
@@ -26,11 +26,11 @@ from .core import (
     ShellBase,
     storage_error,
 )
-from .durability import Durability
-from .follow import FollowCursor, follow_block_ms
+from ._durability import Durability
+from ._follow import FollowCursor, follow_block_ms
+from ._retry import DEFAULT_RETRY, RetryPolicy
+from ._routing import Command, Router, asking_before_each, socket_timeout, without_asking
 from .models import AgentMessage, Role, StoredMessage
-from .retry import DEFAULT_RETRY, RetryPolicy
-from .routing import Command, Router, asking_before_each, socket_timeout, without_asking
 
 T = TypeVar("T")
 OnAppend = Callable[[list[StoredMessage]], object]

@@ -11,9 +11,9 @@ from typing import Any
 from redis import exceptions as redis_errors
 
 from . import errors
-from .core import LogCore, require_non_negative
+from ._core import LogCore, require_non_negative
+from ._routing import Command
 from .models import StoredMessage
-from .routing import Command
 
 
 class FollowCursor:
