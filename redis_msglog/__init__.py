@@ -10,11 +10,12 @@ Quick start::
     history = log.all()
 """
 
-from ._aio import AsyncMessageLog, AsyncSubscription
+from ._aio import AsyncMessageLog
 from ._durability import Durability
 from ._keys import ConversationKeys, acl_rules
 from ._retry import DEFAULT_RETRY, NO_RETRY, RetryPolicy
-from ._sync import MessageLog, Subscription
+from ._subscription import AsyncSubscription, Subscription
+from ._sync import MessageLog
 from .adapters import to_anthropic, to_langchain, to_openai
 from .errors import (
     AppendInDoubtError,

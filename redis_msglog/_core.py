@@ -1,84 +1,41 @@
 """The I/O-free core shared by the sync and asyncio clients.
 
-Every operation is a *plan*: a generator that yields the Redis commands it needs
-(:class:`Read` or :class:`Write` steps), receives their replies (or has the client's
-exception thrown into it), and returns the result. The shells in ``sync.py`` and
-``aio.py`` only carry steps to the server, so paging, script loading, validation and
-error mapping are written once.
+Every operation is a *plan* (see :mod:`redis_msglog._steps`): a generator that yields the
+Redis commands it needs, receives their replies (or the outcome of a failed step), and
+returns the result. The shells only carry steps to the server, so paging, script loading,
+validation, retries and error mapping are written once, here, and tested without a
+server (``tests/test_plans.py``). Nothing here reads a clock (it is injected), warns,
+keeps process-wide state or touches a client library's exceptions.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import os
-import time
-import warnings
-import weakref
-from collections.abc import Generator, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any, TypeVar
+from typing import Any
 
 from pydantic import ValidationError
-from redis import exceptions as redis_errors
 
+from . import _append_script as script
 from . import errors
 from ._durability import Durability
 from ._keys import ConversationKeys
 from ._retry import DEFAULT_RETRY, RetryPolicy
-from ._routing import UNAVAILABLE, Command, is_cluster
-from ._scripts import LuaScript, load_script
+from ._scripts import LuaScript
+from ._steps import Command, NotSent, Pause, Plan, Read, Refused, ReplyLost, StepFailure, Write
 from .codec import decode_entry, encode_message
 from .models import AgentMessage, StoredMessage
-
-T = TypeVar("T")
 
 DEFAULT_MAX_MESSAGE_BYTES = 8 * 1024 * 1024
 DEFAULT_PAGE_SIZE = 1000
 DEFAULT_IDEMPOTENCY_WINDOW = timedelta(hours=24)
 MAX_IDEMPOTENCY_KEY_LENGTH = 256
-
-
-@dataclass(frozen=True, slots=True)
-class Read:
-    """Commands to run in one round trip (pipelined when there are several; not atomic:
-    during a cluster slot migration each is answered by the node holding its key). Reads
-    are idempotent: re-sent under the log's retry policy, and the connection's own retry
-    applies too. The reply is the list of their raw replies, not reshaped by redis-py's
-    response callbacks (the core parses stream entries itself, which is most of a read's
-    cost)."""
-
-    commands: tuple[Command, ...]
-
-
-@dataclass(frozen=True, slots=True)
-class Write:
-    """One command to send exactly once, never re-sent by the client library (a blind
-    re-send of an append writes it twice). The reply is the raw server reply.
-
-    ``then`` is sent right behind it, in the same write on the same connection (``WAIT``
-    and ``WAITAOF`` count that connection's writes); the reply is then the pair of
-    replies, the second possibly a ``ResponseError`` instance."""
-
-    command: Command
-    then: Command | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class Pause:
-    """Wait this many seconds (between retries). The reply is ``None``."""
-
-    seconds: float
-
-
-Step = Read | Write | Pause
-Plan = Generator[Step, Any, T]
-
-
-class ReplyLost(redis_errors.ConnectionError):
-    """Thrown into a plan by a shell when the connection failed after a :class:`Write`
-    was sent: the server may have executed it. (A ``ConnectionError``, so routing code
-    that reacts to broken connections sees it too.)"""
+Clock = Callable[[], float]
+"""Seconds from a monotonic clock (the shells pass ``time.monotonic``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,6 +64,17 @@ class Commit:
     at_micros: int
     fresh: bool
     not_durable: str | None = None  # what the log's durability found missing
+    eviction_risk: str | None = None  # why the server may evict the log's keys (to warn)
+
+
+@dataclass(frozen=True, slots=True)
+class _Prepared:
+    """An append's script call and the idempotency key every try carries."""
+
+    call: script.AppendCall
+    idempotency_key: str | None
+    window: timedelta  # how long the server remembers the key
+    generated: bool  # the key was generated for this call (no one can have used it yet)
 
 
 class LogCore:
@@ -124,6 +92,7 @@ class LogCore:
         sharded_events: bool = False,
         ttl: timedelta | None = None,
         durability: Durability | None = None,
+        clock: Clock,
     ) -> None:
         _require_positive("max_message_bytes", max_message_bytes)
         if durability is not None and not isinstance(durability, Durability):
@@ -148,8 +117,9 @@ class LogCore:
         self.idempotency_window = idempotency_window
         self.ttl = ttl
         self.durability = durability
+        self.clock = clock
         self._durability_checked = durability is None or not durability.aof
-        self._script: LuaScript = load_script("append.lua")
+        self._script: LuaScript = script.script()
         # Sharded pub/sub on a cluster: the event goes to the conversation's own shard.
         self._publish = "SPUBLISH" if sharded_events else "PUBLISH"
 
@@ -185,106 +155,134 @@ class LogCore:
         this call when retries are enabled), so a re-send after a lost reply returns the
         committed result instead of writing the batch twice.
         """
+        prepared = self._prepare(batch, idempotency_key)
+        risk = (yield from self._eviction_risk()) if check_eviction else None
+        if not self._durability_checked:
+            yield from self._check_durability_support()
+        commit = yield from self._send_until_answered(prepared)
+        return Commit(commit.last_seq, commit.at_micros, commit.fresh, commit.not_durable, risk)
+
+    def _prepare(self, batch: Batch, idempotency_key: str | None) -> _Prepared:
+        """The script call for ``batch``, with the key its tries share (if any)."""
         generated = False
+        window = self.idempotency_window
         if idempotency_key is not None:
             _check_idempotency_key(idempotency_key)
-            window = self.idempotency_window
         elif self.retry.retries:
             idempotency_key, window = os.urandom(12).hex(), self.retry.generated_key_ttl
             generated = True
-        keys: Command = (2, self.keys.seq, self.keys.stream)
-        record: Command = ("", "")  # the record's lifetime (ms) and the batch's fingerprint
-        if idempotency_key is not None:
-            keys = (3, *keys[1:], self.keys.idempotency_record(idempotency_key))
-            if self.ttl is not None:
-                window = min(window, self.ttl)  # a record never outlives its conversation
-            record = (_millis(window), batch.fingerprint())
-        lifetime = "" if self.ttl is None else _millis(self.ttl)
-        # Every try of this call carries one token, kept in the idempotency record: a
-        # replay then tells "my own lost try committed" from "another call committed".
-        call = os.urandom(8).hex()
+        if self.ttl is not None:
+            window = min(window, self.ttl)  # a record never outlives its conversation
+        record = None if idempotency_key is None else self.keys.idempotency_record(idempotency_key)
+        call = script.AppendCall(
+            keys=self.keys,
+            messages=batch.encoded,
+            # One token per call, kept in the idempotency record: a replay then tells
+            # "my own lost try committed" from "another call committed".
+            call=os.urandom(8).hex(),
+            publish=self._publish,
+            record=record,
+            record_ttl_ms=_millis(window),
+            fingerprint=batch.fingerprint() if record is not None else "",
+            look_up=not generated,  # a generated key is new on the first try
+            ttl_ms=None if self.ttl is None else _millis(self.ttl),
+        )
+        return _Prepared(call, idempotency_key, window, generated)
 
-        def script_args(look_up_record: bool) -> Command:
-            flag = "1" if look_up_record else "0"
-            header = (self._publish, self.keys.channel, *record, flag, lifetime, call)
-            return (*keys, *header, *batch.encoded)
-
-        # A generated key is new on the first try: the script skips looking it up.
-        keys_and_args = script_args(look_up_record=not generated)
-
-        if check_eviction:
-            yield from self._warn_if_evicting()
-        if not self._durability_checked:
-            yield from self._check_durability_support()
-        then = None if self.durability is None else self.durability.command()
-
+    def _send_until_answered(self, prepared: _Prepared) -> Plan[Commit]:
+        """Send the script until the server answers, re-sending while the retry policy
+        allows and a re-send is safe (the idempotency record surely still there)."""
+        call, then = prepared.call, None if self.durability is None else self.durability.command()
+        first_sent, tries = self.clock(), 0
+        failure: StepFailure | None = None
         maybe_committed = False
-        failure: BaseException | None = None
-        first_sent, tries = time.monotonic(), 0
         while True:
             if tries:
-                delay = self.retry.pause_before(tries, time.monotonic() - first_sent)
+                delay = self.retry.pause_before(tries, self.clock() - first_sent)
                 if delay is None:
                     break  # out of attempts, or past the deadline
-                if maybe_committed and not _record_outlives(first_sent, delay, window):
+                if maybe_committed and not self._record_outlives(first_sent, delay, prepared):
                     break  # the record may be gone by then: a re-send could write twice
                 yield Pause(delay)
-                if generated:  # from now on the key may have a record: look it up
-                    keys_and_args = script_args(look_up_record=True)
+                if prepared.generated:  # from now on the key may have a record: look it up
+                    call = _replace_look_up(call)
             tries += 1
             try:
-                reply = yield from self._eval(keys_and_args, then)
-            except ReplyLost as exc:
-                maybe_committed, failure = True, exc
-            except UNAVAILABLE as exc:
-                failure = exc  # nothing ran: no connection, or the cluster refused it
-            except redis_errors.RedisError as exc:
-                raise storage_error(exc, self.keys) from exc
+                reply = yield from self._eval(call.keys_and_args(), then)
+            except ReplyLost as lost:
+                maybe_committed, failure = True, lost
+            except NotSent as not_sent:
+                failure = not_sent  # nothing ran: no connection, or the cluster refused it
+            except Refused as refused:
+                raise script.error_for(refused, self.keys) from refused.origin
             else:
-                (last_seq, at, replayed, writer), waited = reply if then else (reply, None)
-                # A replay of this very call's commit (a try whose reply was lost) is fresh;
-                # a replay of another call's is not: its hook has already fired there.
-                fresh = not int(replayed) or _text(writer) == call
-                missing = None if self.durability is None else self.durability.shortfall(waited)
-                return Commit(int(last_seq), int(at), fresh, missing)
+                return self._commit_of(reply, then, call.call)
         assert failure is not None
+        raise self._gave_up(prepared, failure, tries, maybe_committed, first_sent)
+
+    def _commit_of(self, reply: Any, then: Command | None, call: str) -> Commit:
+        answer, waited = reply if then else (reply, None)
+        parsed = script.AppendReply.parse(answer)
+        # A replay of this very call's commit (a try whose reply was lost) is fresh; a
+        # replay of another call's is not: its hook has already fired there.
+        fresh = not parsed.replayed or parsed.writer == call
+        missing = None if self.durability is None else self.durability.shortfall(waited)
+        return Commit(parsed.last_seq, parsed.at_micros, fresh, missing)
+
+    def _record_outlives(self, first_sent: float, delay: float, prepared: _Prepared) -> bool:
+        """Whether an idempotency record written by the first try is surely still there
+        after ``delay`` more seconds (with a margin for clock-rate differences)."""
+        age = self.clock() + delay - first_sent
+        return age < 0.9 * prepared.window.total_seconds()
+
+    def _gave_up(
+        self,
+        prepared: _Prepared,
+        failure: StepFailure,
+        tries: int,
+        maybe_committed: bool,
+        first_sent: float,
+    ) -> errors.MessageLogError:
         tried = f"{tries} {'try' if tries == 1 else 'tries'}"
+        key, cause = prepared.idempotency_key, failure.origin or failure
         if maybe_committed:
-            raise errors.AppendInDoubtError(
+            advice = (
+                f"Retrying with idempotency_key={key!r} within {prepared.window} is safe."
+                if key is not None
+                else "It was not re-sent (retries are off and no idempotency_key was given)."
+            )
+            error: errors.MessageLogError = errors.AppendInDoubtError(
                 f"connection lost after the append was sent to {self.keys.stream} "
-                f"({tried}; last: {failure.__cause__ or failure}); it may have "
-                f"committed. "
-                + (
-                    f"Retrying with idempotency_key={idempotency_key!r} within {window} is safe."
-                    if idempotency_key is not None
-                    else "It was not re-sent (retries are off and no idempotency_key was given)."
-                ),
-                idempotency_key=idempotency_key,
-            ) from failure
-        elapsed = time.monotonic() - first_sent
-        raise errors.ServerUnavailableError(
-            f"Redis is unavailable ({tried} in {elapsed:.1f} s): {failure}. Nothing was written."
-        ) from failure
+                f"({tried}; last: {cause}); it may have committed. {advice}",
+                idempotency_key=key,
+            )
+        else:
+            elapsed = self.clock() - first_sent
+            error = errors.ServerUnavailableError(
+                f"Redis is unavailable ({tried} in {elapsed:.1f} s): {cause}. Nothing was written."
+            )
+        error.__cause__ = cause
+        return error
 
     def _eval(self, keys_and_args: Command, then: Command | None) -> Plan[Any]:
         """Run the append script: EVALSHA, falling back to EVAL when it is not cached."""
-        script, send_body = self._script, False
+        lua, send_body = self._script, False
         while True:
-            command = ("EVAL", script.body) if send_body else ("EVALSHA", script.sha)
+            command = ("EVAL", lua.body) if send_body else ("EVALSHA", lua.sha)
             try:
                 reply = yield Write((*command, *keys_and_args), then)
                 return reply
-            except redis_errors.NoScriptError:
-                # Not cached (restart, failover, SCRIPT FLUSH): nothing ran, so EVAL is safe.
-                # EVAL also caches it for the next EVALSHA.
-                if send_body:
+            except Refused as refused:
+                if refused.code == "NOSCRIPT" and not send_body:
+                    # Not cached (restart, failover, SCRIPT FLUSH): nothing ran, so EVAL is
+                    # safe. EVAL also caches it for the next EVALSHA.
+                    send_body = True
+                    continue
+                plain = lua.without_shebang()
+                # fakeredis and Redis < 7 compile the `#!lua` line as Lua and fail on it.
+                if plain is lua or "near '#'" not in refused.text:
                     raise
-                send_body = True
-            except redis_errors.ResponseError as exc:
-                plain = script.without_shebang()
-                if plain is script or not _is_shebang_rejection(exc):
-                    raise
-                self._script = script = plain
+                self._script = lua = plain
                 send_body = True
 
     def _check_durability_support(self) -> Plan[None]:
@@ -298,51 +296,41 @@ class LogCore:
                 "none. Nothing was written."
             )
         config = yield from self._optional_read(("CONFIG", "GET", "appendonly"), patient=True)
-        values = list(config.values()) if isinstance(config, Mapping) else (config or [])[1:]
-        if values and values[0] in (b"no", "no"):
+        if _config_value(config) == "no":
             raise errors.DurabilityUnsupportedError(
                 "Durability(aof=True) needs appendonly yes on the server; it is off, so "
                 "WAITAOF could never succeed. Nothing was written."
             )
         self._durability_checked = True
 
-    def _warn_if_evicting(self) -> Plan[None]:
-        """Warn (once per client and process) when the server may evict this library's
-        keys under memory pressure. Silent when ``CONFIG GET`` is not allowed."""
+    def _eviction_risk(self) -> Plan[str | None]:
+        """Why the server may evict this library's keys under memory pressure, or
+        ``None``. Silent when ``CONFIG GET`` is not allowed or the server is away (the
+        append itself reports that)."""
         try:
             reply = yield from self._optional_read(
                 ("CONFIG", "GET", "maxmemory-policy"), patient=False
             )
         except errors.StorageError:
-            return  # best effort: the append itself waits for an unreachable server
-        values = list(reply.values()) if isinstance(reply, Mapping) else (reply or [])[1:]
-        policy = (
-            values[0].decode()
-            if values and isinstance(values[0], bytes)
-            else values[0]
-            if values
-            else ""
-        )
+            return None
+        policy = _config_value(reply)
         if policy.startswith("allkeys-") or (policy.startswith("volatile-") and self.ttl):
-            warnings.warn(
+            return (
                 f"maxmemory-policy is {policy}: under memory pressure Redis may evict a "
                 f"conversation's keys (a lost counter heals from the stream; a lost stream "
-                f"loses the conversation). Message logs want noeviction.",
-                errors.EvictionWarning,
-                stacklevel=2,
+                f"loses the conversation). Message logs want noeviction."
             )
+        return None
 
     def _optional_read(self, command: Command, *, patient: bool) -> Plan[Any]:
         """The reply, or ``None`` if the server refuses the command (ACL, unknown). Re-sent
         under the retry policy if ``patient``, else tried once."""
         try:
             (reply,) = yield from self._read_raw((command,), patient=patient)
-        except UNAVAILABLE as exc:  # before ResponseError: TRYAGAIN and CLUSTERDOWN are both
-            raise storage_error(exc, self.keys) from exc
-        except redis_errors.ResponseError:
+        except Refused:
             return None
-        except redis_errors.RedisError as exc:
-            raise storage_error(exc, self.keys) from exc
+        except NotSent as failure:
+            raise self.error_for(failure) from None
         return reply
 
     def raise_if_not_durable(self, batch: Batch, commit: Commit) -> None:
@@ -506,23 +494,35 @@ class LogCore:
 
     # -- helpers -------------------------------------------------------------------
 
+    def error_for(self, failure: StepFailure) -> errors.MessageLogError:
+        """This library's error for a step that failed for good (its cause: the client
+        library's exception, when there is one)."""
+        if isinstance(failure, Refused):
+            error = script.error_for(failure, self.keys)
+        else:
+            error = errors.ServerUnavailableError(f"Redis is unavailable: {failure.text}")
+        error.__cause__ = failure.origin or failure
+        return error
+
     def _read(self, *commands: Command) -> Plan[list[Any]]:
+        """One round trip, re-sent under the retry policy while the server cannot serve
+        it; a failure for good raises this library's error."""
         try:
             return (yield from self._read_raw(commands, patient=True))
-        except redis_errors.RedisError as exc:
-            raise storage_error(exc, self.keys) from exc
+        except StepFailure as failure:
+            raise self.error_for(failure) from None
 
     def _read_raw(self, commands: tuple[Command, ...], *, patient: bool) -> Plan[list[Any]]:
-        """One round trip, re-sent under the retry policy (when ``patient``) while the
-        server cannot serve it; reads are idempotent, so any failure may be retried."""
-        started, tries = time.monotonic(), 0
+        """One round trip; re-sent (when ``patient``) after failures that left it unrun.
+        Reads are idempotent, so any such failure may be retried."""
+        started, tries = self.clock(), 0
         while True:
             tries += 1
             try:
                 replies: list[Any] = yield Read(commands)
                 return replies
-            except UNAVAILABLE:
-                delay = self.retry.pause_before(tries, time.monotonic() - started)
+            except NotSent:
+                delay = self.retry.pause_before(tries, self.clock() - started)
                 if not patient or delay is None:
                     raise
             yield Pause(delay)
@@ -531,8 +531,8 @@ class LogCore:
         return ("XRANGE", self.keys.stream, f"{start_seq}-0", "+", "COUNT", count)
 
     def decode_entries(self, entries: list[Any]) -> list[StoredMessage]:
-        """Rows of an ``XRANGE``/``XREVRANGE`` reply, raw (``[id, [field, value, ...]]``)
-        or as redis-py parses it (``(id, {field: value})``)."""
+        """Rows of a raw ``XRANGE``/``XREVRANGE`` reply (``[id, [field, value, ...]]``);
+        an entry the library did not write raises :class:`~redis_msglog.CorruptEntryError`."""
         if not entries:
             return []
         # One check per page: the client returns all bytes or all str.
@@ -540,12 +540,11 @@ class LogCore:
         rows = []
         for entry_id, fields in entries:
             seq_part, _, tail = entry_id.partition(sep)
-            if type(fields) is list and len(fields) == 4 and fields[0] == at_key:
-                at, body = fields[1], fields[3] if fields[2] == msg_key else None
-            else:  # other field orders, RESP3 maps, parsed replies
-                if not isinstance(fields, Mapping):
-                    fields = dict(zip(fields[::2], fields[1::2], strict=False))
-                at, body = fields.get(at_key), fields.get(msg_key)
+            if len(fields) == 4 and fields[0] == at_key and fields[2] == msg_key:
+                at, body = fields[1], fields[3]
+            else:  # other field orders, missing or foreign fields
+                named = dict(zip(fields[::2], fields[1::2], strict=False))
+                at, body = named.get(at_key), named.get(msg_key)
             if at is None or body is None or tail not in ("0", b"0"):
                 raise errors.CorruptEntryError(
                     f"stream {self.keys.stream} entry {_text(entry_id)} was not written by "
@@ -557,60 +556,6 @@ class LogCore:
 
 
 _BYTES = (b"at", b"msg", b"-")
-
-
-_EVICTION_CHECKED: weakref.WeakSet[Any] = weakref.WeakSet()  # clients already checked
-
-
-class ShellBase:
-    """What the sync and asyncio clients share besides carrying steps: the core, built
-    from the constructor's options, and the names it computes."""
-
-    _core: LogCore
-    _redis: Any  # the shell's client, typed there
-
-    def _append_plan(self, batch: Batch, idempotency_key: str | None) -> Plan[Commit]:
-        check = self._redis not in _EVICTION_CHECKED
-        _EVICTION_CHECKED.add(self._redis)
-        return self._core.append_plan(batch, idempotency_key, check_eviction=check)
-
-    def _setup_core(
-        self, client: object, conversation: str, on_append: object, **options: Any
-    ) -> None:
-        """Check the client and the hook, and build the core from the shell's (typed)
-        options; a bad argument raises here, before anything can be written."""
-        if not hasattr(client, "connection_pool") and not is_cluster(client):
-            raise TypeError(
-                f"{type(self).__name__} needs a redis-py client (Redis or RedisCluster), "
-                f"got {type(client).__name__}"
-            )
-        if on_append is not None and not callable(on_append):
-            raise TypeError(
-                f"on_append must be callable or None, got {type(on_append).__name__} "
-                "(options after it are keyword-only: prefix=..., ttl=...)"
-            )
-        self._core = LogCore(conversation, sharded_events=is_cluster(client), **options)
-
-    @property
-    def conversation(self) -> str:
-        """The conversation id."""
-        return self._core.conversation
-
-    @property
-    def page_size(self) -> int:
-        """Entries fetched per round trip by ``all``, ``read``, ``last(n)`` and ``follow``."""
-        return self._core.page_size
-
-    def validate(self, msgs: Iterable[AgentMessage | Mapping[str, Any]]) -> list[AgentMessage]:
-        """Check ``msgs`` exactly as :meth:`append_many` would, sending nothing: the
-        validated messages, or the error the append would raise (bad message, no exact
-        JSON form, over ``max_message_bytes``)."""
-        return list(self._core.batch(msgs).messages)
-
-    @property
-    def keys(self) -> ConversationKeys:
-        """The names of this conversation's keys and channel (for ops and tooling)."""
-        return self._core.keys
 
 
 def _coerce(msg: AgentMessage | Mapping[str, Any], index: int) -> AgentMessage:
@@ -628,31 +573,6 @@ def _coerce(msg: AgentMessage | Mapping[str, Any], index: int) -> AgentMessage:
             f"{'.'.join(map(str, e['loc'])) or 'message'}: {e['msg']}" for e in exc.errors()
         )
         raise errors.InvalidMessageError(f"message {index}: {problems}", index=index) from exc
-
-
-def _is_shebang_rejection(exc: redis_errors.ResponseError) -> bool:
-    # fakeredis and Redis < 7 compile the `#!lua` line as Lua and fail on it.
-    return "near '#'" in str(exc)
-
-
-def storage_error(exc: BaseException, keys: ConversationKeys) -> errors.MessageLogError:
-    """Map a redis-py exception to this library's errors."""
-    text = str(exc)
-    if isinstance(exc, (redis_errors.ConnectionError, redis_errors.TimeoutError)):
-        return errors.ServerUnavailableError(f"Redis is unavailable: {text}")
-    if isinstance(exc, (redis_errors.ClusterError, redis_errors.TryAgainError)):
-        return errors.ServerUnavailableError(
-            f"the Redis Cluster did not serve {keys.stream!r}'s slot in time: {text}"
-        )
-    if isinstance(exc, redis_errors.OutOfMemoryError) or text.startswith("OOM"):
-        return errors.OutOfMemoryError(f"Redis refused the write (maxmemory reached): {text}")
-    if "WRONGTYPE" in text:
-        return errors.WrongTypeError(f"a key of {keys.stream!r}'s conversation: {text}")
-    if "MSGLOG_KEYREUSED" in text:
-        return errors.IdempotencyConflictError(text)
-    if "MSGLOG_" in text:
-        return errors.CorruptLogError(text)
-    return errors.StorageError(f"Redis error: {text}")
 
 
 def parse_seq_counter(raw: bytes | str) -> int | None:
@@ -673,10 +593,14 @@ def _millis(duration: timedelta) -> int:
     return max(1, int(duration / timedelta(milliseconds=1)))
 
 
-def _record_outlives(first_sent: float, delay: float, window: timedelta) -> bool:
-    """Whether an idempotency record written by the first try is surely still there after
-    ``delay`` more seconds (with a margin for clock-rate differences)."""
-    return time.monotonic() + delay - first_sent < 0.9 * window.total_seconds()
+def _replace_look_up(call: script.AppendCall) -> script.AppendCall:
+    return dataclasses.replace(call, look_up=True)
+
+
+def _config_value(reply: Any) -> str:
+    """The value of a one-parameter ``CONFIG GET`` reply (RESP2 list or RESP3 map)."""
+    values = list(reply.values()) if isinstance(reply, Mapping) else (reply or [])[1:]
+    return _text(values[0]) if values else ""
 
 
 def _check_idempotency_key(key: str) -> None:

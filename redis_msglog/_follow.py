@@ -1,18 +1,16 @@
 """The state of one ``follow``: where the follower is, that the log under it did not
-rewind, and how patient it is with a failing server. I/O-free, like the core; the shells
-carry its commands."""
+rewind, and how patient it is with a failing server. I/O-free, like the core: each page
+is a plan the shells carry like any other."""
 
 from __future__ import annotations
 
-import time
 from collections.abc import Mapping
 from typing import Any
 
-from redis import exceptions as redis_errors
-
 from . import errors
 from ._core import LogCore, require_non_negative
-from ._routing import Command
+from ._retry import follow_backoff
+from ._steps import Command, NotSent, Pause, Plan, Read, Refused, StepFailure
 from .models import StoredMessage
 
 
@@ -67,8 +65,8 @@ class FollowCursor:
         if not reply:
             self._verify = self.position > 0  # idle: make sure the log did not rewind
             return []
-        # RESP2: [[stream, entries]]; RESP3: {stream: [entries]}.
-        entries = next(iter(reply.values()))[0] if isinstance(reply, Mapping) else reply[0][1]
+        # Raw replies: RESP2 [[stream, entries]]; RESP3 {stream: entries}.
+        entries = next(iter(reply.values())) if isinstance(reply, Mapping) else reply[0][1]
         rows = self._core.decode_entries(entries)
         if rows and rows[0].seq != self.position + 1:
             raise errors.CorruptLogError(
@@ -98,37 +96,46 @@ class FollowCursor:
                 "log was rewound and its seqs reused (a failover lost acknowledged appends?)"
             )
 
-    @staticmethod
-    def retryable(exc: BaseException) -> bool:
-        """Whether the read may simply be made again: a lost connection, a timeout, a
-        cluster in the middle of a failover (or with no node reachable: redis-py raises a
-        ``RedisClusterException``, not a ``RedisError``, when its slot table cannot be
-        refreshed), or a blocked read that the server released because its role changed
-        (``UNBLOCKED``, a primary turned replica)."""
-        if isinstance(exc, (redis_errors.ConnectionError, redis_errors.TimeoutError)):
-            return True
-        if isinstance(exc, redis_errors.RedisClusterException):
-            return True
-        if isinstance(exc, (redis_errors.ClusterDownError, redis_errors.TryAgainError)):
-            return True
-        return isinstance(exc, redis_errors.ResponseError) and str(exc).startswith("UNBLOCKED")
+    def page_plan(self) -> Plan[list[StoredMessage]]:
+        """One read of the follow: the next rows (none after an idle wait). A read the
+        server could not serve is made again after a pause (see :meth:`failed`)."""
+        while True:
+            try:
+                (reply,) = yield Read((self.command(),))
+            except StepFailure as failure:
+                if not self.retryable(failure):
+                    raise self._core.error_for(failure) from None
+                yield Pause(self.failed(failure))
+                continue
+            return self.accept(reply)
 
-    def failed(self, exc: BaseException) -> float:
-        """Seconds to wait before reading again after a connection failure; raises
+    @staticmethod
+    def retryable(failure: StepFailure) -> bool:
+        """Whether the read may simply be made again: it did not run (a lost connection,
+        a timeout, a cluster in a failover or with no node reachable), or the server
+        released the blocked read because its role changed (``UNBLOCKED``, a primary
+        turned replica)."""
+        return isinstance(failure, NotSent) or (
+            isinstance(failure, Refused) and failure.code == "UNBLOCKED"
+        )
+
+    def failed(self, failure: StepFailure) -> float:
+        """Seconds to wait before reading again after a failure; raises
         :class:`~redis_msglog.ServerUnavailableError` once ``reconnect_within`` is spent."""
-        now = time.monotonic()
+        now = self._core.clock()
         if self._failing_since is None:
             self._failing_since = now
         elif self._reconnect_within is not None and now - self._failing_since > (
             self._reconnect_within
         ):
-            raise errors.ServerUnavailableError(
+            error = errors.ServerUnavailableError(
                 f"follow of {self._core.keys.stream} lost the server for over "
-                f"{self._reconnect_within} s (at seq {self.position}): {exc}"
-            ) from exc
+                f"{self._reconnect_within} s (at seq {self.position}): {failure}"
+            )
+            raise error from failure.origin
         self._failures += 1
         self._verify = self.position > 0  # a new connection may reach a new primary
-        return float(min(2.0, 0.05 * 2 ** min(self._failures - 1, 10)))
+        return follow_backoff(self._failures)
 
 
 def follow_block_ms(socket_timeout: float | None) -> int:

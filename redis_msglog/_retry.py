@@ -94,3 +94,16 @@ minutes."""
 NO_RETRY = RetryPolicy(attempts=0)
 """Send each append (and read) once; a lost reply raises
 :class:`~redis_msglog.AppendInDoubtError`."""
+
+
+def follow_backoff(failures: int) -> float:
+    """Seconds a follower waits before reading again after ``failures`` failed reads in a
+    row: 50 ms doubling to 2 s (its patience overall is its ``reconnect_within``)."""
+    return float(min(2.0, 0.05 * 2 ** min(failures - 1, 10)))
+
+
+def redirect_pause(redirect: int) -> float:
+    """Seconds before following cluster redirection number ``redirect`` (0-based): the
+    first two at once; more mean the nodes disagree for a moment (a slot being
+    reassigned), so give them a little time to converge."""
+    return 0.0 if redirect < 2 else float(min(0.1, 0.005 * 2**redirect))

@@ -25,8 +25,10 @@ import redis.asyncio.cluster
 import redis.cluster
 from redis import exceptions as redis_errors
 
+from ._retry import redirect_pause
+from ._steps import Command
+
 T = TypeVar("T")
-Command = tuple[str | bytes | int, ...]
 
 MAX_REDIRECTS = 16
 _ConnectionFailure = (redis_errors.ConnectionError, redis_errors.TimeoutError, OSError)
@@ -56,12 +58,6 @@ def socket_timeout(client: Any) -> float | None:
         kwargs = client.connection_pool.connection_kwargs
     value = kwargs.get("socket_timeout")
     return None if value is None else float(value)
-
-
-def _pause(redirect: int) -> float:
-    """The first two redirections are followed at once; more mean the nodes disagree
-    for a moment (a slot being reassigned): give them a little time to converge."""
-    return 0.0 if redirect < 2 else float(min(0.1, 0.005 * 2**redirect))
 
 
 class _Routing:
@@ -127,7 +123,7 @@ class Router(_Routing):
                 return self._on(pool, action, ask is not None)
             except (redis_errors.RedisError, redis_errors.RedisClusterException, OSError) as exc:
                 ask, last = self._redirect(exc), exc
-                time.sleep(_pause(redirect))
+                time.sleep(redirect_pause(redirect))
         raise self._give_up(last)
 
     @staticmethod
@@ -172,7 +168,7 @@ class AsyncRouter(_Routing):
                     node.release(conn)
             except (redis_errors.RedisError, redis_errors.RedisClusterException, OSError) as exc:
                 ask, last = self._redirect(exc), exc
-                await asyncio.sleep(_pause(redirect))
+                await asyncio.sleep(redirect_pause(redirect))
         raise self._give_up(last)
 
     @staticmethod

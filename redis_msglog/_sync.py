@@ -1,43 +1,41 @@
-"""MessageLog: the synchronous client, a thin shell over :mod:`redis_msglog._core`."""
+# Generated from _aio.py by scripts/unasync.py: edit that file, then run the script.
+"""MessageLog: the synchronous client, a thin shell over the I/O-free core.
+
+Generated from ``_aio.py``, the single source of both clients (see there).
+"""
 
 from __future__ import annotations
 
-import threading
-import time
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Iterator, Callable, Iterable, Mapping
 from datetime import timedelta
-from types import TracebackType
 from typing import Any, TypeVar, overload
 
-from redis import Redis
 from redis import exceptions as redis_errors
+from redis import Redis
 from redis.cluster import RedisCluster
 
+from . import _io_sync as io
 from . import adapters
 from ._core import (
     DEFAULT_IDEMPOTENCY_WINDOW,
     DEFAULT_MAX_MESSAGE_BYTES,
     DEFAULT_PAGE_SIZE,
     Batch,
-    Pause,
-    Plan,
-    Read,
-    ReplyLost,
-    ShellBase,
-    storage_error,
 )
 from ._durability import Durability
 from ._follow import FollowCursor, follow_block_ms
 from ._retry import DEFAULT_RETRY, RetryPolicy
-from ._routing import Command, Router, asking_before_each, socket_timeout, without_asking
+from ._routing import Router, asking_before_each, socket_timeout, without_asking
+from ._shell import CLIENT_FAILURES, ShellBase, step_failure
+from ._steps import Command, Pause, Plan, Read, ReplyLost, StepFailure, Write
+from ._subscription import OnAppend, Subscription
 from .models import AgentMessage, Role, StoredMessage
 
 T = TypeVar("T")
-OnAppend = Callable[[list[StoredMessage]], object]
 
 
 class MessageLog(ShellBase):
-    """A conversation's durable, append-only message log in Redis (synchronous).
+    """A conversation's durable, append-only message log in Redis (sync).
 
     Any number of workers, in any process or host, may share one conversation: every
     message gets a gap-free ``seq`` assigned by the server atomically with the write.
@@ -48,8 +46,9 @@ class MessageLog(ShellBase):
         conversation: the conversation id; any non-empty string.
         on_append: called after each append commits, in this process, with the rows
             exactly as persisted (one call per ``append_many``). Its exceptions propagate
-            to the caller; the rows stay committed.
-        prefix: the first part of every key and channel name (see the README's layout).
+            to the caller; the rows stay committed. (The asyncio client also awaits an
+            async hook.)
+        prefix: the first part of every key and channel name (see docs/operations.md).
         max_message_bytes: the largest encoded message accepted (default 8 MiB).
         page_size: entries fetched per round trip by ``all``, ``read``, ``last(n)`` and
             ``follow``.
@@ -64,6 +63,11 @@ class MessageLog(ShellBase):
         ttl: retention: every append resets the conversation's expiry (its counter, stream
             and idempotency records) to ``ttl``, so an abandoned conversation disappears
             whole. ``None`` (the default): kept until deleted.
+
+    Cancellation, asyncio only: an append cancelled while in flight has either committed or
+    not (the script is atomic); its connection is discarded, never reused mid-reply.
+    Calling again with the same ``idempotency_key`` is always safe. (Pass your own key if
+    you may retry after a cancellation: a generated one dies with the cancelled call.)
     """
 
     def __init__(
@@ -100,7 +104,9 @@ class MessageLog(ShellBase):
 
     def add(self, role: Role, content: str, *, idempotency_key: str | None = None) -> int:
         """Append ``{"role": role, "content": content}``; return its seq."""
-        return self.append({"role": role, "content": content}, idempotency_key=idempotency_key)
+        return self.append(
+            {"role": role, "content": content}, idempotency_key=idempotency_key
+        )
 
     def append(
         self, msg: AgentMessage | Mapping[str, Any], *, idempotency_key: str | None = None
@@ -137,15 +143,17 @@ class MessageLog(ShellBase):
 
     def _commit(self, batch: Batch, idempotency_key: str | None) -> int:
         commit = self._run(self._append_plan(batch, idempotency_key))
+        self._warn(commit)
         if commit.fresh and self._on_append is not None:
-            self._on_append(self._core.committed_rows(batch, commit))
+            io.call_hook(self._on_append, self._core.committed_rows(batch, commit))
         self._core.raise_if_not_durable(batch, commit)
         return commit.last_seq
 
     # -- reading -------------------------------------------------------------------
 
     def all(self) -> list[StoredMessage]:
-        """The full history in seq order (paged internally, no cap)."""
+        """The full history in seq order (paged internally, no cap): a gap-free prefix,
+        consistent even while others append, or :class:`~redis_msglog.CorruptLogError`."""
         return self._run(self._core.read_plan(0, None))
 
     def read(self, after: int = 0, limit: int | None = None) -> list[StoredMessage]:
@@ -166,7 +174,8 @@ class MessageLog(ShellBase):
         return self._run(self._core.last_plan(n))
 
     def count(self) -> int:
-        """Total messages ever appended: the seq high-water mark (one ``GET``)."""
+        """Total messages ever appended: the seq high-water mark (one round trip of
+        ``XLEN``, ``GET``, ``XLEN``, checked against each other)."""
         return self._run(self._core.count_plan())
 
     # -- following commits from every worker -----------------------------------------
@@ -179,48 +188,47 @@ class MessageLog(ShellBase):
 
         Never a gap or a duplicate: each read is a blocking ``XREAD`` from the last seq
         seen, so a slow consumer or a lost connection (server restart, ``CLIENT KILL``)
-        resumes exactly where it was. The connection goes back to the pool between reads.
+        resumes exactly where it was. The connection goes back to the pool between reads
+        (asyncio: cancelling the consuming task, or leaving the loop, releases it at once).
         If the server stays unreachable for ``reconnect_within`` seconds (``None``: wait
         forever), raises :class:`~redis_msglog.ServerUnavailableError`.
         """
         cursor = FollowCursor(
             self._core, after, block_ms=self._block_ms(), reconnect_within=reconnect_within
-        )  # built now, so bad arguments raise here and not at the first next()
-        return (row for page in self._pages(cursor, lambda: False) for row in page)
+        )  # built now, so bad arguments raise here and not at the first row
+        return self._rows(cursor)
 
-    def subscribe(self, callback: OnAppend, *, after: int | None = None) -> Subscription:
-        """Call ``callback(rows)`` in a background thread for commits made by any worker.
+    def subscribe(
+        self, callback: OnAppend, *, after: int | None = None
+    ) -> Subscription:
+        """Call ``callback(rows)`` in the background (a thread; asyncio: a task, and the
+        callback may be async) for commits made by any worker.
 
-        Delivery: every message with seq > ``after`` (default: the current ``count()``,
-        so only new commits), exactly once and in seq order, in batches, while the
-        subscription is open. ``Subscription.position`` is the last seq handed to a
-        callback that returned; to resume after a restart, store it and pass it back as
-        ``after`` (at-least-once if stored after handling). If ``callback`` raises, the
-        subscription stops and :meth:`Subscription.close` re-raises the error.
+        Delivery: every message with seq > ``after`` (default: the ``count()`` read before
+        this returns, so exactly the commits made after it), exactly once and in seq
+        order, in batches, while the subscription is open. An unreachable server is
+        waited out. ``position`` is the last seq handed to a callback that returned; to
+        resume after a restart, store it and pass it back as ``after`` (at-least-once if
+        stored after handling). If ``callback`` raises, the subscription stops and
+        ``close()`` re-raises the error.
         """
+        start = self.count() if after is None else after
         wait_ms = min(Subscription.WAIT_MS, self._block_ms())
-        cursor = FollowCursor(
-            self._core,
-            self.count() if after is None else after,
-            block_ms=wait_ms,
-            reconnect_within=None,
-        )
+        cursor = FollowCursor(self._core, start, block_ms=wait_ms, reconnect_within=None)
         return Subscription(self, callback, cursor)
 
+    def _rows(self, cursor: FollowCursor) -> Iterator[StoredMessage]:
+        for page in self._pages(cursor):
+            for row in page:
+                yield row
+
     def _pages(
-        self, cursor: FollowCursor, stopped: Callable[[], bool]
+        self, cursor: FollowCursor, stopped: Callable[[], bool] = lambda: False
     ) -> Iterator[list[StoredMessage]]:
-        """Non-empty pages of new rows, in order, until ``stopped()``."""
-        client: Any = self._redis  # XREAD goes through the client: it routes and retries
+        """Non-empty pages of new rows, in order, until ``stopped()``: each page a plan,
+        carried like any other read."""
         while not stopped():
-            try:
-                reply = client.execute_command(*cursor.command())
-            except (redis_errors.RedisError, redis_errors.RedisClusterException) as exc:
-                if not cursor.retryable(exc):
-                    raise storage_error(exc, self.keys) from exc
-                time.sleep(cursor.failed(exc))
-                continue
-            if rows := cursor.accept(reply):
+            if rows := self._run(cursor.page_plan()):
                 yield rows
 
     def _block_ms(self) -> int:
@@ -245,51 +253,52 @@ class MessageLog(ShellBase):
     # -- carrying plan steps to the server -------------------------------------------
 
     def _run(self, plan: Plan[T]) -> T:
+        """Carry the plan's steps to the server; a failed step goes back into the plan as
+        the core's outcome (never as redis-py's exception)."""
         reply: Any = None
-        error: BaseException | None = None
+        failure: StepFailure | None = None
         while True:
             try:
-                step = plan.send(reply) if error is None else plan.throw(error)
+                step = plan.send(reply) if failure is None else plan.throw(failure)
             except StopIteration as done:
                 result: T = done.value
                 return result
-            reply, error = None, None
+            reply, failure = None, None
             try:
                 if isinstance(step, Read):
-                    reply = self._read(step.commands)
+                    reply = io.honouring_cancel(self._read(step.commands))
                 elif isinstance(step, Pause):
-                    time.sleep(step.seconds)
+                    io.sleep(step.seconds)
                 else:
-                    reply = self._write_once(step.command, step.then)
-            except (redis_errors.RedisError, ReplyLost) as exc:
-                error = exc
+                    reply = io.honouring_cancel(self._write_once(step))
+            except (*CLIENT_FAILURES, ReplyLost) as exc:
+                failure = step_failure(exc)
 
     def _read(self, commands: tuple[Command, ...]) -> list[Any]:
-        # Raw replies (redis-py's response callbacks would reshape every stream entry);
-        # the connection's own retry policy applies. Re-sends after a failure are the
-        # core's, under the log's RetryPolicy.
+        # Raw replies (redis-py's response callbacks would reshape every stream entry).
+        # No redis-py retry: re-sends are the core's, under the log's RetryPolicy.
         replies: dict[int, Any] = {}
-        self._router.run(
-            lambda conn, asking: conn.retry.call_with_retry(
-                lambda: _round_trip(conn, commands, replies, asking),
-                lambda _error: conn.disconnect(),
-            )
-        )
+        self._router.run(lambda conn, asking: _round_trip(conn, commands, replies, asking))
         return [replies[i] for i in range(len(commands))]
 
-    def _write_once(self, command: Command, then: Command | None) -> Any:
+    def _write_once(self, step: Write) -> Any:
         # Never through redis-py's retry policy: a blind re-send of an append writes twice.
-        return self._router.run(lambda conn, asking: _send_once(conn, command, then, asking))
+        return self._router.run(
+            lambda conn, asking: _send_once(conn, step.command, step.then, asking)
+        )
 
 
 def _send_once(conn: Any, command: Command, then: Command | None, asking: bool) -> Any:
+    """Send ``command`` (and ``then`` behind it) once; a failure after sending is
+    :class:`ReplyLost`: the server may have run it."""
     commands = asking_before_each((command,), asking) + ([then] if then else [])
     try:
-        conn.send_packed_command(conn.pack_commands(commands))
+        # A cancel honoured mid-exchange leaves replies unread: the router discards conn.
+        io.honouring_cancel(conn.send_packed_command(conn.pack_commands(commands)))
         replies: list[Any] = []
         for _ in commands:
             try:
-                replies.append(conn.read_response())
+                replies.append(io.honouring_cancel(conn.read_response()))
             except redis_errors.ResponseError as exc:
                 # A refused WAIT/WAITAOF is a durability shortfall, not a failure.
                 replies.append(exc)
@@ -301,7 +310,7 @@ def _send_once(conn: Any, command: Command, then: Command | None, asking: bool) 
         raise  # the server answered; the connection is fine
     except (redis_errors.ConnectionError, redis_errors.TimeoutError, OSError) as exc:
         conn.disconnect()
-        raise ReplyLost(str(exc)) from exc
+        raise ReplyLost(str(exc) or type(exc).__name__, exc) from exc
 
 
 def _round_trip(
@@ -315,74 +324,18 @@ def _round_trip(
     node, which has not received that key yet, would answer as if it did not exist."""
     todo = [i for i in range(len(commands)) if i not in replies]
     packed = asking_before_each([commands[i] for i in todo], asking)
-    conn.send_packed_command(conn.pack_commands(packed))
+    io.honouring_cancel(conn.send_packed_command(conn.pack_commands(packed)))
     raw: list[Any] = []
     for _ in packed:
         try:
-            raw.append(conn.read_response())
+            raw.append(io.honouring_cancel(conn.read_response()))
         except redis_errors.ResponseError as exc:
             raw.append(exc)
-    errors = []
+    failures = []
     for index, reply in zip(todo, without_asking(raw, asking), strict=True):
         if isinstance(reply, redis_errors.ResponseError):
-            errors.append(reply)
+            failures.append(reply)
         else:
             replies[index] = reply
-    if errors:
-        raise errors[0]
-
-
-class Subscription:
-    """A background thread feeding commits to a callback; see :meth:`MessageLog.subscribe`.
-
-    Close it (or use it as a context manager) to stop; the thread notices within the
-    subscription's ``XREAD`` wait (at most half a second).
-    """
-
-    WAIT_MS = 500
-
-    def __init__(self, log: MessageLog, callback: OnAppend, cursor: FollowCursor) -> None:
-        self.position = cursor.position
-        self.error: BaseException | None = None
-        self._callback = callback
-        self._stop = threading.Event()
-        self._pages = log._pages(cursor, self._stop.is_set)
-        self._thread = threading.Thread(
-            target=self._deliver, name=f"msglog-subscription-{log.conversation}", daemon=True
-        )
-        self._thread.start()
-
-    def _deliver(self) -> None:
-        try:
-            for rows in self._pages:
-                self._callback(rows)
-                self.position = rows[-1].seq
-        except BaseException as exc:  # kept for close(): a thread has no caller to raise to
-            self.error = exc
-
-    @property
-    def running(self) -> bool:
-        """Whether the thread is still delivering."""
-        return self._thread.is_alive()
-
-    def close(self, timeout: float | None = None) -> None:
-        """Stop delivering and wait for the thread; re-raise the callback's (or the
-        server's) error if the subscription died of one. From inside the callback, the
-        subscription stops once the callback returns."""
-        self._stop.set()
-        if threading.current_thread() is self._thread:
-            return  # a thread cannot join itself; the loop sees the stop after the callback
-        self._thread.join(timeout)
-        if self.error is not None:
-            raise self.error
-
-    def __enter__(self) -> Subscription:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
+    if failures:
+        raise failures[0]

@@ -36,15 +36,19 @@ REPLACEMENTS = [
     (r"redis\.asyncio\.cluster", "redis.cluster"),
     (r"redis\.asyncio", "redis"),
     (r"_io_async", "_io_sync"),
-    (r"an asyncio client", "a sync client"),
     (r"\(asyncio\)", "(sync)"),
 ]
 HEADER = "# Generated from _aio.py by scripts/unasync.py: edit that file, then run the script.\n"
+DOCSTRING = '''"""MessageLog: the synchronous client, a thin shell over the I/O-free core.
+
+Generated from ``_aio.py``, the single source of both clients (see there).
+"""'''
 
 
 def generate(source: str) -> str:
     """The sync module's text for the asyncio module's ``source``."""
-    text = source
+    body = source.split('"""', 2)[2]  # the module docstring is the sync one
+    text = DOCSTRING + body
     for pattern, replacement in REPLACEMENTS:
         word = rf"(?<![\w.]){pattern}" if pattern[0].isalpha() else pattern
         text = re.sub(word, replacement, text)

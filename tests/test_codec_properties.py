@@ -80,7 +80,7 @@ def _expected_valid(message: dict[str, Any]) -> bool:
 @given(messages)
 @settings(max_examples=400, suppress_health_check=[HealthCheck.too_slow])
 def test_codec_round_trips_exactly_or_rejects(message: dict[str, Any]) -> None:
-    core = LogCore("c", prefix="msglog", max_message_bytes=1 << 20, page_size=10)
+    core = LogCore("c", prefix="msglog", max_message_bytes=1 << 20, page_size=10, clock=lambda: 0.0)
     try:
         batch = core.batch([message])
     except MessageLogError as exc:

@@ -76,7 +76,7 @@ def test_async_follow_and_subscribe_on_every_backend(async_env: Env, protocol: i
 
         task = asyncio.create_task(consume())
         delivered: list[int] = []
-        subscription = log.subscribe(lambda rows: delivered.extend(m.seq for m in rows))
+        subscription = await log.subscribe(lambda rows: delivered.extend(m.seq for m in rows))
         await log.add("user", "new")
         await asyncio.wait_for(task, 10)
         assert got == (await log.all())[1:]
@@ -337,7 +337,7 @@ def test_async_subscribe_with_an_async_callback(
             await asyncio.sleep(0)
             delivered.extend(m.seq for m in rows)
 
-        async with log.subscribe(callback) as subscription:
+        async with await log.subscribe(callback) as subscription:
             for i in range(5):
                 await log.add("user", str(i))
             for _ in range(200):
@@ -376,7 +376,9 @@ def test_async_subscribe_delivers_an_append_awaited_right_after_it(
             writer = log if i % 2 else AsyncMessageLog(other, log.conversation)
             await writer.count()
             delivered: list[int] = []
-            subscription = log.subscribe(lambda rows, d=delivered: d.extend(m.seq for m in rows))
+            subscription = await log.subscribe(
+                lambda rows, d=delivered: d.extend(m.seq for m in rows)
+            )
             assert await writer.add("user", "right after") == 2
             assert await _until(lambda d=delivered: bool(d)), f"round {i}: nothing delivered"
             await subscription.close()
@@ -399,20 +401,30 @@ def test_async_subscription_opened_while_the_server_is_down_waits_for_it(
         log = AsyncMessageLog(client, new_id())
         server.kill()
         delivered: list[int] = []
-        subscription = log.subscribe(lambda rows: delivered.extend(m.seq for m in rows))
+        # subscribe() reads its start while the server is away: it waits (the retry
+        # policy's deadline), then the subscription delivers what comes after it.
+        opening = asyncio.create_task(
+            log.subscribe(lambda rows: delivered.extend(m.seq for m in rows))
+        )
         await asyncio.sleep(0.5)
-        assert subscription.running  # waiting, not dead
-        assert subscription.error is None
+        assert not opening.done()  # waiting, not failed
         await asyncio.to_thread(server.restart)
+        subscription = await asyncio.wait_for(opening, 10)
+        assert subscription.position == 0
         assert await log.add("user", "back") == 1
         assert await _until(lambda: delivered == [1])
+        # An outage while it runs is waited out too.
+        server.kill()
+        await asyncio.sleep(0.3)
+        assert subscription.running and subscription.error is None
+        await asyncio.to_thread(server.restart)
         await subscription.close()  # nothing to re-raise
         await client.aclose()
 
     asyncio.run(scenario())
 
 
-def test_async_subscription_that_fails_at_its_start_reraises_on_close(
+def test_async_subscribe_on_a_broken_log_raises_at_once_or_on_close(
     real_backend: str, shared_server: Callable[[str], EphemeralServer]
 ) -> None:
     url = shared_server(real_backend).url
@@ -421,7 +433,10 @@ def test_async_subscription_that_fails_at_its_start_reraises_on_close(
         client = redis.asyncio.Redis.from_url(url)
         log = AsyncMessageLog(client, new_id())
         redis.Redis.from_url(url).rpush(log.keys.seq, "not a counter")
-        subscription = log.subscribe(lambda rows: None)
+        with pytest.raises(WrongTypeError):
+            await log.subscribe(lambda rows: None)  # its start cannot be read
+        redis.Redis.from_url(url).hset(log.keys.stream, "not", "a stream")
+        subscription = await log.subscribe(lambda rows: None, after=0)
         assert await _until(lambda: not subscription.running)
         assert isinstance(subscription.error, WrongTypeError)
         with pytest.raises(WrongTypeError):
@@ -446,7 +461,7 @@ def test_an_async_subscription_closed_from_its_callback_stops_cleanly(
             delivered.extend(m.seq for m in rows)
             await subscription.close()
 
-        subscription = log.subscribe(callback, after=0)
+        subscription = await log.subscribe(callback, after=0)
         assert await _until(lambda: not subscription.running)
         await log.add("user", "after the close")
         await subscription.close()  # nothing recorded, nothing to re-raise

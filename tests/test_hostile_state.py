@@ -380,7 +380,7 @@ async def _subscribe_async(
     async def callback(batch: list[StoredMessage]) -> None:
         rows.extend(batch)
 
-    subscription = log.subscribe(callback, after=0)
+    subscription = await log.subscribe(callback, after=0)
     loop = asyncio.get_running_loop()
     deadline = loop.time() + (DEADLINE if want else IDLE)
     # Polls two conditions (rows delivered, or the task dead of an error).

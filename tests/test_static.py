@@ -26,3 +26,26 @@ def test_ruff_format() -> None:
 def test_mypy_strict_on_the_package() -> None:
     result = _run("mypy")
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_the_sync_client_is_generated_from_the_async_one() -> None:
+    """``_sync.py`` is exactly what ``scripts/unasync.py`` makes of ``_aio.py``."""
+    result = subprocess.run(
+        [sys.executable, "scripts/unasync.py", "--check"], cwd=ROOT, capture_output=True, text=True
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_the_append_scripts_header_matches_its_wrapper() -> None:
+    """``lua/append.lua`` documents KEYS and ARGV by position; the wrapper builds them by
+    name: the two lists must agree."""
+    import re
+
+    from redis_msglog._append_script import ARGV_NAMES, KEY_NAMES
+
+    header = (ROOT / "lua" / "append.lua").read_text(encoding="utf-8")
+    keys = re.findall(r"^-- KEYS\[(\d+)\]", header, flags=re.M)
+    argv = re.findall(r"^-- ARGV\[(\d+)\]", header, flags=re.M)
+    assert keys == [str(i) for i in range(1, len(KEY_NAMES) + 1)]
+    assert argv == [str(i) for i in range(1, len(ARGV_NAMES) + 1)]
+    assert f"local HEADER = {len(ARGV_NAMES)}" in header

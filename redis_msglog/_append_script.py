@@ -1,0 +1,98 @@
+"""The contract of ``lua/append.lua``, in one place: its ``KEYS`` and ``ARGV`` built by
+name (the script's header documents the same positions; a test checks they agree), its
+reply parsed into a typed value, and its error codes mapped to this library's errors
+through one table."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from . import errors
+from ._keys import ConversationKeys
+from ._scripts import LuaScript, load_script
+from ._steps import Command, Refused
+
+KEY_NAMES = ("seq", "stream", "record")
+"""``KEYS[1..3]`` of the script, in order (``record`` only with an idempotency key)."""
+ARGV_NAMES = ("publish", "channel", "record_ttl_ms", "fingerprint", "look_up", "ttl_ms", "call")
+"""``ARGV[1..7]`` of the script, in order; the encoded messages follow."""
+
+
+def script() -> LuaScript:
+    return load_script("append.lua")
+
+
+@dataclass(frozen=True, slots=True)
+class AppendCall:
+    """One call of the append script, its arguments by name."""
+
+    keys: ConversationKeys
+    messages: tuple[bytes, ...]
+    call: str  # a token naming this call, the same on every try
+    publish: str = ""  # "PUBLISH", "SPUBLISH" (cluster) or "": no event
+    record: str | None = None  # the idempotency record's key
+    record_ttl_ms: int = 0
+    fingerprint: str = ""
+    look_up: bool = True  # look the record up first (False: a key generated for this call)
+    ttl_ms: int | None = None  # the conversation's lifetime, refreshed by every append
+
+    def keys_and_args(self) -> Command:
+        """``numkeys, KEYS..., ARGV...`` for ``EVALSHA``/``EVAL``."""
+        keys = (self.keys.seq, self.keys.stream) + (() if self.record is None else (self.record,))
+        argv = (
+            self.publish,
+            self.keys.channel,
+            self.record_ttl_ms if self.record is not None else "",
+            self.fingerprint if self.record is not None else "",
+            "1" if self.look_up else "0",
+            "" if self.ttl_ms is None else self.ttl_ms,
+            self.call,
+        )
+        return (len(keys), *keys, *argv, *self.messages)
+
+
+@dataclass(frozen=True, slots=True)
+class AppendReply:
+    """The script's reply: the last seq written (or recorded), the commit time in
+    microseconds, whether it replayed an idempotency record, and the call that wrote it."""
+
+    last_seq: int
+    at_micros: int
+    replayed: bool
+    writer: str
+
+    @classmethod
+    def parse(cls, reply: Any) -> AppendReply:
+        last_seq, at, replayed, writer = reply
+        text = writer.decode() if isinstance(writer, bytes) else str(writer)
+        return cls(int(last_seq), int(at), bool(int(replayed)), text)
+
+
+ERRORS: dict[str, type[errors.StorageError] | type[errors.IdempotencyConflictError]] = {
+    "WRONGTYPE": errors.WrongTypeError,
+    "OOM": errors.OutOfMemoryError,
+    "MSGLOG_BADSEQ": errors.CorruptLogError,  # the counter is not a seq
+    "MSGLOG_BEHIND": errors.CorruptLogError,  # the counter is behind the stream
+    "MSGLOG_AHEAD": errors.CorruptLogError,  # the counter is ahead: an append would leave a gap
+    "MSGLOG_FOREIGN": errors.CorruptLogError,  # the stream ends with an entry we did not write
+    "MSGLOG_BADRECORD": errors.CorruptLogError,  # an idempotency record we did not write
+    "MSGLOG_KEYREUSED": errors.IdempotencyConflictError,
+}
+"""What each error code of the script (and of the server, for its keys) means."""
+
+
+def error_for(refused: Refused, keys: ConversationKeys) -> errors.MessageLogError:
+    """This library's error for a refusal of the append script or of a read."""
+    code = refused.code
+    if code not in ERRORS:
+        # Some servers (fakeredis) wrap a script's error reply: find its code inside.
+        code = next((c for c in ERRORS if f" {c} " in f" {refused.text} "), code)
+    kind = ERRORS.get(code)
+    if kind is errors.WrongTypeError:
+        return kind(f"a key of {keys.stream!r}'s conversation: {refused.text}")
+    if kind is errors.OutOfMemoryError:
+        return kind(f"Redis refused the write (maxmemory reached): {refused.text}")
+    if kind is not None:
+        return kind(refused.text)
+    return errors.StorageError(f"Redis error: {refused.text}")

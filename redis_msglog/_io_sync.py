@@ -1,0 +1,22 @@
+"""The few things the sync client does differently from the asyncio one (its twin is
+``_io_async.py``); everything else of the client is generated from one source."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+T = TypeVar("T")
+
+sleep = time.sleep
+
+
+def honouring_cancel(result: T) -> T:
+    """Nothing to honour: a thread is not cancelled (the asyncio twin checks its task)."""
+    return result
+
+
+def call_hook(hook: Callable[[Any], object], rows: Any) -> None:
+    """Call a hook (``on_append``, a subscription's callback)."""
+    hook(rows)
