@@ -1,0 +1,451 @@
+"""The I/O-free core, driven with scripted replies and failures: no server, milliseconds.
+
+Each test plays the server: it answers every step a plan yields (or fails it with the
+outcome a shell would throw) and checks what the plan asks for and what it returns or
+raises. Paging, NOSCRIPT fallback, lost replies, cluster refusals, rewind detection, the
+counter checks and every error mapping are covered here; the contract suite checks the
+same behaviour against real servers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from datetime import timedelta
+from typing import Any
+
+import pytest
+import redis.exceptions as redis_errors
+
+from redis_msglog import (
+    NO_RETRY,
+    AppendInDoubtError,
+    CorruptEntryError,
+    CorruptLogError,
+    Durability,
+    IdempotencyConflictError,
+    LogRewoundError,
+    MessageLogError,
+    OutOfMemoryError,
+    RetryPolicy,
+    ServerUnavailableError,
+    StorageError,
+    WrongTypeError,
+)
+from redis_msglog._core import Commit, LogCore
+from redis_msglog._follow import FollowCursor
+from redis_msglog._shell import step_failure
+from redis_msglog._steps import NotSent, Pause, Plan, Read, Refused, ReplyLost, Step, Write
+
+AT = b"1700000000000000"
+
+
+class Clock:
+    """A monotonic clock that moves only when a plan pauses."""
+
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def core(clock: Clock | None = None, **options: Any) -> LogCore:
+    settings: dict[str, Any] = {"prefix": "msglog", "max_message_bytes": 1 << 20}
+    settings.setdefault("page_size", 2)
+    settings.update(options)
+    return LogCore("conv", clock=clock or Clock(), **settings)
+
+
+def entry(seq: int, content: str = "m", *, entry_id: bytes | None = None) -> list[Any]:
+    body = b'{"role":"user","content":"' + content.encode() + b'"}'
+    return [entry_id or f"{seq}-0".encode(), [b"at", AT, b"msg", body]]
+
+
+Server = Callable[[Step], Any]
+
+
+def drive(plan: Plan[Any], server: Server, clock: Clock | None = None) -> tuple[Any, list[Step]]:
+    """Run ``plan`` against the scripted ``server``: its return value and every step.
+    ``server`` returns a reply or raises the outcome to throw into the plan."""
+    steps: list[Step] = []
+    reply: Any = None
+    failure: BaseException | None = None
+    while True:
+        try:
+            step = plan.send(reply) if failure is None else plan.throw(failure)
+        except StopIteration as done:
+            return done.value, steps
+        steps.append(step)
+        reply, failure = None, None
+        if isinstance(step, Pause):
+            if clock is not None:
+                clock.now += step.seconds
+            continue
+        try:
+            reply = server(step)
+        except (NotSent, ReplyLost, Refused) as outcome:
+            failure = outcome
+
+
+def script_reply(step: Step, *, last: int = 1, replayed: int = 0, writer: str | None = None) -> Any:
+    """The append script's reply to ``step``, written by this call unless ``writer``."""
+    assert isinstance(step, Write)
+    call = str(step.command[-2])  # ARGV[7], just before the one message
+    return [last, AT, replayed, (writer or call).encode()]
+
+
+def commands(steps: list[Step]) -> list[tuple[Any, ...]]:
+    """The first word of every command sent, in order."""
+    out: list[tuple[Any, ...]] = []
+    for step in steps:
+        if isinstance(step, Read):
+            out.append(tuple(c[0] for c in step.commands))
+        elif isinstance(step, Write):
+            out.append((step.command[0],))
+        else:
+            out.append(("pause",))
+    return out
+
+
+BATCH_MSG = [{"role": "user", "content": "hi"}]
+
+
+# -- reads ---------------------------------------------------------------------------------
+
+
+def test_all_pages_up_to_the_counter_read_in_the_first_round_trip() -> None:
+    log = core(page_size=2)
+    pages = {1: [entry(1), entry(2)], 3: [entry(3), entry(4)], 5: [entry(5)]}
+
+    def server(step: Step) -> Any:
+        assert isinstance(step, Read)
+        replies = []
+        for command in step.commands:
+            if command[0] == "XRANGE":
+                replies.append(pages[int(str(command[2]).split("-")[0])])
+            else:
+                replies.append(b"5" if command[0] == "GET" else 5)
+        return replies
+
+    rows, steps = drive(log.read_plan(0, None), server)
+    assert [r.seq for r in rows] == [1, 2, 3, 4, 5]
+    assert commands(steps) == [("XLEN", "GET", "XLEN", "XRANGE"), ("XRANGE",), ("XRANGE",)]
+
+
+def test_a_read_stops_at_the_counter_even_while_others_append() -> None:
+    log = core(page_size=2)
+    # The counter said 2; by the time of the XRANGE two more were appended.
+    rows, steps = drive(log.read_plan(0, None), lambda step: [2, b"2", 3, [entry(1), entry(2)]])
+    assert [r.seq for r in rows] == [1, 2] and len(steps) == 1
+
+
+def test_a_limited_read_is_one_xrange() -> None:
+    rows, steps = drive(core(page_size=10).read_plan(3, 2), lambda step: [[entry(4), entry(5)]])
+    assert [r.seq for r in rows] == [4, 5]
+    assert commands(steps) == [("XRANGE",)]
+
+
+@pytest.mark.parametrize(
+    "replies, message",
+    [
+        ([5, b"3", 5, [entry(1), entry(2)]], "behind"),  # counter behind the stream
+        ([3, b"5", 3, [entry(1), entry(2)]], "deleted"),  # counter ahead / entries deleted
+        ([5, b"05", 5, []], "not a seq"),  # non-canonical counter
+        ([5, b"5.0", 5, []], "not a seq"),
+    ],
+)
+def test_a_counter_that_disagrees_with_the_stream_is_corrupt(
+    replies: list[Any], message: str
+) -> None:
+    with pytest.raises(CorruptLogError, match=message):
+        drive(core().read_plan(0, None), lambda step: replies)
+    with pytest.raises(CorruptLogError, match=message):
+        drive(core().count_plan(), lambda step: replies[:3])
+
+
+def test_a_gap_in_a_page_is_corrupt_not_skipped() -> None:
+    with pytest.raises(CorruptLogError, match="missing seq 2"):
+        drive(core(page_size=10).read_plan(0, 5), lambda step: [[entry(1), entry(3)]])
+    with pytest.raises(CorruptLogError, match=r"missing seqs 3\.\.4"):
+        drive(core(page_size=10).last_plan(3), lambda step: [[entry(5), entry(2)]])
+
+
+def test_a_stream_that_ends_before_its_counter_is_corrupt() -> None:
+    with pytest.raises(CorruptLogError, match="ends at seq 2 but its seq counter says 3"):
+        drive(
+            core(page_size=10).read_plan(0, None), lambda step: [3, b"3", 3, [entry(1), entry(2)]]
+        )
+
+
+def test_count_of_a_missing_counter_is_the_streams_end() -> None:
+    answers = iter([[4, None, 4], [[entry(4)]]])
+    count, steps = drive(core().count_plan(), lambda step: next(answers))
+    assert count == 4 and commands(steps) == [("XLEN", "GET", "XLEN"), ("XREVRANGE",)]
+    assert drive(core().count_plan(), lambda step: [0, None, 0])[0] == 0
+
+
+def test_an_entry_that_does_not_decode_names_its_seq() -> None:
+    foreign = [entry(1), [b"2-0", [b"x", b"1"]]]
+    with pytest.raises(CorruptEntryError) as caught:
+        drive(core(page_size=10).read_plan(0, 2), lambda step: [foreign])
+    assert caught.value.seq == 2
+    bad_time = [[b"1-0", [b"at", b"99999999999999999999", b"msg", b"{}"]]]
+    with pytest.raises(CorruptEntryError, match="entry 1"):
+        drive(core(page_size=10).read_plan(0, 1), lambda step: [bad_time])
+
+
+def test_a_cursor_past_the_end_is_a_rewind() -> None:
+    answers = iter([[[]], [[entry(7)]]])
+    with pytest.raises(LogRewoundError, match="cursor 10 is beyond the end"):
+        drive(core(page_size=10).read_plan(10, 5), lambda step: next(answers))
+    answers = iter([[[]], [[entry(10)]]])
+    rows, _ = drive(core(page_size=10).read_plan(10, 5), lambda step: next(answers))
+    assert rows == []  # the log ends exactly there
+
+
+def test_a_follower_detects_a_rewound_log() -> None:
+    log = core()
+    cursor = FollowCursor(log, 3, block_ms=100, reconnect_within=None)
+    with pytest.raises(LogRewoundError, match="beyond the end"):
+        drive(cursor.page_plan(), lambda step: [[]])  # the entry at its cursor is gone
+    cursor = FollowCursor(log, 0, block_ms=100, reconnect_within=None)
+    rows, _ = drive(cursor.page_plan(), lambda step: [[[b"s", [entry(1)]]]])
+    assert [r.seq for r in rows] == [1]
+    assert drive(cursor.page_plan(), lambda step: [None])[0] == []  # idle: verify next
+    other = [b"1-0", [b"at", b"1800000000000000", b"msg", b'{"role":"user","content":"x"}']]
+    with pytest.raises(LogRewoundError, match="now holds another message"):
+        drive(cursor.page_plan(), lambda step: [[other]])
+
+
+def test_a_follower_waits_out_failures_then_gives_up_after_reconnect_within() -> None:
+    clock = Clock()
+    log = core(clock)
+    cursor = FollowCursor(log, 0, block_ms=100, reconnect_within=1.0)
+
+    def down(step: Step) -> Any:
+        raise NotSent("connection refused")
+
+    with pytest.raises(ServerUnavailableError, match=r"lost the server for over 1\.0 s"):
+        drive(cursor.page_plan(), down, clock)
+    unblocked = iter([Refused("UNBLOCKED the role changed"), [[[b"s", [entry(1)]]]]])
+
+    def role_change(step: Step) -> Any:
+        answer = next(unblocked)
+        if isinstance(answer, Refused):
+            raise answer
+        return answer
+
+    cursor = FollowCursor(log, 0, block_ms=100, reconnect_within=None)
+    rows, steps = drive(cursor.page_plan(), role_change, clock)
+    assert [r.seq for r in rows] == [1] and ("pause",) in commands(steps)
+
+
+def test_reads_retry_what_did_not_run_until_the_deadline() -> None:
+    clock = Clock()
+    log = core(clock, retry=RetryPolicy(deadline=2.0))
+    failures = iter([NotSent("TRYAGAIN"), NotSent("connection reset")])
+
+    def flaky(step: Step) -> Any:
+        failure = next(failures, None)
+        if failure is not None:
+            raise failure
+        return [1, b"1", 1]
+
+    assert drive(log.count_plan(), flaky, clock)[0] == 1
+
+    def down(step: Step) -> Any:
+        raise NotSent("connection refused")
+
+    with pytest.raises(ServerUnavailableError, match="connection refused"):
+        drive(log.count_plan(), down, clock)
+    assert clock.now >= 100.0 + 2.0  # it waited out the whole deadline
+    with pytest.raises(ServerUnavailableError):
+        drive(core(retry=NO_RETRY).count_plan(), down)  # once, no pause
+
+
+# -- appends -------------------------------------------------------------------------------
+
+
+def test_an_append_is_one_evalsha_and_a_fresh_commit() -> None:
+    log = core()
+    commit, steps = drive(log.append_plan(log.batch(BATCH_MSG), None), script_reply)
+    assert isinstance(commit, Commit) and (commit.last_seq, commit.fresh) == (1, True)
+    assert commands(steps) == [("EVALSHA",)]
+
+
+def test_noscript_falls_back_to_eval_once() -> None:
+    log = core()
+    answers = iter(["noscript", "ok"])
+
+    def server(step: Step) -> Any:
+        if next(answers) == "noscript":
+            raise Refused("NOSCRIPT No matching script. Please use EVAL.")
+        return script_reply(step)
+
+    commit, steps = drive(log.append_plan(log.batch(BATCH_MSG), None), server)
+    assert commit.fresh and commands(steps) == [("EVALSHA",), ("EVAL",)]
+    with pytest.raises(StorageError, match="NOSCRIPT"):  # EVAL itself refused: no loop
+        drive(
+            log.append_plan(log.batch(BATCH_MSG), None),
+            lambda step: (_ for _ in ()).throw(Refused("NOSCRIPT gone")),
+        )
+
+
+def test_a_lost_reply_is_re_sent_with_the_same_key_and_recognised_as_ours() -> None:
+    clock = Clock()
+    log = core(clock)
+    sent: list[Write] = []
+
+    def server(step: Step) -> Any:
+        assert isinstance(step, Write)
+        sent.append(step)
+        if len(sent) == 1:
+            raise ReplyLost("connection reset after sending")
+        return script_reply(step, replayed=1)  # the first try had committed
+
+    commit, steps = drive(log.append_plan(log.batch(BATCH_MSG), None), server, clock)
+    assert commit.fresh  # our own commit, seen late: the hook fires once
+    assert commands(steps) == [("EVALSHA",), ("pause",), ("EVALSHA",)]
+    first, second = (step.command for step in sent)
+    assert first[3] == second[3]  # the same idempotency record key
+    assert (first[-4], second[-4]) == ("0", "1")  # a generated key is looked up on re-sends
+
+
+def test_a_replay_of_another_calls_commit_is_not_fresh() -> None:
+    log = core()
+    commit, _ = drive(
+        log.append_plan(log.batch(BATCH_MSG), "k"),
+        lambda step: script_reply(step, replayed=1, writer="0123456789abcdef"),
+    )
+    assert not commit.fresh
+
+
+def test_appends_give_up_in_doubt_or_unavailable_and_say_which() -> None:
+    clock = Clock()
+    log = core(clock, retry=RetryPolicy(attempts=2, backoff=0.1, max_backoff=0.1))
+
+    def lost(step: Step) -> Any:
+        raise ReplyLost("reset")
+
+    with pytest.raises(AppendInDoubtError, match="3 tries") as caught:
+        drive(log.append_plan(log.batch(BATCH_MSG), None), lost, clock)
+    assert caught.value.idempotency_key is not None
+
+    def refused(step: Step) -> Any:
+        raise NotSent("connection refused")
+
+    with pytest.raises(ServerUnavailableError, match="Nothing was written") as unavailable:
+        drive(log.append_plan(log.batch(BATCH_MSG), None), refused, clock)
+    assert not isinstance(unavailable.value, AppendInDoubtError)
+    with pytest.raises(AppendInDoubtError, match="retries are off") as no_key:
+        drive(core(retry=NO_RETRY).append_plan(log.batch(BATCH_MSG), None), lost)
+    assert no_key.value.idempotency_key is None
+
+
+def test_no_re_send_once_the_record_may_have_expired() -> None:
+    clock = Clock()
+    log = core(
+        clock,
+        retry=RetryPolicy(attempts=5, backoff=0.5, max_backoff=0.5),
+        idempotency_window=timedelta(milliseconds=200),  # gone before any re-send
+    )
+
+    def lost(step: Step) -> Any:
+        raise ReplyLost("reset")
+
+    with pytest.raises(AppendInDoubtError, match="1 try;"):
+        drive(log.append_plan(log.batch(BATCH_MSG), "caller-key"), lost, clock)
+
+
+def test_cluster_refusals_are_re_sent_safely() -> None:
+    clock = Clock()
+    log = core(clock)
+    answers = iter([NotSent("TRYAGAIN"), NotSent("CLUSTERDOWN"), None])
+
+    def server(step: Step) -> Any:
+        failure = next(answers)
+        if failure is not None:
+            raise failure
+        return script_reply(step)
+
+    commit, steps = drive(log.append_plan(log.batch(BATCH_MSG), None), server, clock)
+    assert commit.fresh and commands(steps).count(("EVALSHA",)) == 3
+
+
+ERRORS: list[tuple[str, type[MessageLogError]]] = [
+    ("WRONGTYPE Operation against a key holding the wrong kind of value", WrongTypeError),
+    ("OOM command not allowed when used memory > 'maxmemory'", OutOfMemoryError),
+    ("MSGLOG_BADSEQ seq counter k holds '5.0', not a seq", CorruptLogError),
+    ("MSGLOG_BEHIND seq counter k (3) is behind", CorruptLogError),
+    ("MSGLOG_AHEAD seq counter k (9) is ahead", CorruptLogError),
+    ("MSGLOG_FOREIGN stream k ends with entry 5-1", CorruptLogError),
+    ("MSGLOG_BADRECORD idempotency record k holds x", CorruptLogError),
+    ("MSGLOG_KEYREUSED idempotency key k was used for a different batch", IdempotencyConflictError),
+    ("NOPERM this user has no permissions to run the 'evalsha' command", StorageError),
+    ("ERR Error running script: @user_script:1: MSGLOG_AHEAD seq counter", CorruptLogError),
+]
+
+
+@pytest.mark.parametrize("reply, error", ERRORS, ids=[e[0].split()[0] for e in ERRORS])
+def test_every_error_reply_maps_to_one_error(reply: str, error: type[MessageLogError]) -> None:
+    def refuse(step: Step) -> Any:
+        raise Refused(reply)
+
+    log = core()
+    with pytest.raises(error) as caught:
+        drive(log.append_plan(log.batch(BATCH_MSG), None), refuse)
+    assert type(caught.value) is error  # exactly, not a broader class
+    with pytest.raises(error):  # a read refused the same way maps the same way
+        drive(log.count_plan(), refuse)
+
+
+def test_durability_is_sent_behind_the_append_and_its_shortfall_reported() -> None:
+    log = core(durability=Durability(replicas=1))
+
+    def server(step: Step) -> Any:
+        assert isinstance(step, Write) and step.then is not None
+        return script_reply(step), 0  # WAIT: no replica acknowledged
+
+    batch = log.batch(BATCH_MSG)
+    commit, steps = drive(log.append_plan(batch, None), server)
+    assert commit.not_durable is not None and "0 of 1 replicas" in commit.not_durable
+    assert isinstance(steps[0], Write) and steps[0].then is not None
+    assert steps[0].then[0] == "WAIT"
+
+
+def test_eviction_risk_is_reported_not_warned() -> None:
+    log = core()
+    answers: Iterator[Any] = iter([[[b"maxmemory-policy", b"allkeys-lru"]]])
+
+    def server(step: Step) -> Any:
+        return next(answers) if isinstance(step, Read) else script_reply(step)
+
+    commit, _ = drive(log.append_plan(log.batch(BATCH_MSG), None, check_eviction=True), server)
+    assert commit.eviction_risk is not None and "allkeys-lru" in commit.eviction_risk
+
+
+# -- the shell's translation of redis-py's failures ----------------------------------------
+
+
+@pytest.mark.parametrize(
+    "exc, outcome, code",
+    [
+        (redis_errors.NoScriptError("No matching script."), Refused, "NOSCRIPT"),
+        (redis_errors.OutOfMemoryError("command not allowed"), Refused, "OOM"),
+        (redis_errors.ResponseError("WRONGTYPE Operation"), Refused, "WRONGTYPE"),
+        (redis_errors.ResponseError("unknown command"), Refused, "ERR"),
+        (redis_errors.TryAgainError("Multiple keys"), NotSent, None),
+        (redis_errors.ClusterDownError("The cluster is down"), NotSent, None),
+        (redis_errors.ConnectionError("refused"), NotSent, None),
+        (redis_errors.TimeoutError("timed out"), NotSent, None),
+        (redis_errors.RedisClusterException("no nodes"), NotSent, None),
+        (ConnectionResetError("reset"), NotSent, None),
+    ],
+)
+def test_redis_py_failures_become_step_outcomes(
+    exc: BaseException, outcome: type, code: str | None
+) -> None:
+    failure = step_failure(exc)
+    assert type(failure) is outcome and failure.origin is exc
+    if code is not None:
+        assert isinstance(failure, Refused) and failure.code == code
