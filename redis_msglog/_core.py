@@ -330,7 +330,7 @@ class LogCore:
         except Refused:
             return None
         except NotSent as failure:
-            raise self.error_for(failure) from None
+            raise self.error_for(failure) from (failure.origin or failure)
         return reply
 
     def raise_if_not_durable(self, batch: Batch, commit: Commit) -> None:
@@ -510,7 +510,7 @@ class LogCore:
         try:
             return (yield from self._read_raw(commands, patient=True))
         except StepFailure as failure:
-            raise self.error_for(failure) from None
+            raise self.error_for(failure) from (failure.origin or failure)
 
     def _read_raw(self, commands: tuple[Command, ...], *, patient: bool) -> Plan[list[Any]]:
         """One round trip; re-sent (when ``patient``) after failures that left it unrun.

@@ -104,7 +104,7 @@ class FollowCursor:
                 (reply,) = yield Read((self.command(),))
             except StepFailure as failure:
                 if not self.retryable(failure):
-                    raise self._core.error_for(failure) from None
+                    raise self._core.error_for(failure) from (failure.origin or failure)
                 yield Pause(self.failed(failure))
                 continue
             return self.accept(reply)

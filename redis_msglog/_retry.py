@@ -1,4 +1,15 @@
-"""When and how a call is retried while the server cannot be reached."""
+"""When and how a call is retried while the server cannot take it: every retry decision
+of the library, in one place (docs/workers.md#retries has the table).
+
+- Appends: the core re-sends the script under the log's :class:`RetryPolicy` (safe: one
+  idempotency key and one call token for every try of a call).
+- Reads: the core re-sends them under the same policy (idempotent).
+- Cluster redirections (``MOVED``/``ASK``): the router follows them, pausing by
+  :func:`redirect_pause` (nothing ran).
+- A follower: re-reads from its cursor, pausing by :func:`follow_backoff`, until its
+  ``reconnect_within`` (it checks the entry at its cursor, so a rewind is an error).
+- redis-py's own retry is never used: the library sends on connections itself.
+"""
 
 from __future__ import annotations
 
