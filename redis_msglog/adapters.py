@@ -30,6 +30,7 @@ from typing import Any
 from .formats._common import MISSING_RESULT, normalize_args, tool_call_id
 from .formats.anthropic import anthropic_system, from_anthropic, to_anthropic
 from .formats.openai_chat import from_openai, to_openai
+from .formats.responses import from_responses, to_responses
 from .models import AgentMessage
 
 __all__ = [
@@ -37,10 +38,12 @@ __all__ = [
     "anthropic_system",
     "from_anthropic",
     "from_openai",
+    "from_responses",
     "normalize_args",
     "to_anthropic",
     "to_langchain",
     "to_openai",
+    "to_responses",
     "tool_call_id",
 ]
 
