@@ -10,7 +10,18 @@ Quick start::
     history = log.all()
 """
 
-from .adapters import to_anthropic, to_langchain, to_openai
+from .adapters import (
+    anthropic_system,
+    from_anthropic,
+    from_langchain,
+    from_openai,
+    from_responses,
+    to_anthropic,
+    to_langchain,
+    to_langchain_messages,
+    to_openai,
+    to_responses,
+)
 from .aio import AsyncMessageLog, AsyncSubscription
 from .durability import Durability
 from .errors import (
@@ -33,6 +44,17 @@ from .errors import (
 )
 from .keys import ConversationKeys, acl_rules
 from .models import AgentMessage, Role, StoredMessage, ToolCall
+from .parts import (
+    AudioPart,
+    ContentPart,
+    FilePart,
+    ImagePart,
+    ReasoningPart,
+    RedactedThinkingPart,
+    RefusalPart,
+    TextPart,
+    ThinkingPart,
+)
 from .retry import DEFAULT_RETRY, NO_RETRY, RetryPolicy
 from .sync import MessageLog, Subscription
 
@@ -43,14 +65,18 @@ __all__ = [
     "AppendInDoubtError",
     "AsyncMessageLog",
     "AsyncSubscription",
+    "AudioPart",
     "CodecError",
+    "ContentPart",
     "ConversationKeys",
     "CorruptEntryError",
     "CorruptLogError",
     "Durability",
     "DurabilityUnsupportedError",
     "EvictionWarning",
+    "FilePart",
     "IdempotencyConflictError",
+    "ImagePart",
     "InvalidMessageError",
     "LogRewoundError",
     "MessageLog",
@@ -58,17 +84,29 @@ __all__ = [
     "MessageTooLargeError",
     "NotDurableError",
     "OutOfMemoryError",
+    "ReasoningPart",
+    "RedactedThinkingPart",
+    "RefusalPart",
     "RetryPolicy",
     "Role",
     "ServerUnavailableError",
     "StorageError",
     "StoredMessage",
     "Subscription",
+    "TextPart",
+    "ThinkingPart",
     "ToolCall",
     "WrongTypeError",
     "acl_rules",
+    "anthropic_system",
+    "from_anthropic",
+    "from_langchain",
+    "from_openai",
+    "from_responses",
     "to_anthropic",
     "to_langchain",
+    "to_langchain_messages",
     "to_openai",
+    "to_responses",
 ]
 __version__ = "0.1.0"

@@ -29,6 +29,7 @@ from typing import Any
 
 from .formats._common import MISSING_RESULT, normalize_args, tool_call_id
 from .formats.anthropic import anthropic_system, from_anthropic, to_anthropic
+from .formats.langchain import from_langchain, to_langchain_messages
 from .formats.openai_chat import from_openai, to_openai
 from .formats.responses import from_responses, to_responses
 from .models import AgentMessage
@@ -37,11 +38,13 @@ __all__ = [
     "MISSING_RESULT",
     "anthropic_system",
     "from_anthropic",
+    "from_langchain",
     "from_openai",
     "from_responses",
     "normalize_args",
     "to_anthropic",
     "to_langchain",
+    "to_langchain_messages",
     "to_openai",
     "to_responses",
     "tool_call_id",
