@@ -232,8 +232,10 @@ def _import_call(raw: Any, i: int, path: str) -> ToolCall:
     fields: dict[str, Any] = {"id": given.get("id"), "name": fn.get("name")}
     if given.get("type") == "custom":
         fields["args"] = fn.get("input")
+    elif isinstance(fn.get("arguments"), str):
+        fields["arguments"] = fn["arguments"]
     else:
-        fields["arguments"] = fn.get("arguments")
+        raise invalid(i, f"{path}.function.arguments", "a JSON string is required")
     call = build(ToolCall, i, path, fields)
     extras = extras_for(FORMAT, _render_call(call), dict(given))
     return call.model_copy(update={"extras": extras}) if extras else call

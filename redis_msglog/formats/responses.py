@@ -22,7 +22,6 @@ import orjson
 
 from ..models import AgentMessage, ToolCall
 from ..parts import (
-    AudioPart,
     ContentPart,
     FilePart,
     ImagePart,
@@ -52,8 +51,6 @@ from ._common import (
 FORMAT = "responses"
 PROVIDER = "openai"
 _AFTER_CALLS = "$after_calls"
-_AUDIO_FORMATS = {"audio/wav": "wav", "audio/mpeg": "mp3"}
-_AUDIO_TYPES = {"wav": "audio/wav", "mp3": "audio/mpeg"}
 
 
 # -- rendering --------------------------------------------------------------------------
@@ -85,12 +82,7 @@ def _render_input_part(part: ContentPart) -> dict[str, Any] | None:
             out["file_id"] = part.file_id
         if part.filename is not None:
             out["filename"] = part.filename
-    elif (
-        isinstance(part, AudioPart) and part.data is not None and part.media_type in _AUDIO_FORMATS
-    ):
-        audio = {"data": encode_base64(part.data), "format": _AUDIO_FORMATS[part.media_type]}
-        out = {"type": "input_audio", "input_audio": audio}
-    else:
+    else:  # audio (the input item types take none), refusals, thinking, reasoning
         return None
     return _patched(out, part)
 
@@ -290,20 +282,10 @@ def _input_file(p: dict[str, Any], i: int, path: str) -> dict[str, Any]:
     return part
 
 
-def _input_audio(p: dict[str, Any], i: int, path: str) -> dict[str, Any]:
-    audio = mapping(p.get("input_audio"), i, f"{path}.input_audio")
-    fmt = audio.get("format")
-    if fmt not in _AUDIO_TYPES:
-        raise invalid(i, f"{path}.input_audio.format", f"unsupported audio format {fmt!r}")
-    data = base64_bytes(audio.get("data"), i, f"{path}.input_audio.data")
-    return {"type": "audio", "data": data, "media_type": _AUDIO_TYPES[fmt]}
-
-
 _INPUT_PARTS = {
     "input_text": _input_text,
     "input_image": _input_image,
     "input_file": _input_file,
-    "input_audio": _input_audio,
 }
 _OUTPUT_PARTS = {"output_text": _input_text, "refusal": _refusal}
 
@@ -398,6 +380,8 @@ def from_responses(items: Sequence[Any]) -> list[AgentMessage]:
                 _import_reasoning(item, i, len(group.calls) if group.calls else None)
             )
         elif kind == "function_call":
+            if not isinstance(item.get("arguments"), str):
+                raise invalid(i, "arguments", "a JSON string is required")
             group = group or _Group()
             fields = {
                 "id": item.get("call_id"),
