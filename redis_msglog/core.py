@@ -26,7 +26,7 @@ from . import errors
 from .codec import decode_entry, encode_message
 from .durability import Durability
 from .keys import ConversationKeys
-from .models import AgentMessage, StoredMessage
+from .models import AgentMessage, StoredMessage, describe_errors
 from .retry import DEFAULT_RETRY, RetryPolicy
 from .routing import is_cluster
 from .scripts import LuaScript, load_script
@@ -582,9 +582,7 @@ def _coerce(msg: AgentMessage | Mapping[str, Any], index: int) -> AgentMessage:
     try:
         return AgentMessage.model_validate(msg)
     except ValidationError as exc:
-        problems = "; ".join(
-            f"{'.'.join(map(str, e['loc'])) or 'message'}: {e['msg']}" for e in exc.errors()
-        )
+        problems = describe_errors(exc, msg)
         raise errors.InvalidMessageError(f"message {index}: {problems}", index=index) from exc
 
 

@@ -17,6 +17,7 @@ from pydantic import (
     Field,
     StrictInt,
     StrictStr,
+    ValidationError,
     model_validator,
 )
 
@@ -131,3 +132,30 @@ def _same_json(a: Any, b: Any) -> bool:
     if isinstance(a, list) and isinstance(b, list):
         return len(a) == len(b) and all(map(_same_json, a, b))
     return type(a) is type(b) and bool(a == b)
+
+
+_PART_TAGS = frozenset(
+    {"text", "image", "audio", "file", "refusal", "thinking", "redacted_thinking", "reasoning"}
+)
+
+
+def describe_errors(exc: ValidationError, given: Any = None) -> str:
+    """A pydantic error as ``path: problem; ...`` with paths as the input spells them
+    (``content.2.data``): the internal union branch names are left out, and so are the
+    errors of the branch the input did not take (a list content is not a bad string)."""
+    listed = isinstance(given, dict) and isinstance(given.get("content"), list)
+    problems = []
+    for error in exc.errors():
+        loc = list(error["loc"])
+        if loc[:1] == ["content"] and len(loc) > 1 and isinstance(loc[1], str):
+            branch = loc.pop(1)
+            if (branch == "str") == listed:
+                continue  # the union member the input did not take
+        path = [
+            str(item)
+            for n, item in enumerate(loc)
+            if not (item in _PART_TAGS and n and isinstance(loc[n - 1], int))
+            and not (isinstance(item, str) and item.startswith("function-"))
+        ]
+        problems.append(f"{'.'.join(path) or 'message'}: {error['msg']}")
+    return "; ".join(problems)

@@ -22,7 +22,7 @@ import orjson
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
 from ..errors import InvalidMessageError
-from ..models import AgentMessage
+from ..models import AgentMessage, describe_errors
 from ..parts import ContentPart, decode_base64, encode_base64
 
 MISSING_RESULT = "error: no result was recorded for this tool call"
@@ -198,11 +198,8 @@ def build(model: type[M], index: int, path: str, data: Mapping[str, Any]) -> M:
     try:
         return model.model_validate(data)
     except ValidationError as exc:
-        prefix = f"{path}." if path else ""
-        problems = "; ".join(
-            f"{prefix}{'.'.join(map(str, e['loc']))}: {e['msg']}".lstrip(".") for e in exc.errors()
-        )
-        raise invalid(index, "", problems) from exc
+        prefix = f"{path}: " if path else ""
+        raise invalid(index, "", prefix + describe_errors(exc, data)) from exc
 
 
 _PART: TypeAdapter[ContentPart] = TypeAdapter(ContentPart)
@@ -213,9 +210,9 @@ def build_part(index: int, path: str, data: Mapping[str, Any]) -> ContentPart:
     try:
         return _PART.validate_python(data)
     except ValidationError as exc:
+        # The first location is the union's tag: the part's own ``type``.
         problems = "; ".join(
-            f"{path}.{'.'.join(map(str, e['loc'][1:]))}: {e['msg']}".rstrip(".")
-            for e in exc.errors()
+            f"{'.'.join([path, *map(str, e['loc'][1:])])}: {e['msg']}" for e in exc.errors()
         )
         raise invalid(index, "", problems) from exc
 
