@@ -40,24 +40,23 @@ _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 
 def to_document(msg: AgentMessage) -> dict[str, Any]:
     """The stored JSON document of a message (camelCase keys, no null fields)."""
-    content = msg.content
-    # The fast path: a str content is stored as it is.
+    # The hot path: plain dict lookups, and a str content stored as it is.
+    fields = msg.__dict__
+    content = fields["content"]
     doc: dict[str, Any] = {
-        "role": msg.role,
-        "content": content if isinstance(content, str) else [_part_document(p) for p in content],
+        "role": fields["role"],
+        "content": content if type(content) is str else [_part_document(p) for p in content],
     }
-    if msg.name is not None:
-        doc["name"] = msg.name
-    if msg.tool_calls is not None:
-        doc["toolCalls"] = [_call_document(c) for c in msg.tool_calls]
-    if msg.tool_call_id is not None:
-        doc["toolCallId"] = msg.tool_call_id
-    if msg.id is not None:
-        doc["id"] = msg.id
-    if msg.metadata is not None:
-        doc["metadata"] = msg.metadata
-    if msg.extras is not None:
-        doc["extras"] = msg.extras
+    if fields["name"] is not None:
+        doc["name"] = fields["name"]
+    if fields["tool_calls"] is not None:
+        doc["toolCalls"] = [_call_document(c) for c in fields["tool_calls"]]
+    if fields["tool_call_id"] is not None:
+        doc["toolCallId"] = fields["tool_call_id"]
+    if fields["id"] is not None or fields["metadata"] is not None or fields["extras"] is not None:
+        for key in ("id", "metadata", "extras"):
+            if fields[key] is not None:
+                doc[key] = fields[key]
     return doc
 
 
@@ -90,9 +89,11 @@ def encode_message(msg: AgentMessage) -> bytes:
         data = orjson.dumps(doc, option=_STRICT)
     except orjson.JSONEncodeError as exc:
         raise CodecError(f"message has no exact JSON form: {exc}") from exc
-    if msg.tool_calls:
+    if len(doc) == 2 and type(doc["content"]) is str:
+        return data  # role and text: nothing orjson could have reshaped
+    if doc.get("toolCalls"):
         _check_args_round_trip(doc["toolCalls"], data)
-    if type(msg.content) is not str or msg.extras is not None or msg.metadata is not None:
+    if type(doc["content"]) is not str or "extras" in doc or "metadata" in doc:
         _check_free_values_round_trip(doc, data)
     return data
 
