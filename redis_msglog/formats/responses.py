@@ -134,7 +134,8 @@ def _render_call(call: ToolCall) -> dict[str, Any]:
 
 
 def _render_output_message(msg: AgentMessage, parts: list[ContentPart]) -> dict[str, Any] | None:
-    if msg.id is not None:
+    if msg.id is not None and msg.id.startswith("msg"):
+        # The output form needs the item id, and the API takes only its own ("msg_...").
         content = [p for p in map(_render_output_part, parts) if p is not None]
         item: dict[str, Any] = {
             "type": "message",
@@ -424,7 +425,8 @@ def _import_assistant(group: _Group, item: dict[str, Any], i: int) -> None:
     group.content.extend(parts)
     group.id = item_id
     rendered = _render_output_message(probe, parts) or {}
-    skip = {"content"} if output else set()
+    # Parts carry their own patches only where the output form renders them.
+    skip = {"content"} if rendered.get("type") == "message" else set()
     given = {k: v for k, v in item.items() if k not in skip}
     group.extras = extras_for(FORMAT, {k: v for k, v in rendered.items() if k not in skip}, given)
 
