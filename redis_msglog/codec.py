@@ -27,7 +27,7 @@ import orjson
 from pydantic import ValidationError
 
 from .errors import CodecError, CorruptEntryError
-from .models import AgentMessage, StoredMessage, ToolCall, _same_json
+from .models import AgentMessage, StoredMessage, ToolCall, _same_json, describe_errors
 from .parts import BINARY_PARTS, ContentPart, decode_base64, encode_base64
 
 # Subclasses of str/int/dict/list (enums, named tuples...), dataclasses and datetimes go
@@ -145,7 +145,12 @@ def decode_entry(seq: int, at_micros: bytes | str, body: bytes | str) -> StoredM
         return row
     except CorruptEntryError:
         raise
-    except (ValidationError, ValueError, OverflowError) as exc:  # JSONDecodeError included
+    except ValidationError as exc:
+        raise CorruptEntryError(
+            f"stream entry {seq} does not decode to a message: {describe_errors(exc, doc)}",
+            seq=seq,
+        ) from exc
+    except (ValueError, OverflowError) as exc:  # JSONDecodeError included
         raise CorruptEntryError(
             f"stream entry {seq} does not decode to a message: {exc}", seq=seq
         ) from exc

@@ -550,9 +550,13 @@ def langchain_histories(draw: Any) -> list[Any]:
             )
         )
         call_ids = unique_calls(draw, "call_", draw(st.integers(0, 3)))
+        content = draw(texts | st.just("") | st.lists(lc_ai_blocks, min_size=1, max_size=3))
+        if call_ids and isinstance(content, list) and draw(st.booleans()):
+            # ChatAnthropic's shape: the calls repeated as tool_use blocks in content.
+            content += [{"type": "tool_use", "id": c, "name": "f", "input": {}} for c in call_ids]
         history.append(
             AIMessage(
-                content=draw(texts | st.just("") | st.lists(lc_ai_blocks, min_size=1, max_size=3)),
+                content=content,
                 tool_calls=[
                     {"name": draw(names), "args": draw(json_args), "id": call_id}
                     for call_id in call_ids

@@ -5,8 +5,11 @@ Lossless and in order, one message for one message: ``HumanMessage`` / ``AIMessa
 ``name``, ``tool_calls`` (``args`` objects) and ``tool_call_id`` to the neutral fields;
 content blocks to parts. The rest (``additional_kwargs``, ``response_metadata``,
 ``usage_metadata``, ``invalid_tool_calls``, ``status``, ``artifact``, block ``id`` s and
-``extras``...) rides in ``extras["langchain"]``. LangChain's chat models convert for their
-provider themselves, so this keeps every part (thinking and reasoning included).
+``extras``...) rides in ``extras["langchain"]``. An ``AIMessage`` that repeats its tool
+calls as content blocks (``tool_use`` from ChatAnthropic, ``function_call``,
+``tool_call``) keeps its whole content in that patch, so they come back in place.
+LangChain's chat models convert for their provider themselves, so this keeps every part
+(thinking and reasoning included).
 
 langchain-core is imported only when these functions run.
 """
@@ -278,11 +281,15 @@ def from_langchain(messages: Sequence[Any]) -> list[AgentMessage]:
             raise invalid(i, "type", f"unsupported message type {given.get('type')!r}")
         content = given["content"]
         listed = not isinstance(content, str)
+        carries_calls = False
         if listed:
-            content = [
-                _import_part(raw, i, f"content.{n}")
-                for n, raw in enumerate(sequence(content, i, "content"))
-            ]
+            blocks = list(enumerate(sequence(content, i, "content")))
+            # ChatAnthropic (and ChatOpenAI's Responses output) repeat the tool calls as
+            # content blocks. They are the message's tool_calls already: not parts; the
+            # message's patch keeps the content exactly as it was, blocks in place.
+            kept = [(n, b) for n, b in blocks if not _is_call_block(b, role)]
+            carries_calls = len(kept) < len(blocks)
+            content = [_import_part(raw, i, f"content.{n}") for n, raw in kept]
         fields: dict[str, Any] = {"role": role, "content": content}
         for key in ("id", "name", "tool_call_id"):
             if given.get(key) is not None:
@@ -294,7 +301,7 @@ def from_langchain(messages: Sequence[Any]) -> list[AgentMessage]:
             ]
         msg = build(AgentMessage, i, "", fields)
         rendered = _construct(_render(msg)).model_dump()
-        skip = {"content"} if listed else set()
+        skip = {"content"} if listed and not carries_calls else set()
         if calls:
             skip.add("tool_calls")
         extras = extras_for(
@@ -304,6 +311,13 @@ def from_langchain(messages: Sequence[Any]) -> list[AgentMessage]:
         )
         out.append(msg.model_copy(update={"extras": extras}) if extras else msg)
     return out
+
+
+_CALL_BLOCKS = frozenset({"tool_use", "function_call", "tool_call"})
+
+
+def _is_call_block(block: Any, role: str) -> bool:
+    return role == "assistant" and isinstance(block, dict) and block.get("type") in _CALL_BLOCKS
 
 
 def _import_call(raw: Any, i: int, path: str) -> ToolCall:
