@@ -927,3 +927,24 @@ def test_bad_langchain_input_names_the_message_and_the_path() -> None:
         from_langchain([HumanMessage(content=[{"type": "image", "base64": "not base64"}])])
     with pytest.raises(InvalidMessageError, match="message 0"):
         from_langchain([{"role": "user", "content": "a dict is not a BaseMessage"}])
+
+
+def test_an_edited_copy_sends_its_own_text_not_the_imported_one() -> None:
+    user = from_anthropic([{"role": "user", "content": "old question"}])[0]
+    assert to_anthropic([user]) == [{"role": "user", "content": "old question"}]
+    edited = user.model_copy(update={"content": "new question"})
+    assert to_anthropic([edited]) == [{"role": "user", "content": "new question"}]
+
+    chat = from_openai(
+        [
+            {"role": "user", "content": "q"},
+            {"role": "assistant", "content": None, "refusal": "no"},
+        ]
+    )
+    assert "content" not in to_openai(chat)[1]
+    answered = chat[1].model_copy(update={"content": "yes after all"})
+    assert to_openai([chat[0], answered])[1] == {
+        "role": "assistant",
+        "content": "yes after all",
+        "refusal": "no",
+    }

@@ -178,6 +178,21 @@ def with_extras(rendered: Any, extras: Mapping[str, Any] | None, fmt: str) -> An
     return apply_patch(rendered, extras[fmt])
 
 
+def message_extras(msg: AgentMessage, fmt: str, key: str = "content") -> dict[str, Any] | None:
+    """``msg.extras`` for rendering ``msg`` in ``fmt``, with the message's own text winning
+    over a text its patch holds: a string there only says "send a string" (and ``null``,
+    "no content" for an empty one), so an edited copy of a message never sends the text it
+    had when it was imported."""
+    patch = (msg.extras or {}).get(fmt)
+    if not isinstance(patch, dict) or key not in patch or not isinstance(msg.content, str):
+        return msg.extras
+    if isinstance(patch[key], str):
+        patch = {**patch, key: msg.content}
+    elif patch[key] is None and msg.content:
+        patch = {k: v for k, v in patch.items() if k != key}
+    return {fmt: patch}
+
+
 def extras_for(fmt: str, rendered: Any, given: Any) -> dict[str, Any] | None:
     """``{fmt: patch}`` when the input differs from its rendering, else ``None``."""
     patch = make_patch(rendered, given)

@@ -31,6 +31,7 @@ from ._common import (
     extras_for,
     invalid,
     mapping,
+    message_extras,
     normalize_args,
     paired,
     sequence,
@@ -121,12 +122,12 @@ def _render_result(call_id: str, msg: AgentMessage | None) -> dict[str, Any]:
         blocks = [b for b in map(_render_part, msg.content) if b is not None]
         if blocks:
             out["content"] = blocks
-    result: dict[str, Any] = with_extras(out, msg.extras, FORMAT)
+    result: dict[str, Any] = with_extras(out, message_extras(msg, FORMAT), FORMAT)
     return result
 
 
 def _turn_patch(msg: AgentMessage) -> Any:
-    return (msg.extras or {}).get(FORMAT)
+    return (message_extras(msg, FORMAT) or {}).get(FORMAT)
 
 
 def to_anthropic(messages: Sequence[AgentMessage]) -> list[dict[str, Any]]:

@@ -41,6 +41,7 @@ from ._common import (
     extras_for,
     invalid,
     mapping,
+    message_extras,
     normalize_args,
     parse_data_url,
     sequence,
@@ -165,7 +166,7 @@ def to_langchain_messages(messages: Sequence[AgentMessage]) -> list[BaseMessage]
         data = _render(msg)
         # The patch (and so any message-level field) applies over the whole message;
         # content and calls carry their own.
-        patch = (msg.extras or {}).get(FORMAT)
+        patch = (message_extras(msg, FORMAT) or {}).get(FORMAT)
         out.append(_construct(with_extras(data, {FORMAT: patch}, FORMAT) if patch else data))
     return out
 

@@ -35,6 +35,7 @@ from ._common import (
     extras_for,
     invalid,
     mapping,
+    message_extras,
     normalize_args,
     openai_name,
     paired,
@@ -120,7 +121,7 @@ def _render_message(msg: AgentMessage) -> dict[str, Any]:
         item["tool_calls"] = [_render_call(call) for call in msg.tool_calls]
         if not item["content"]:
             item["content"] = None
-    result: dict[str, Any] = with_extras(item, msg.extras, FORMAT)
+    result: dict[str, Any] = with_extras(item, message_extras(msg, FORMAT), FORMAT)
     return result
 
 
@@ -132,7 +133,7 @@ def _render_result(call_id: str, msg: AgentMessage | None) -> dict[str, Any]:
         "tool_call_id": tool_call_id(call_id),
         "content": _render_content(msg, "tool"),
     }
-    result: dict[str, Any] = with_extras(item, msg.extras, FORMAT)
+    result: dict[str, Any] = with_extras(item, message_extras(msg, FORMAT), FORMAT)
     return result
 
 

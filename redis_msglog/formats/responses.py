@@ -41,6 +41,7 @@ from ._common import (
     extras_for,
     invalid,
     mapping,
+    message_extras,
     normalize_args,
     paired,
     parse_data_url,
@@ -166,14 +167,14 @@ def _render_assistant(msg: AgentMessage) -> list[dict[str, Any]]:
             return
         item = _render_output_message(msg if not message_done else _anonymous(msg), run)
         if not message_done:
-            item = with_extras(item, msg.extras, FORMAT)
+            item = with_extras(item, message_extras(msg, FORMAT), FORMAT)
         message_done = True
         if item is not None:
             items.append(item)
 
     if isinstance(msg.content, str):
         item = {"role": "assistant", "content": msg.content} if msg.content else None
-        item = with_extras(item, msg.extras, FORMAT)
+        item = with_extras(item, message_extras(msg, FORMAT), FORMAT)
         if item is not None:
             items.append(item)
     else:
@@ -209,7 +210,9 @@ def _render_input_message(msg: AgentMessage) -> dict[str, Any]:
     content: Any = msg.content
     if not isinstance(content, str):
         content = [p for p in map(_render_input_part, content) if p is not None]
-    result: dict[str, Any] = with_extras({"role": msg.role, "content": content}, msg.extras, FORMAT)
+    result: dict[str, Any] = with_extras(
+        {"role": msg.role, "content": content}, message_extras(msg, FORMAT), FORMAT
+    )
     return result
 
 
@@ -222,7 +225,7 @@ def _render_output(call_id: str, msg: AgentMessage | None) -> dict[str, Any]:
         out["output"] = msg.content
     else:
         out["output"] = [p for p in map(_render_input_part, msg.content) if p is not None]
-    result: dict[str, Any] = with_extras(out, msg.extras, FORMAT)
+    result: dict[str, Any] = with_extras(out, message_extras(msg, FORMAT, "output"), FORMAT)
     return result
 
 
