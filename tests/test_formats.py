@@ -942,6 +942,11 @@ def test_an_edited_copy_sends_its_own_text_not_the_imported_one() -> None:
         ]
     )
     assert "content" not in to_openai(chat)[1]
+    bare = from_langchain([HumanMessage(content=["a bare string"])])[0]
+    text = bare.content[0].model_copy(update={"text": "edited"})  # type: ignore[union-attr]
+    assert to_langchain_messages([bare.model_copy(update={"content": [text]})])[0].content == [
+        "edited"
+    ]
     answered = chat[1].model_copy(update={"content": "yes after all"})
     assert to_openai([chat[0], answered])[1] == {
         "role": "assistant",

@@ -66,6 +66,8 @@ def _shape(part: ContentPart) -> Any:
 
 def _render_part(part: ContentPart) -> Any:
     out: dict[str, Any]
+    if isinstance(part, TextPart) and isinstance((part.extras or {}).get(FORMAT), str):
+        return part.text  # it came as a bare string: the patch says so, the part's text wins
     if isinstance(part, TextPart):
         out = {"type": "text", "text": part.text}
     elif isinstance(part, ImagePart) and _shape(part) == "image_url" and part.file_id is None:
