@@ -777,11 +777,12 @@ def test_reasoning_not_produced_by_openai_is_never_sent_to_responses() -> None:
 
 
 def test_what_cannot_be_represented_is_left_out_by_the_documented_rules() -> None:
+    svg = {"type": "image", "url": "data:image/svg+xml,%3Csvg%2F%3E"}  # not base64: a URL
     audio = {"type": "audio", "data": b"RIFF", "media_type": "audio/wav"}
     image_by_id = {"type": "image", "file_id": "file-1"}
     messages = [
         AgentMessage.model_validate(
-            {"role": "user", "content": [{"type": "text", "text": "hear"}, audio, image_by_id]}
+            {"role": "user", "content": [{"type": "text", "text": "hear"}, audio, image_by_id, svg]}
         ),
         AgentMessage.model_validate(
             {"role": "assistant", "content": [{"type": "refusal", "refusal": "no"}]}
@@ -789,10 +790,11 @@ def test_what_cannot_be_represented_is_left_out_by_the_documented_rules() -> Non
     ]
     chat = to_openai(messages)
     # Chat: audio kept, an image by file id has no Chat form.
-    assert [p["type"] for p in chat[0]["content"]] == ["text", "input_audio"]
+    assert [p["type"] for p in chat[0]["content"]] == ["text", "input_audio", "image_url"]
     assert chat[1]["content"] == [{"type": "refusal", "refusal": "no"}]
     anthropic = to_anthropic(messages)
-    # Anthropic: no audio, no refusal block; the assistant turn left empty is dropped.
+    # Anthropic: no audio, no refusal block, no URL it cannot fetch; the assistant turn
+    # left empty is dropped.
     assert anthropic == [
         {
             "role": "user",

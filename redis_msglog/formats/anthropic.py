@@ -41,6 +41,7 @@ from ._common import (
 
 FORMAT = "anthropic"
 PROVIDER = "anthropic"
+_WEB = ("https://", "http://")
 _IMAGE_TYPES = frozenset({"image/jpeg", "image/png", "image/gif", "image/webp"})
 
 
@@ -49,7 +50,8 @@ _IMAGE_TYPES = frozenset({"image/jpeg", "image/png", "image/gif", "image/webp"})
 
 def _source(part: ImagePart | FilePart) -> dict[str, Any] | None:
     if part.url is not None:
-        return {"type": "url", "url": part.url}
+        # The API fetches web URLs only (a non-base64 data: URL stays a URL in the model).
+        return {"type": "url", "url": part.url} if part.url.startswith(_WEB) else None
     if part.file_id is not None:
         return {"type": "file", "file_id": part.file_id}
     assert part.data is not None  # one source is required
