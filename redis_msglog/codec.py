@@ -27,7 +27,7 @@ import orjson
 from pydantic import ValidationError
 
 from .errors import CodecError, CorruptEntryError
-from .models import AgentMessage, StoredMessage, ToolCall, _same_json, describe_errors
+from .models import AgentMessage, StoredMessage, ToolCall, json_equal, describe_errors
 from .parts import BINARY_PARTS, ContentPart, decode_base64, encode_base64
 
 # Subclasses of str/int/dict/list (enums, named tuples...), dataclasses and datetimes go
@@ -103,7 +103,7 @@ def _check_free_values_round_trip(doc: dict[str, Any], data: bytes) -> None:
     # for args (tuples, NaN, non-JSON types are refused rather than reshaped).
     decoded = orjson.loads(data)
     for key in ("content", "metadata", "extras"):
-        if key in doc and not _same_json(doc[key], decoded[key]):
+        if key in doc and not json_equal(doc[key], decoded[key]):
             raise CodecError(
                 f"{key} has no exact JSON form (NaN, infinity, tuple, or a non-JSON type "
                 f"such as UUID or Enum)"
@@ -117,7 +117,7 @@ def _check_args_round_trip(calls: list[dict[str, Any]], data: bytes) -> None:
     # keeps int, float and bool apart, so plain equality is exact here.
     decoded = orjson.loads(data)["toolCalls"]
     for index, (sent, back) in enumerate(zip(calls, decoded, strict=True)):
-        if "extras" in sent and not _same_json(sent["extras"], back["extras"]):
+        if "extras" in sent and not json_equal(sent["extras"], back["extras"]):
             raise CodecError(f"tool_calls[{index}].extras has no exact JSON form")
         if "args" in sent and sent["args"] != back["args"]:
             raise CodecError(

@@ -62,7 +62,7 @@ class ToolCall(BaseModel):
         parsed = parse_arguments(data["arguments"])
         if data.get("args") is None:
             return {**data, "args": parsed}
-        if not _same_json(data["args"], parsed):
+        if not json_equal(data["args"], parsed):
             raise ValueError("args and arguments disagree: args must be what arguments parses to")
         return data
 
@@ -125,12 +125,12 @@ def parse_arguments(arguments: str) -> Any:
         return arguments
 
 
-def _same_json(a: Any, b: Any) -> bool:
-    # JSON equality: 1 and True and 1.0 are different values.
+def json_equal(a: Any, b: Any) -> bool:
+    """Equal as JSON values: ``1``, ``1.0`` and ``True`` differ; a tuple is not a list."""
     if isinstance(a, dict) and isinstance(b, dict):
-        return a.keys() == b.keys() and all(_same_json(a[k], b[k]) for k in a)
+        return a.keys() == b.keys() and all(json_equal(a[k], b[k]) for k in a)
     if isinstance(a, list) and isinstance(b, list):
-        return len(a) == len(b) and all(map(_same_json, a, b))
+        return len(a) == len(b) and all(map(json_equal, a, b))
     return type(a) is type(b) and bool(a == b)
 
 

@@ -955,3 +955,26 @@ def test_an_edited_copy_sends_its_own_text_not_the_imported_one() -> None:
         "content": "yes after all",
         "refusal": "no",
     }
+
+
+def test_custom_tool_calls_and_legacy_fields_round_trip_in_chat() -> None:
+    history: list[dict[str, Any]] = [
+        {"role": "user", "content": "list files"},
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {"id": "c1", "type": "custom", "custom": {"name": "sh", "input": "ls -la"}}
+            ],
+        },
+        {"role": "tool", "tool_call_id": "c1", "content": "a.txt"},
+    ]
+    strict_validate(OPENAI, history)
+    messages = from_openai(history)
+    assert messages[1].tool_calls and messages[1].tool_calls[0].args == "ls -la"
+    assert as_json(to_openai(messages)) == as_json(history)
+    # Elsewhere a free-text input is an object, by the documented rule.
+    assert to_anthropic(messages)[1]["content"] == [
+        {"type": "tool_use", "id": "c1", "name": "sh", "input": {"value": "ls -la"}}
+    ]
+    check_everywhere(messages)
