@@ -27,7 +27,7 @@ import orjson
 from pydantic import ValidationError
 
 from .errors import CodecError, CorruptEntryError
-from .models import AgentMessage, StoredMessage, ToolCall, json_equal, describe_errors
+from .models import AgentMessage, StoredMessage, ToolCall, describe_errors, json_equal
 from .parts import BINARY_PARTS, ContentPart, decode_base64, encode_base64
 
 # Subclasses of str/int/dict/list (enums, named tuples...), dataclasses and datetimes go

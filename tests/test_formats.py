@@ -977,4 +977,6 @@ def test_custom_tool_calls_and_legacy_fields_round_trip_in_chat() -> None:
     assert to_anthropic(messages)[1]["content"] == [
         {"type": "tool_use", "id": "c1", "name": "sh", "input": {"value": "ls -la"}}
     ]
-    check_everywhere(messages)
+    strict_validate(ANTHROPIC, to_anthropic(messages))
+    check_anthropic(to_anthropic(messages))
+    strict_validate(RESPONSES, to_responses(messages))
