@@ -980,3 +980,52 @@ def test_custom_tool_calls_and_legacy_fields_round_trip_in_chat() -> None:
     strict_validate(ANTHROPIC, to_anthropic(messages))
     check_anthropic(to_anthropic(messages))
     strict_validate(RESPONSES, to_responses(messages))
+
+
+def test_sdk_response_objects_are_taken_as_input() -> None:
+    """What users pass back: Anthropic's response blocks, Responses' output items."""
+    from anthropic.types import TextBlock, ThinkingBlock, ToolUseBlock
+    from openai.types.responses import (
+        ResponseFunctionToolCall,
+        ResponseOutputMessage,
+        ResponseOutputText,
+        ResponseReasoningItem,
+    )
+
+    blocks = [
+        ThinkingBlock(type="thinking", thinking="t", signature="c2ln"),
+        TextBlock(type="text", text="calling"),
+        ToolUseBlock(type="tool_use", id="toolu_1", name="f", input={"a": 1}),
+    ]
+    turns = [
+        {"role": "user", "content": "q"},
+        {"role": "assistant", "content": blocks},
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_1"}]},
+    ]
+    out = to_anthropic(from_anthropic(turns))
+    assert out[1]["content"] == [b.model_dump(exclude_none=True) for b in blocks]
+    strict_validate(ANTHROPIC, out)
+
+    output = [
+        ResponseReasoningItem(type="reasoning", id="rs_1", summary=[], encrypted_content="ZQ=="),
+        ResponseFunctionToolCall(
+            type="function_call", call_id="call_1", name="f", arguments="{}", id="fc_1"
+        ),
+    ]
+    items = [
+        {"role": "user", "content": "q"},
+        *output,
+        {"type": "function_call_output", "call_id": "call_1", "output": "ok"},
+        ResponseOutputMessage(
+            type="message",
+            role="assistant",
+            id="msg_1",
+            status="completed",
+            content=[ResponseOutputText(type="output_text", text="done", annotations=[])],
+        ),
+    ]
+    back = to_responses(from_responses(items))
+    assert as_json(back) == as_json(
+        [i if isinstance(i, dict) else i.model_dump(mode="json") for i in items]
+    )
+    strict_validate(RESPONSES, back)

@@ -233,7 +233,12 @@ def build_part(index: int, path: str, data: Mapping[str, Any]) -> ContentPart:
 
 
 def mapping(value: Any, index: int, path: str) -> Mapping[str, Any]:
-    """``value`` if it is a mapping, else the error naming where."""
+    """``value`` if it is a mapping, an SDK response object (a pydantic model, such as an
+    Anthropic ``ThinkingBlock`` or a Responses output item, which users pass back as
+    input) as its JSON dict without null fields, else the error naming where."""
+    if isinstance(value, BaseModel):
+        dumped: dict[str, Any] = value.model_dump(mode="json", exclude_none=True)
+        return dumped
     if not isinstance(value, Mapping):
         raise invalid(index, path, f"expected an object, got {type(value).__name__}")
     return value
