@@ -67,12 +67,14 @@ def stored(messages: list[AgentMessage]) -> list[AgentMessage]:
 
 
 def anthropic_blocks(turns: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Turns with a string content shown as one text block, for ``check_anthropic``."""
+    """Turns as ``check_anthropic`` reads them: a string content as one text block, and
+    without the system turns (the user/assistant alternation is around them)."""
     return [
         {**t, "content": [{"type": "text", "text": t["content"]}]}
         if isinstance(t["content"], str)
         else t
         for t in turns
+        if t["role"] != "system"
     ]
 
 
@@ -342,6 +344,9 @@ def anthropic_histories(draw: Any) -> tuple[list[dict[str, Any]], Any]:
             turns.append({"role": "assistant", "content": draw(texts)})
         else:
             turns.append({"role": "assistant", "content": blocks})
+        if not call_ids and draw(st.integers(0, 3)) == 0:  # a system turn mid-history
+            content = draw(texts | st.lists(anthropic_text, min_size=1, max_size=2))
+            turns.append({"role": "system", "content": content})
         results = [
             drop_none(
                 {

@@ -128,6 +128,13 @@ def _render_result(call_id: str, msg: AgentMessage | None) -> dict[str, Any]:
     return result
 
 
+def _in_turns(msg: AgentMessage) -> bool:
+    """A system message that came from Anthropic's messages list (a ``system`` turn in
+    place, as the API takes it), not from the ``system`` parameter."""
+    patch = _turn_patch(msg)
+    return isinstance(patch, dict) and patch.get("role") == "system"
+
+
 def _turn_patch(msg: AgentMessage) -> Any:
     return (message_extras(msg, FORMAT) or {}).get(FORMAT)
 
@@ -151,8 +158,8 @@ def to_anthropic(messages: Sequence[AgentMessage]) -> list[dict[str, Any]]:
 
     for turn in paired(messages):
         msg = turn.message
-        if msg.role == "system":
-            continue
+        if msg.role == "system" and not _in_turns(msg):
+            continue  # the system prompt: anthropic_system()
         role = "assistant" if msg.role == "assistant" else "user"
         add(role, _render_blocks(msg), _turn_patch(msg))
         add("user", [_render_result(call_id, result) for call_id, result in turn.results])
@@ -171,7 +178,7 @@ def anthropic_system(messages: Sequence[AgentMessage]) -> str | list[dict[str, A
     messages (``None`` if there are none). One system message with ``str`` content gives
     that string (as :func:`from_anthropic` got it); otherwise a list of text blocks, in
     order, with their ``extras["anthropic"]`` (``cache_control``...)."""
-    system = [m for m in messages if m.role == "system"]
+    system = [m for m in messages if m.role == "system" and not _in_turns(m)]
     if not system:
         return None
     if len(system) == 1 and isinstance(system[0].content, str):
@@ -253,12 +260,24 @@ def _import_result(block: dict[str, Any], i: int, path: str) -> dict[str, Any]:
 
 def _import_turn(turn: dict[str, Any], i: int) -> list[AgentMessage]:
     role = turn.get("role")
-    if role not in ("user", "assistant"):
-        raise invalid(i, "role", f"unsupported role {role!r} (pass the system prompt as system=)")
+    if role not in ("user", "assistant", "system"):
+        raise invalid(i, "role", f"unsupported role {role!r}")
     content = turn.get("content")
-    if isinstance(content, str):
-        msg = build(AgentMessage, i, "", {"role": role, "content": content})
-        extras = extras_for(FORMAT, {"role": role, "content": _render_blocks(msg)}, turn)
+    if role == "system" or isinstance(content, str):
+        # One message. A system turn renders as a user turn its patch makes "system" again
+        # (to_anthropic keeps it in place; anthropic_system() leaves it out).
+        shown = "assistant" if role == "assistant" else "user"
+        if isinstance(content, str):
+            msg = build(AgentMessage, i, "", {"role": role, "content": content})
+            rendered: dict[str, Any] = {"role": shown, "content": _render_blocks(msg)}
+            extras = extras_for(FORMAT, rendered, turn)
+        else:  # a system turn's text blocks: the parts carry their own patches
+            text = [
+                _import_part(b, i, f"content.{n}")
+                for n, b in enumerate(sequence(content, i, "content"))
+            ]
+            msg = build(AgentMessage, i, "", {"role": role, "content": text})
+            extras = extras_for(FORMAT, {"role": shown}, {"role": role})
         return [msg.model_copy(update={"extras": extras}) if extras else msg]
     results: list[dict[str, Any]] = []
     parts: list[ContentPart] = []
