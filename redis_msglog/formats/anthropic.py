@@ -319,7 +319,8 @@ def from_anthropic(
     ``MessageParam``), with ``system`` (the top-level parameter, a string or text blocks)
     as a leading system message. A user turn's ``tool_result`` blocks become ``tool``
     messages, its other blocks one user message after them; an assistant turn is one
-    message, its ``tool_use`` blocks the tool calls. ``to_anthropic(from_anthropic(x))``
+    message, its ``tool_use`` blocks the tool calls; a ``system`` turn is a system message
+    that :func:`to_anthropic` keeps in place. ``to_anthropic(from_anthropic(x))``
     gives ``x`` back and :func:`anthropic_system` the ``system``. Bad input raises
     :class:`InvalidMessageError` naming the turn's index and the path inside it
     (``system`` is index 0 with path ``system``)."""
