@@ -16,7 +16,18 @@ from ._keys import ConversationKeys, acl_rules
 from ._retry import DEFAULT_RETRY, NO_RETRY, RetryPolicy
 from ._subscription import AsyncSubscription, Subscription
 from ._sync import MessageLog
-from .adapters import to_anthropic, to_langchain, to_openai
+from .adapters import (
+    anthropic_system,
+    from_anthropic,
+    from_langchain,
+    from_openai,
+    from_responses,
+    to_anthropic,
+    to_langchain,
+    to_langchain_messages,
+    to_openai,
+    to_responses,
+)
 from .errors import (
     AppendInDoubtError,
     CodecError,
@@ -36,6 +47,17 @@ from .errors import (
     WrongTypeError,
 )
 from .models import AgentMessage, Role, StoredMessage, ToolCall
+from .parts import (
+    AudioPart,
+    ContentPart,
+    FilePart,
+    ImagePart,
+    ReasoningPart,
+    RedactedThinkingPart,
+    RefusalPart,
+    TextPart,
+    ThinkingPart,
+)
 
 __all__ = [
     "DEFAULT_RETRY",
@@ -44,14 +66,18 @@ __all__ = [
     "AppendInDoubtError",
     "AsyncMessageLog",
     "AsyncSubscription",
+    "AudioPart",
     "CodecError",
+    "ContentPart",
     "ConversationKeys",
     "CorruptEntryError",
     "CorruptLogError",
     "Durability",
     "DurabilityUnsupportedError",
     "EvictionWarning",
+    "FilePart",
     "IdempotencyConflictError",
+    "ImagePart",
     "InvalidMessageError",
     "LogRewoundError",
     "MessageLog",
@@ -59,17 +85,29 @@ __all__ = [
     "MessageTooLargeError",
     "NotDurableError",
     "OutOfMemoryError",
+    "ReasoningPart",
+    "RedactedThinkingPart",
+    "RefusalPart",
     "RetryPolicy",
     "Role",
     "ServerUnavailableError",
     "StorageError",
     "StoredMessage",
     "Subscription",
+    "TextPart",
+    "ThinkingPart",
     "ToolCall",
     "WrongTypeError",
     "acl_rules",
+    "anthropic_system",
+    "from_anthropic",
+    "from_langchain",
+    "from_openai",
+    "from_responses",
     "to_anthropic",
     "to_langchain",
+    "to_langchain_messages",
     "to_openai",
+    "to_responses",
 ]
 __version__ = "0.1.0"

@@ -378,6 +378,13 @@ COLOURS = {"user": "cyan", "assistant": "green", "tool": "yellow", "system": "ma
 INDENT = " " * 37  # continuation lines start under the content
 
 
+def _shown_content(row: StoredMessage) -> str:
+    # Content parts other than text show as their kind: [image], [thinking]...
+    if isinstance(row.content, str):
+        return row.content
+    return "".join(p.text if p.type == "text" else f"[{p.type}]" for p in row.content)
+
+
 def format_row(row: StoredMessage, width: int | None = None) -> Text:
     """One message as a line: seq, time, role, content and tool calls. The content is
     shown exactly, with control characters made visible (see :mod:`.render`); it is
@@ -385,7 +392,7 @@ def format_row(row: StoredMessage, width: int | None = None) -> Text:
     text = Text()
     if row.tool_call_id:
         text.append_text(Text.assemble("[", safe_text(row.tool_call_id), "] "))
-    text.append_text(safe_text(row.content.replace("\n", "\n" + INDENT), multiline=True))
+    text.append_text(safe_text(_shown_content(row).replace("\n", "\n" + INDENT), multiline=True))
     for call in row.tool_calls or []:
         args = orjson.dumps(call.args).decode()
         text.append(" → " if text else "→ ")

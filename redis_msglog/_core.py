@@ -28,7 +28,7 @@ from ._retry import DEFAULT_RETRY, RetryPolicy
 from ._scripts import LuaScript
 from ._steps import Command, NotSent, Pause, Plan, Read, Refused, ReplyLost, StepFailure, Write
 from .codec import decode_entry, encode_message
-from .models import AgentMessage, StoredMessage
+from .models import AgentMessage, StoredMessage, describe_errors
 
 DEFAULT_MAX_MESSAGE_BYTES = 8 * 1024 * 1024
 DEFAULT_PAGE_SIZE = 1000
@@ -569,9 +569,7 @@ def _coerce(msg: AgentMessage | Mapping[str, Any], index: int) -> AgentMessage:
     try:
         return AgentMessage.model_validate(msg)
     except ValidationError as exc:
-        problems = "; ".join(
-            f"{'.'.join(map(str, e['loc'])) or 'message'}: {e['msg']}" for e in exc.errors()
-        )
+        problems = describe_errors(exc, msg)
         raise errors.InvalidMessageError(f"message {index}: {problems}", index=index) from exc
 
 

@@ -162,15 +162,15 @@ def run_demo(
 
 def _show_payloads(console: Console, history: list[StoredMessage]) -> None:
     """The last complete agent turn, as the OpenAI and Anthropic APIs would take it."""
-    answer = next((m for m in reversed(history) if _ANSWER.match(m.content)), None)
+    answer = next((m for m in reversed(history) if _ANSWER.match(m.text)), None)
     if answer is None:
         return
-    worker, turn = _ANSWER.match(answer.content).groups()  # type: ignore[union-attr]
+    worker, turn = _ANSWER.match(answer.text).groups()  # type: ignore[union-attr]
     call_id = f"call_w{worker}_t{turn}"
     turn_rows = [
         m
         for m in history
-        if m.content in (f"[worker {worker}] what is {turn} squared?", answer.content)
+        if m.text in (f"[worker {worker}] what is {turn} squared?", answer.text)
         or m.tool_call_id == call_id
         or any(c.id == call_id for c in m.tool_calls or [])
     ]

@@ -1,5 +1,9 @@
 """Provider formats: pure functions over message lists, with no I/O.
 
+Each format lives in its own module under :mod:`redis_msglog.formats` (importers
+``from_X`` and exporters ``to_X``); this module gathers them, and keeps the seed's
+``to_langchain`` (plain ``{"role", "content"}`` dicts).
+
 ``to_openai``, ``to_anthropic`` and ``to_langchain`` take any sequence of
 :class:`AgentMessage`/:class:`StoredMessage` (``log.all()``, ``log.last(20)``...) and
 return ``list[dict]`` that the providers accept, not only their types. The choices (also
@@ -20,195 +24,42 @@ in the README's adapter table):
 
 from __future__ import annotations
 
-import hashlib
-import re
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
-import orjson
-
+from .formats._common import MISSING_RESULT, normalize_args, tool_call_id
+from .formats.anthropic import anthropic_system, from_anthropic, to_anthropic
+from .formats.langchain import from_langchain, to_langchain_messages
+from .formats.openai_chat import from_openai, to_openai
+from .formats.responses import from_responses, to_responses
 from .models import AgentMessage
 
-MISSING_RESULT = "error: no result was recorded for this tool call"
-"""The content of the result synthesized for a tool call that has none."""
-
-_VALID_ID = re.compile(r"^[a-zA-Z0-9_-]{1,40}$")
-_INVALID_NAME_CHARS = re.compile(r"[^a-zA-Z0-9_-]")
-
-
-def normalize_args(args: Any) -> dict[str, Any]:
-    """Tool-call arguments as the JSON object both providers require."""
-    if isinstance(args, dict):
-        return args
-    if args is None:
-        return {}
-    if isinstance(args, str):
-        try:
-            parsed = orjson.loads(args)
-        except orjson.JSONDecodeError:
-            parsed = None
-        if isinstance(parsed, dict):
-            return parsed
-    return {"value": args}
-
-
-def tool_call_id(raw: str) -> str:
-    """A call id valid for both providers; the same raw id always maps to the same one."""
-    if _VALID_ID.match(raw):
-        return raw
-    return "call_" + hashlib.sha256(raw.encode("utf-8", "surrogatepass")).hexdigest()[:32]
-
-
-def _openai_name(name: str | None) -> str | None:
-    if not name:
-        return None
-    cleaned = _INVALID_NAME_CHARS.sub("_", name)[:64]
-    return cleaned or None
-
-
-@dataclass
-class _Turn:
-    """A message, and for an assistant turn with tool calls, its paired results."""
-
-    message: AgentMessage
-    results: list[tuple[str, str, bool]] = field(default_factory=list)  # id, content, error
-
-
-def _paired(messages: Sequence[AgentMessage]) -> list[_Turn]:
-    """Pair tool results with their calls; see the module docstring for the rules."""
-    turns: list[_Turn] = []
-    open_turn: _Turn | None = None  # the assistant turn whose calls await results
-    received: dict[str, str] = {}
-    deferred: list[_Turn] = []
-
-    def close() -> None:
-        nonlocal open_turn
-        if open_turn is not None:
-            for call in open_turn.message.tool_calls or []:
-                content = received.get(call.id)
-                open_turn.results.append(
-                    (
-                        tool_call_id(call.id),
-                        MISSING_RESULT if content is None else content,
-                        content is None,
-                    )
-                )
-            turns.extend(deferred)
-        open_turn = None
-        received.clear()
-        deferred.clear()
-
-    for msg in messages:
-        if msg.role == "tool":
-            expected = {c.id for c in open_turn.message.tool_calls or []} if open_turn else set()
-            if msg.tool_call_id in expected and msg.tool_call_id not in received:
-                received[msg.tool_call_id] = msg.content
-                if len(received) == len(expected):
-                    close()
-            continue  # orphan or duplicate result: dropped
-        if msg.role == "assistant" and msg.tool_calls:
-            close()
-            open_turn = _Turn(msg)
-            turns.append(open_turn)
-        elif open_turn is not None:
-            deferred.append(_Turn(msg))
-        else:
-            turns.append(_Turn(msg))
-    close()
-    return turns
-
-
-def to_openai(messages: Sequence[AgentMessage]) -> list[dict[str, Any]]:
-    """OpenAI Chat Completions messages: all roles, ``tool_calls``/``tool_call_id``."""
-    out: list[dict[str, Any]] = []
-    for turn in _paired(messages):
-        msg = turn.message
-        item: dict[str, Any] = {"role": msg.role, "content": msg.content}
-        name = _openai_name(msg.name)
-        if name:
-            item["name"] = name
-        if msg.tool_calls:
-            item["tool_calls"] = [
-                {
-                    "id": tool_call_id(call.id),
-                    "type": "function",
-                    "function": {
-                        "name": call.name,
-                        "arguments": orjson.dumps(normalize_args(call.args)).decode(),
-                    },
-                }
-                for call in msg.tool_calls
-            ]
-            if not msg.content:
-                item["content"] = None
-        out.append(item)
-        out.extend(
-            {"role": "tool", "tool_call_id": call_id, "content": content}
-            for call_id, content, _error in turn.results
-        )
-    return out
-
-
-def to_anthropic(messages: Sequence[AgentMessage]) -> list[dict[str, Any]]:
-    """Anthropic Messages turns: ``system`` dropped (pass it as the top-level ``system``
-    parameter), tool calls as ``tool_use`` blocks, results as ``tool_result`` blocks in
-    one user turn, consecutive same-role turns merged, alternating user/assistant."""
-    turns: list[dict[str, Any]] = []
-
-    def add(role: str, blocks: list[dict[str, Any]]) -> None:
-        if not blocks:
-            return
-        if turns and turns[-1]["role"] == role:
-            turns[-1]["content"].extend(blocks)
-        else:
-            turns.append({"role": role, "content": blocks})
-
-    for turn in _paired(messages):
-        msg = turn.message
-        if msg.role == "system":
-            continue
-        blocks: list[dict[str, Any]] = []
-        if msg.content.strip():
-            blocks.append({"type": "text", "text": msg.content})
-        for call in msg.tool_calls or []:
-            blocks.append(
-                {
-                    "type": "tool_use",
-                    "id": tool_call_id(call.id),
-                    "name": call.name,
-                    "input": normalize_args(call.args),
-                }
-            )
-        add("assistant" if msg.role == "assistant" else "user", blocks)
-        add(
-            "user",
-            [
-                {
-                    "type": "tool_result",
-                    "tool_use_id": call_id,
-                    **({"content": content} if content else {}),
-                    **({"is_error": True} if error else {}),
-                }
-                for call_id, content, error in turn.results
-            ],
-        )
-    if turns and turns[0]["role"] == "assistant":
-        # The API wants a user turn first; say nothing more than that one exists.
-        turns.insert(0, {"role": "user", "content": [{"type": "text", "text": "(continued)"}]})
-    if turns and turns[-1]["role"] == "assistant":
-        last = turns[-1]["content"][-1]
-        if last["type"] == "text":  # a final assistant turn must not end in whitespace
-            last["text"] = last["text"].rstrip()
-    return turns
+__all__ = [
+    "MISSING_RESULT",
+    "anthropic_system",
+    "from_anthropic",
+    "from_langchain",
+    "from_openai",
+    "from_responses",
+    "normalize_args",
+    "to_anthropic",
+    "to_langchain",
+    "to_langchain_messages",
+    "to_openai",
+    "to_responses",
+    "tool_call_id",
+]
 
 
 def to_langchain(messages: Sequence[AgentMessage]) -> list[dict[str, Any]]:
     """LangChain messages: plain ``{"role", "content"}`` for user, assistant and system;
-    tool messages and tool calls dropped. A turn whose text is empty or whitespace-only
-    is dropped too: LangChain's Anthropic chat model forwards it, and the API rejects it."""
-    return [
-        {"role": msg.role, "content": msg.content}
-        for msg in messages
-        if msg.role != "tool" and msg.content.strip()
-    ]
+    tool messages and tool calls dropped; content parts other than text dropped (their
+    text joined). A turn whose text is empty or whitespace-only is dropped too:
+    LangChain's Anthropic chat model forwards it, and the API rejects it. For everything,
+    losslessly, use :func:`to_langchain_messages`."""
+    out = []
+    for msg in messages:
+        text = msg.text
+        if msg.role != "tool" and text.strip():
+            out.append({"role": msg.role, "content": text})
+    return out

@@ -8,6 +8,14 @@ reference API's camelCase keys and no null fields, e.g.
 A value whose JSON form would not decode back to an equal value of the same type is
 rejected with :class:`CodecError` instead of being silently changed (orjson would write
 NaN as ``null``, a tuple as a list, a UUID or datetime as a string...).
+
+Since content parts (:mod:`.parts`), ``content`` may also be a list of part objects
+(``{"type":"image","data":"<base64>","media_type":"image/png"}``), and a message may carry
+``id``, ``metadata`` and ``extras``; ``toolCalls`` entries may carry ``arguments`` (then
+``args`` is not stored: it is what ``arguments`` parses to) and ``extras``. Each key only
+appears when used, so a text-only message is stored exactly as before, and every old row
+decodes unchanged. A row whose part ``type`` this version does not know (written by a
+newer one) is a :class:`CorruptEntryError` naming its seq, never a silent drop.
 """
 
 from __future__ import annotations
@@ -19,7 +27,8 @@ import orjson
 from pydantic import ValidationError
 
 from .errors import CodecError, CorruptEntryError
-from .models import AgentMessage, StoredMessage
+from .models import AgentMessage, StoredMessage, ToolCall, describe_errors, json_equal
+from .parts import BINARY_PARTS, ContentPart, decode_base64, encode_base64
 
 # Subclasses of str/int/dict/list (enums, named tuples...), dataclasses and datetimes go
 # to `default`; there is none, so orjson raises for them instead of reshaping them.
@@ -31,14 +40,46 @@ _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 
 def to_document(msg: AgentMessage) -> dict[str, Any]:
     """The stored JSON document of a message (camelCase keys, no null fields)."""
-    doc: dict[str, Any] = {"role": msg.role, "content": msg.content}
-    if msg.name is not None:
-        doc["name"] = msg.name
-    if msg.tool_calls is not None:
-        doc["toolCalls"] = [{"id": c.id, "name": c.name, "args": c.args} for c in msg.tool_calls]
-    if msg.tool_call_id is not None:
-        doc["toolCallId"] = msg.tool_call_id
+    # The hot path: plain dict lookups, and a str content stored as it is.
+    fields = msg.__dict__
+    content = fields["content"]
+    doc: dict[str, Any] = {
+        "role": fields["role"],
+        "content": content if type(content) is str else [_part_document(p) for p in content],
+    }
+    if fields["name"] is not None:
+        doc["name"] = fields["name"]
+    if fields["tool_calls"] is not None:
+        doc["toolCalls"] = [_call_document(c) for c in fields["tool_calls"]]
+    if fields["tool_call_id"] is not None:
+        doc["toolCallId"] = fields["tool_call_id"]
+    if fields["id"] is not None or fields["metadata"] is not None or fields["extras"] is not None:
+        for key in ("id", "metadata", "extras"):
+            if fields[key] is not None:
+                doc[key] = fields[key]
     return doc
+
+
+def _call_document(call: ToolCall) -> dict[str, Any]:
+    doc: dict[str, Any] = {"id": call.id, "name": call.name}
+    if call.arguments is not None:
+        doc["arguments"] = call.arguments  # args is derived from it on decode
+    else:
+        doc["args"] = call.args
+    if call.extras is not None:
+        doc["extras"] = call.extras
+    return doc
+
+
+def _part_document(part: ContentPart) -> dict[str, Any]:
+    doc: dict[str, Any] = {}
+    for key, value in part.__dict__.items():  # declared order: type first in the JSON
+        if value is not None:
+            doc[key] = encode_base64(value) if type(value) is bytes else value
+    extras = doc.pop("extras", None)  # type first, extras last: easier to read
+    if extras is not None:
+        doc["extras"] = extras
+    return {"type": doc.pop("type"), **doc}
 
 
 def encode_message(msg: AgentMessage) -> bytes:
@@ -48,9 +89,25 @@ def encode_message(msg: AgentMessage) -> bytes:
         data = orjson.dumps(doc, option=_STRICT)
     except orjson.JSONEncodeError as exc:
         raise CodecError(f"message has no exact JSON form: {exc}") from exc
-    if msg.tool_calls:
+    if len(doc) == 2 and type(doc["content"]) is str:
+        return data  # role and text: nothing orjson could have reshaped
+    if doc.get("toolCalls"):
         _check_args_round_trip(doc["toolCalls"], data)
+    if type(doc["content"]) is not str or "extras" in doc or "metadata" in doc:
+        _check_free_values_round_trip(doc, data)
     return data
+
+
+def _check_free_values_round_trip(doc: dict[str, Any], data: bytes) -> None:
+    # Parts' and calls' extras and the metadata hold arbitrary values: the same check as
+    # for args (tuples, NaN, non-JSON types are refused rather than reshaped).
+    decoded = orjson.loads(data)
+    for key in ("content", "metadata", "extras"):
+        if key in doc and not json_equal(doc[key], decoded[key]):
+            raise CodecError(
+                f"{key} has no exact JSON form (NaN, infinity, tuple, or a non-JSON type "
+                f"such as UUID or Enum)"
+            )
 
 
 def _check_args_round_trip(calls: list[dict[str, Any]], data: bytes) -> None:
@@ -60,7 +117,9 @@ def _check_args_round_trip(calls: list[dict[str, Any]], data: bytes) -> None:
     # keeps int, float and bool apart, so plain equality is exact here.
     decoded = orjson.loads(data)["toolCalls"]
     for index, (sent, back) in enumerate(zip(calls, decoded, strict=True)):
-        if sent["args"] != back["args"]:
+        if "extras" in sent and not json_equal(sent["extras"], back["extras"]):
+            raise CodecError(f"tool_calls[{index}].extras has no exact JSON form")
+        if "args" in sent and sent["args"] != back["args"]:
             raise CodecError(
                 f"tool_calls[{index}].args has no exact JSON form (NaN, infinity, tuple, "
                 f"or a non-JSON type such as UUID or Enum): {sent['args']!r}"
@@ -78,13 +137,20 @@ def decode_entry(seq: int, at_micros: bytes | str, body: bytes | str) -> StoredM
         doc = orjson.loads(body)
         if type(doc) is not dict:
             raise CorruptEntryError(f"stream entry {seq} is not a JSON object", seq=seq)
+        if type(doc.get("content")) is list:
+            _binary_from_base64(doc["content"])
         doc["seq"] = seq
         doc["at"] = micros_to_datetime(int(at_micros))
         row: StoredMessage = _validate_stored(doc)
         return row
     except CorruptEntryError:
         raise
-    except (ValidationError, ValueError, OverflowError) as exc:  # JSONDecodeError included
+    except ValidationError as exc:
+        raise CorruptEntryError(
+            f"stream entry {seq} does not decode to a message: {describe_errors(exc, doc)}",
+            seq=seq,
+        ) from exc
+    except (ValueError, OverflowError) as exc:  # JSONDecodeError included
         raise CorruptEntryError(
             f"stream entry {seq} does not decode to a message: {exc}", seq=seq
         ) from exc
@@ -106,7 +172,24 @@ def decode_row(line: bytes | str) -> dict[str, Any]:
         raise CodecError(f"expected a JSON object, got {type(doc).__name__}")
     doc.pop("seq", None)
     doc.pop("at", None)
+    if isinstance(doc.get("content"), list):
+        try:
+            _binary_from_base64(doc["content"])
+        except ValueError as exc:
+            raise CodecError(str(exc)) from exc
     return doc
+
+
+def _binary_from_base64(parts: list[Any]) -> None:
+    """Turn the base64 ``data`` of binary parts (stored JSON) back into bytes, in place."""
+    for index, part in enumerate(parts):
+        if type(part) is dict and part.get("type") in BINARY_PARTS:
+            data = part.get("data")
+            if isinstance(data, str):
+                try:
+                    part["data"] = decode_base64(data)
+                except ValueError as exc:
+                    raise ValueError(f"content.{index}.data: {exc}") from None
 
 
 def micros_to_datetime(at_micros: int) -> datetime:

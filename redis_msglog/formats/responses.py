@@ -1,0 +1,461 @@
+"""OpenAI Responses API input items: ``from_responses`` / ``to_responses``.
+
+A Responses history splits one assistant turn into several items (``reasoning``, an
+output ``message``, ``function_call`` s). :func:`from_responses` groups a run of them into
+one assistant message: reasoning items and the output message's parts become its content
+in order, the calls its tool calls, so the Chat and Anthropic exporters still pair
+parallel calls with their results. :func:`to_responses` splits it back in the same order.
+Reasoning items are sent only to Responses, and only when OpenAI produced them.
+
+Item fields the neutral model has no place for (``status``, ``phase``, item ``id`` s of
+calls, ``annotations``...) ride in ``extras["responses"]``. One layout hint is not a
+field: a reasoning item that came between two ``function_call`` s of one turn records
+``"$after_calls": n`` (how many of the turn's calls precede it) in its patch.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import orjson
+
+from ..models import AgentMessage, ToolCall
+from ..parts import (
+    ContentPart,
+    FilePart,
+    ImagePart,
+    ReasoningPart,
+    RefusalPart,
+    TextPart,
+    encode_base64,
+)
+from ._common import (
+    MISSING_RESULT,
+    apply_patch,
+    base64_bytes,
+    build,
+    build_part,
+    by_type,
+    data_url,
+    extras_for,
+    invalid,
+    mapping,
+    message_extras,
+    normalize_args,
+    paired,
+    parse_data_url,
+    sequence,
+    with_extras,
+)
+
+FORMAT = "responses"
+PROVIDER = "openai"
+_AFTER_CALLS = "$after_calls"
+
+
+# -- rendering --------------------------------------------------------------------------
+
+
+def _render_input_part(part: ContentPart) -> dict[str, Any] | None:
+    """A part of a user, system or tool-output content list (``input_*``)."""
+    out: dict[str, Any]
+    if isinstance(part, TextPart):
+        out = {"type": "input_text", "text": part.text}
+    elif isinstance(part, ImagePart):
+        out = {"type": "input_image", "detail": part.detail or "auto"}
+        if part.file_id is not None:
+            out["file_id"] = part.file_id
+        else:
+            url = part.url if part.data is None else data_url(part.media_type, part.data)
+            out["image_url"] = url
+    elif isinstance(part, FilePart):
+        out = {"type": "input_file"}
+        if part.data is not None:
+            out["file_data"] = (
+                encode_base64(part.data)
+                if part.media_type is None
+                else data_url(part.media_type, part.data)
+            )
+        elif part.url is not None:
+            out["file_url"] = part.url
+        else:
+            out["file_id"] = part.file_id
+        if part.filename is not None:
+            out["filename"] = part.filename
+    else:  # audio (the input item types take none), refusals, thinking, reasoning
+        return None
+    return _patched(out, part)
+
+
+def _render_output_part(part: ContentPart) -> dict[str, Any] | None:
+    """A part of an assistant output message (``output_text``, ``refusal``)."""
+    if isinstance(part, TextPart):
+        return _patched({"type": "output_text", "text": part.text, "annotations": []}, part)
+    if isinstance(part, RefusalPart):
+        return _patched({"type": "refusal", "refusal": part.refusal}, part)
+    return None
+
+
+def _render_reasoning(part: ReasoningPart) -> dict[str, Any] | None:
+    if part.provider != PROVIDER or part.id is None:
+        return None
+    out: dict[str, Any] = {
+        "type": "reasoning",
+        "id": part.id,
+        "summary": [{"type": "summary_text", "text": text} for text in part.summary],
+    }
+    if part.content is not None:
+        out["content"] = [{"type": "reasoning_text", "text": text} for text in part.content]
+    if part.encrypted_content is not None:
+        out["encrypted_content"] = part.encrypted_content
+    return _patched(out, part)
+
+
+def _patched(out: dict[str, Any], part: ContentPart) -> dict[str, Any]:
+    patch = (part.extras or {}).get(FORMAT)
+    if isinstance(patch, dict) and _AFTER_CALLS in patch:
+        patch = {k: v for k, v in patch.items() if k != _AFTER_CALLS}
+    result: dict[str, Any] = apply_patch(out, patch) if patch is not None else out
+    return result
+
+
+def _after_calls(part: ContentPart) -> int | None:
+    patch = (part.extras or {}).get(FORMAT)
+    return patch.get(_AFTER_CALLS) if isinstance(patch, dict) else None
+
+
+def _render_call(call: ToolCall) -> dict[str, Any]:
+    arguments = call.arguments
+    if arguments is None:
+        arguments = orjson.dumps(normalize_args(call.args)).decode()
+    out = {"type": "function_call", "call_id": call.id, "name": call.name, "arguments": arguments}
+    result: dict[str, Any] = with_extras(out, call.extras, FORMAT)
+    return result
+
+
+def _render_output_message(msg: AgentMessage, parts: list[ContentPart]) -> dict[str, Any] | None:
+    if msg.id is not None and msg.id.startswith("msg"):
+        # The output form needs the item id, and the API takes only its own ("msg_...").
+        content = [p for p in map(_render_output_part, parts) if p is not None]
+        item: dict[str, Any] = {
+            "type": "message",
+            "role": "assistant",
+            "id": msg.id,
+            "status": "completed",
+            "content": content,
+        }
+    else:  # the short form takes no output parts: the text, as a string
+        text = "".join(p.text for p in parts if isinstance(p, TextPart))
+        if not text:
+            return None
+        item = {"role": "assistant", "content": text}
+    return item
+
+
+def _render_assistant(msg: AgentMessage) -> list[dict[str, Any]]:
+    """An assistant message as items: its content in order (reasoning items, and each run
+    of other parts as one message item; the message's id and patch go to the first), then
+    its calls (with any reasoning recorded between them)."""
+    items: list[dict[str, Any]] = []
+    later: dict[int, list[dict[str, Any]]] = {}
+    message_done = False
+
+    def flush(run: list[ContentPart]) -> None:
+        nonlocal message_done
+        if not run:
+            return
+        item = _render_output_message(msg if not message_done else _anonymous(msg), run)
+        if not message_done:
+            item = with_extras(item, message_extras(msg, FORMAT), FORMAT)
+        message_done = True
+        if item is not None:
+            items.append(item)
+
+    if isinstance(msg.content, str):
+        item = {"role": "assistant", "content": msg.content} if msg.content else None
+        item = with_extras(item, message_extras(msg, FORMAT), FORMAT)
+        if item is not None:
+            items.append(item)
+    else:
+        run: list[ContentPart] = []
+        for part in msg.content:
+            if isinstance(part, ReasoningPart):
+                flush(run)
+                run = []
+                rendered = _render_reasoning(part)
+                if rendered is None:
+                    continue
+                after = _after_calls(part)
+                if after is None:
+                    items.append(rendered)
+                else:
+                    later.setdefault(after, []).append(rendered)
+            else:
+                run.append(part)
+        flush(run)
+    for n, call in enumerate(msg.tool_calls or [], start=1):
+        items.append(_render_call(call))
+        items.extend(later.pop(n, []))
+    for rest in later.values():  # a hint past the last call: keep the item at the end
+        items.extend(rest)
+    return items
+
+
+def _anonymous(msg: AgentMessage) -> AgentMessage:
+    return msg.model_copy(update={"id": None, "extras": None})
+
+
+def _render_input_message(msg: AgentMessage) -> dict[str, Any]:
+    content: Any = msg.content
+    if not isinstance(content, str):
+        content = [p for p in map(_render_input_part, content) if p is not None]
+    result: dict[str, Any] = with_extras(
+        {"role": msg.role, "content": content}, message_extras(msg, FORMAT), FORMAT
+    )
+    return result
+
+
+def _render_output(call_id: str, msg: AgentMessage | None) -> dict[str, Any]:
+    out: dict[str, Any] = {"type": "function_call_output", "call_id": call_id}
+    if msg is None:
+        out["output"] = MISSING_RESULT
+        return out
+    if isinstance(msg.content, str):
+        out["output"] = msg.content
+    else:
+        out["output"] = [p for p in map(_render_input_part, msg.content) if p is not None]
+    result: dict[str, Any] = with_extras(out, message_extras(msg, FORMAT, "output"), FORMAT)
+    return result
+
+
+def to_responses(messages: Sequence[AgentMessage]) -> list[dict[str, Any]]:
+    """Responses API input items: messages (the short ``{"role", "content"}`` form unless
+    the message came from Responses in another), ``reasoning`` items (OpenAI's only),
+    ``function_call`` / ``function_call_output`` pairs, results right after their calls;
+    see the README's table for every rule."""
+    out: list[dict[str, Any]] = []
+    for turn in paired(messages):
+        msg = turn.message
+        if msg.role == "assistant":
+            out.extend(_render_assistant(msg))
+        else:
+            out.append(_render_input_message(msg))
+        out.extend(_render_output(call_id, result) for call_id, result in turn.results)
+    return out
+
+
+# -- importing --------------------------------------------------------------------------
+
+
+def _input_text(p: dict[str, Any], i: int, path: str) -> dict[str, Any]:
+    return {"type": "text", "text": p.get("text")}
+
+
+def _refusal(p: dict[str, Any], i: int, path: str) -> dict[str, Any]:
+    return {"type": "refusal", "refusal": p.get("refusal")}
+
+
+def _input_image(p: dict[str, Any], i: int, path: str) -> dict[str, Any]:
+    part: dict[str, Any] = {"type": "image", "detail": p.get("detail"), "file_id": p.get("file_id")}
+    url = p.get("image_url")
+    if isinstance(url, str):
+        decoded = parse_data_url(url, i, f"{path}.image_url")
+        if decoded is None:
+            part["url"] = url
+        else:
+            part["media_type"], part["data"] = decoded
+    return part
+
+
+def _input_file(p: dict[str, Any], i: int, path: str) -> dict[str, Any]:
+    part: dict[str, Any] = {
+        "type": "file",
+        "file_id": p.get("file_id"),
+        "url": p.get("file_url"),
+        "filename": p.get("filename"),
+    }
+    raw = p.get("file_data")
+    if raw is not None:
+        where = f"{path}.file_data"
+        decoded = parse_data_url(raw, i, where) if isinstance(raw, str) else None
+        if decoded is None:
+            part["data"] = base64_bytes(raw, i, where)
+        else:
+            part["media_type"], part["data"] = decoded
+    return part
+
+
+_INPUT_PARTS = {
+    "input_text": _input_text,
+    "input_image": _input_image,
+    "input_file": _input_file,
+}
+_OUTPUT_PARTS = {"output_text": _input_text, "refusal": _refusal}
+
+
+def _import_parts(content: Any, i: int, path: str, output: bool) -> list[ContentPart]:
+    handlers = _OUTPUT_PARTS if output else _INPUT_PARTS
+    render = _render_output_part if output else _render_input_part
+    parts: list[ContentPart] = []
+    for n, raw in enumerate(sequence(content, i, path)):
+        where = f"{path}.{n}"
+        given = dict(mapping(raw, i, where))
+        part = build_part(i, where, by_type(handlers, given.get("type"), i, where)(given, i, where))
+        extras = extras_for(FORMAT, render(part), given)
+        parts.append(part.model_copy(update={"extras": extras}) if extras else part)
+    return parts
+
+
+def _import_reasoning(item: dict[str, Any], i: int, calls_before: int | None) -> ContentPart:
+    def texts(key: str) -> list[Any] | None:
+        if item.get(key) is None:
+            return None
+        return [
+            mapping(s, i, f"{key}.{n}").get("text")
+            for n, s in enumerate(sequence(item[key], i, key))
+        ]
+
+    fields = {
+        "type": "reasoning",
+        "id": item.get("id"),
+        "summary": texts("summary") or [],
+        "content": texts("content"),
+        "encrypted_content": item.get("encrypted_content"),
+        "provider": PROVIDER,
+    }
+    part = build_part(i, "", fields)
+    assert isinstance(part, ReasoningPart)
+    patch = extras_for(FORMAT, _render_reasoning(part), item) or {}
+    if calls_before is not None:
+        patch = {FORMAT: {**patch.get(FORMAT, {}), _AFTER_CALLS: calls_before}}
+    return part.model_copy(update={"extras": patch}) if patch else part
+
+
+class _Group:
+    """The assistant message being built from a run of items."""
+
+    def __init__(self) -> None:
+        self.content: list[ContentPart] = []
+        self.calls: list[ToolCall] = []
+        self.id: str | None = None
+        self.extras: dict[str, Any] | None = None
+        self.has_message = False
+        self.short_text = False  # a short-form message with string content, alone
+
+    def message(self, i: int) -> AgentMessage:
+        content: Any = self.content
+        if self.short_text and len(content) == 1 and isinstance(content[0], TextPart):
+            content = content[0].text  # the string it was
+        fields: dict[str, Any] = {"role": "assistant", "content": content}
+        if self.calls:
+            fields["tool_calls"] = self.calls
+        for key in ("id", "extras"):
+            if getattr(self, key) is not None:
+                fields[key] = getattr(self, key)
+        return build(AgentMessage, i, "", fields)
+
+
+def from_responses(items: Sequence[Any]) -> list[AgentMessage]:
+    """:class:`AgentMessage` objects from Responses API input items (dicts, as the SDK's
+    ``ResponseInputItemParam``): messages, ``reasoning``, ``function_call`` and
+    ``function_call_output``. A run of assistant items becomes one assistant message
+    (see the module docstring). ``to_responses(from_responses(x))`` gives ``x`` back.
+    Other item kinds, and bad input, raise :class:`InvalidMessageError` naming the item's
+    index and the path inside it."""
+    out: list[AgentMessage] = []
+    group: _Group | None = None
+    last = 0
+
+    def close() -> None:
+        nonlocal group
+        if group is not None:
+            out.append(group.message(last))
+        group = None
+
+    for i, raw in enumerate(sequence(items, 0, "")):
+        item = dict(mapping(raw, i, ""))
+        last = i
+        kind = item.get("type", "message")
+        role = item.get("role")
+        if kind == "reasoning":
+            group = group or _Group()
+            group.content.append(
+                _import_reasoning(item, i, len(group.calls) if group.calls else None)
+            )
+        elif kind == "function_call":
+            if not isinstance(item.get("arguments"), str):
+                raise invalid(i, "arguments", "a JSON string is required")
+            group = group or _Group()
+            fields = {
+                "id": item.get("call_id"),
+                "name": item.get("name"),
+                "arguments": item.get("arguments"),
+            }
+            call = build(ToolCall, i, "", fields)
+            extras = extras_for(FORMAT, _render_call(call), item)
+            group.calls.append(call.model_copy(update={"extras": extras}) if extras else call)
+        elif kind == "message" and role == "assistant":
+            if group is not None and (group.calls or group.has_message):
+                close()
+            group = group or _Group()
+            _import_assistant(group, item, i)
+        elif kind == "message" and role in ("user", "system", "developer"):
+            close()
+            out.append(_import_input_message(item, i))
+        elif kind == "function_call_output":
+            close()
+            out.append(_import_output(item, i))
+        else:
+            raise invalid(i, "type", f"unsupported item {kind!r} (role {role!r})")
+    close()
+    return out
+
+
+def _import_assistant(group: _Group, item: dict[str, Any], i: int) -> None:
+    group.has_message = True
+    content = item.get("content")
+    item_id = item.get("id")
+    probe = build(AgentMessage, i, "", {"role": "assistant", "content": "", "id": item_id})
+    if isinstance(content, str) and item_id is None:
+        group.content.append(TextPart(text=content))
+        group.short_text = len(group.content) == 1
+        rendered = _render_output_message(probe, [TextPart(text=content)])
+        group.extras = extras_for(FORMAT, rendered, item)
+        return
+    output = item_id is not None
+    parts = _import_parts(content, i, "content", output=output)
+    group.content.extend(parts)
+    group.id = item_id
+    rendered = _render_output_message(probe, parts) or {}
+    # Parts carry their own patches only where the output form renders them.
+    skip = {"content"} if rendered.get("type") == "message" else set()
+    given = {k: v for k, v in item.items() if k not in skip}
+    group.extras = extras_for(FORMAT, {k: v for k, v in rendered.items() if k not in skip}, given)
+
+
+def _import_input_message(item: dict[str, Any], i: int) -> AgentMessage:
+    role = "system" if item["role"] == "developer" else item["role"]
+    content = item.get("content")
+    listed = not isinstance(content, str)
+    if listed:
+        content = _import_parts(content, i, "content", output=False)
+    msg = build(AgentMessage, i, "", {"role": role, "content": content})
+    skip = {"content"} if listed else set()
+    rendered = {k: v for k, v in _render_input_message(msg).items() if k not in skip}
+    extras = extras_for(FORMAT, rendered, {k: v for k, v in item.items() if k not in skip})
+    return msg.model_copy(update={"extras": extras}) if extras else msg
+
+
+def _import_output(item: dict[str, Any], i: int) -> AgentMessage:
+    output = item.get("output")
+    listed = not isinstance(output, str)
+    content: Any = _import_parts(output, i, "output", output=False) if listed else output
+    fields = {"role": "tool", "content": content, "tool_call_id": item.get("call_id")}
+    msg = build(AgentMessage, i, "", fields)
+    skip = {"output"} if listed else set()
+    rendered = {
+        k: v for k, v in _render_output(msg.tool_call_id or "", msg).items() if k not in skip
+    }
+    extras = extras_for(FORMAT, rendered, {k: v for k, v in item.items() if k not in skip})
+    return msg.model_copy(update={"extras": extras}) if extras else msg
