@@ -8,46 +8,50 @@
 --
 -- KEYS[1]   seq counter: a string holding the last assigned seq (absent = 0)
 -- KEYS[2]   stream: one entry per message, entry ID "<seq>-0", fields "at" and "msg"
--- KEYS[3]   optional idempotency record: "<last_seq> <at> <count> <fingerprint> <call>"
+-- KEYS[3]   blobs: a hash of large binaries stored off the rows, field = SHA-256 (hex)
+-- KEYS[4]   optional idempotency record: "<last_seq> <at> <count> <fingerprint> <call>"
 -- ARGV[1]   publish command: "PUBLISH", "SPUBLISH" (cluster) or "" for no event
 -- ARGV[2]   channel for the post-commit event
--- ARGV[3]   idempotency record lifetime in milliseconds (ignored without KEYS[3])
--- ARGV[4]   fingerprint of the batch (ignored without KEYS[3])
--- ARGV[5]   "1": look KEYS[3] up first; "0": skip that (the first try of a key generated
+-- ARGV[3]   idempotency record lifetime in milliseconds (ignored without KEYS[4])
+-- ARGV[4]   fingerprint of the batch (ignored without KEYS[4])
+-- ARGV[5]   "1": look KEYS[4] up first; "0": skip that (the first try of a key generated
 --           for this call: nobody can have used it yet)
 -- ARGV[6]   the conversation's lifetime in milliseconds, refreshed on every key it owns
 --           by each append ("" for none: keys live until deleted)
 -- ARGV[7]   a token naming this call (every try of one call sends the same token), kept
 --           in the idempotency record so a replay can tell its own commit from another's
--- ARGV[8..] the encoded messages (JSON), in order; at least one
+-- ARGV[8]   B, the number of blobs this batch stores (0 for most appends)
+-- ARGV[9..] B pairs of a blob's SHA-256 (hex) and its bytes, then the encoded messages
+--           (JSON), in order; at least one
 --
 -- Returns {last_seq, at, replayed, call}: the seq of the last message written, the commit
 -- time in microseconds since the Unix epoch (a string) read once from the server's clock,
--- 1 when KEYS[3] already recorded this batch (nothing written; the first call's result),
+-- 1 when KEYS[4] already recorded this batch (nothing written; the first call's result),
 -- and the token of the call that wrote it ("" for a record written before tokens existed).
 --
 -- Nothing is written unless everything can be: the counter is checked to be exactly what
 -- INCRBY accepts and to end where the stream ends, then the first XADD (which can still
 -- fail on a wrong type) runs before any other change. Later XADDs use larger IDs, and
--- INCRBY, SET and PEXPIRE cannot fail on keys already checked.
+-- INCRBY, SET, HSETNX and PEXPIRE cannot fail on keys already checked.
 
-local HEADER = 7
+local BLOBS = tonumber(ARGV[8])
+local HEADER = 8 + 2 * BLOBS
 local n = #ARGV - HEADER
 
-if KEYS[3] and ARGV[5] == '1' then
-  local record = redis.pcall('GET', KEYS[3])
+if KEYS[4] and ARGV[5] == '1' then
+  local record = redis.pcall('GET', KEYS[4])
   if type(record) == 'table' and record.err then
-    return redis.error_reply('WRONGTYPE idempotency record ' .. KEYS[3] .. ' is not a string')
+    return redis.error_reply('WRONGTYPE idempotency record ' .. KEYS[4] .. ' is not a string')
   end
   if record then
     local last, at, count, fingerprint, call =
       string.match(record, '^(%d+) (%d+) (%d+) (%x+) ?(%x*)$')
     if not last then
-      return redis.error_reply('MSGLOG_BADRECORD idempotency record ' .. KEYS[3] .. ' holds ' ..
+      return redis.error_reply('MSGLOG_BADRECORD idempotency record ' .. KEYS[4] .. ' holds ' ..
         record)
     end
     if fingerprint ~= ARGV[4] or tonumber(count) ~= n then
-      return redis.error_reply('MSGLOG_KEYREUSED idempotency key ' .. KEYS[3] ..
+      return redis.error_reply('MSGLOG_KEYREUSED idempotency key ' .. KEYS[4] ..
         ' was used for a different batch')
     end
     return {tonumber(last), at, 1, call}
@@ -64,6 +68,12 @@ end
 local length = redis.pcall('XLEN', KEYS[2])
 if type(length) == 'table' and length.err then
   return redis.error_reply('WRONGTYPE stream ' .. KEYS[2] .. ' is not a stream')
+end
+if BLOBS > 0 or ARGV[6] ~= '' then
+  local kind = redis.call('TYPE', KEYS[3])['ok']
+  if kind ~= 'none' and kind ~= 'hash' then
+    return redis.error_reply('WRONGTYPE blobs ' .. KEYS[3] .. ' is not a hash')
+  end
 end
 
 -- The seq of the stream's newest entry (0 when it is empty).
@@ -130,6 +140,9 @@ end
 for i = 2, n do
   redis.call('XADD', KEYS[2], string.format('%d-0', last + i), 'at', at, 'msg', ARGV[HEADER + i])
 end
+for i = 0, BLOBS - 1 do  -- content-addressed: the same bytes are stored once
+  redis.call('HSETNX', KEYS[3], ARGV[9 + 2 * i], ARGV[10 + 2 * i])
+end
 local new_last = last + n
 if raw then
   redis.call('INCRBY', KEYS[1], n)
@@ -137,13 +150,14 @@ else
   redis.call('SET', KEYS[1], new_last)  -- a new counter, or one healed from the stream
 end
 
-if KEYS[3] then
-  redis.call('SET', KEYS[3], string.format('%d', new_last) .. ' ' .. at .. ' ' .. n .. ' ' ..
+if KEYS[4] then
+  redis.call('SET', KEYS[4], string.format('%d', new_last) .. ' ' .. at .. ' ' .. n .. ' ' ..
     ARGV[4] .. ' ' .. ARGV[7], 'PX', ARGV[3])
 end
 if ARGV[6] ~= '' then
   redis.call('PEXPIRE', KEYS[1], ARGV[6])
   redis.call('PEXPIRE', KEYS[2], ARGV[6])
+  redis.call('PEXPIRE', KEYS[3], ARGV[6])  -- blobs live exactly as long as their rows
 end
 
 if ARGV[1] ~= '' then

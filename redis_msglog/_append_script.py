@@ -13,10 +13,13 @@ from ._keys import ConversationKeys
 from ._scripts import LuaScript, load_script
 from ._steps import Command, Refused
 
-KEY_NAMES = ("seq", "stream", "record")
-"""``KEYS[1..3]`` of the script, in order (``record`` only with an idempotency key)."""
-ARGV_NAMES = ("publish", "channel", "record_ttl_ms", "fingerprint", "look_up", "ttl_ms", "call")
-"""``ARGV[1..7]`` of the script, in order; the encoded messages follow."""
+KEY_NAMES = ("seq", "stream", "blobs", "record")
+"""``KEYS[1..4]`` of the script, in order (``record`` only with an idempotency key)."""
+ARGV_NAMES = (
+    "publish", "channel", "record_ttl_ms", "fingerprint", "look_up", "ttl_ms", "call", "blobs",
+)  # fmt: skip
+"""``ARGV[1..8]`` of the script, in order; the blobs (digest, bytes) and the encoded
+messages follow."""
 
 
 def script() -> LuaScript:
@@ -30,6 +33,7 @@ class AppendCall:
     keys: ConversationKeys
     messages: tuple[bytes, ...]
     call: str  # a token naming this call, the same on every try
+    blobs: tuple[tuple[str, bytes], ...] = ()  # (SHA-256 hex, bytes) stored off the rows
     publish: str = ""  # "PUBLISH", "SPUBLISH" (cluster) or "": no event
     record: str | None = None  # the idempotency record's key
     record_ttl_ms: int = 0
@@ -39,7 +43,8 @@ class AppendCall:
 
     def keys_and_args(self) -> Command:
         """``numkeys, KEYS..., ARGV...`` for ``EVALSHA``/``EVAL``."""
-        keys = (self.keys.seq, self.keys.stream) + (() if self.record is None else (self.record,))
+        keys: tuple[str, ...] = (self.keys.seq, self.keys.stream, self.keys.blobs)
+        keys += () if self.record is None else (self.record,)
         argv = (
             self.publish,
             self.keys.channel,
@@ -48,8 +53,10 @@ class AppendCall:
             "1" if self.look_up else "0",
             "" if self.ttl_ms is None else self.ttl_ms,
             self.call,
+            len(self.blobs),
         )
-        return (len(keys), *keys, *argv, *self.messages)
+        blobs = tuple(part for blob in self.blobs for part in blob)
+        return (len(keys), *keys, *argv, *blobs, *self.messages)
 
 
 @dataclass(frozen=True, slots=True)

@@ -22,6 +22,14 @@ from pydantic import ValidationError
 
 from . import _append_script as script
 from . import errors
+from ._blobs import (
+    DEFAULT_BLOB_THRESHOLD,
+    BlobMode,
+    check_blob_mode,
+    hydrate,
+    offload,
+    references,
+)
 from ._durability import Durability
 from ._keys import ConversationKeys
 from ._retry import DEFAULT_RETRY, RetryPolicy
@@ -43,7 +51,8 @@ class Batch:
     """Validated, encoded messages ready to append."""
 
     messages: tuple[AgentMessage, ...]
-    encoded: tuple[bytes, ...]
+    encoded: tuple[bytes, ...]  # as stored: large binaries replaced by references
+    blobs: tuple[tuple[str, bytes], ...] = ()  # (SHA-256 hex, bytes) to store off the rows
 
     def fingerprint(self) -> str:
         """A digest of the batch, stored with an idempotency record so that a key reused
@@ -92,9 +101,12 @@ class LogCore:
         sharded_events: bool = False,
         ttl: timedelta | None = None,
         durability: Durability | None = None,
+        blob_threshold: int | None = DEFAULT_BLOB_THRESHOLD,
         clock: Clock,
     ) -> None:
         _require_positive("max_message_bytes", max_message_bytes)
+        if blob_threshold is not None:
+            _require_positive("blob_threshold", blob_threshold)
         if durability is not None and not isinstance(durability, Durability):
             raise TypeError(f"durability must be a Durability, got {type(durability).__name__}")
         if ttl is not None and (not isinstance(ttl, timedelta) or ttl < timedelta(seconds=1)):
@@ -118,6 +130,7 @@ class LogCore:
         self.ttl = ttl
         self.durability = durability
         self.clock = clock
+        self.blob_threshold = blob_threshold
         self._durability_checked = durability is None or not durability.aof
         self._script: LuaScript = script.script()
         # Sharded pub/sub on a cluster: the event goes to the conversation's own shard.
@@ -133,18 +146,22 @@ class LogCore:
             )
         messages = tuple(_coerce(m, i) for i, m in enumerate(msgs))
         encoded = []
+        blobs: dict[str, bytes] = {}
         for index, msg in enumerate(messages):
+            stored, offloaded = offload(msg, self.blob_threshold)
+            blobs.update(offloaded)
             try:
-                data = encode_message(msg)
+                data = encode_message(stored)
             except errors.CodecError as exc:
                 raise errors.CodecError(f"message {index}: {exc}") from exc
             if len(data) > self.max_message_bytes:
                 raise errors.MessageTooLargeError(
                     f"message {index} encodes to {len(data)} bytes, over the limit of "
-                    f"{self.max_message_bytes} (max_message_bytes)"
+                    f"{self.max_message_bytes} (max_message_bytes, after moving binaries "
+                    f"over {self.blob_threshold} bytes off the row)"
                 )
             encoded.append(data)
-        return Batch(messages, tuple(encoded))
+        return Batch(messages, tuple(encoded), tuple(blobs.items()))
 
     def append_plan(
         self, batch: Batch, idempotency_key: str | None, *, check_eviction: bool = False
@@ -177,6 +194,7 @@ class LogCore:
         call = script.AppendCall(
             keys=self.keys,
             messages=batch.encoded,
+            blobs=batch.blobs,
             # One token per call, kept in the idempotency record: a replay then tells
             # "my own lost try committed" from "another call committed".
             call=os.urandom(8).hex(),
@@ -344,10 +362,29 @@ class LogCore:
             )
 
     def committed_rows(self, batch: Batch, commit: Commit) -> list[StoredMessage]:
-        """The rows of a committed batch exactly as a reader will decode them."""
+        """The rows of a committed batch exactly as a reader will decode them (binaries
+        stored off the rows put back)."""
         first = commit.last_seq - len(batch.encoded) + 1
         at = str(commit.at_micros)
-        return [decode_entry(first + i, at, data) for i, data in enumerate(batch.encoded)]
+        rows = [decode_entry(first + i, at, data) for i, data in enumerate(batch.encoded)]
+        return hydrate(rows, dict(batch.blobs)) if batch.blobs else rows
+
+    def with_blobs(self, rows: list[StoredMessage], mode: BlobMode) -> Plan[list[StoredMessage]]:
+        """``rows`` with the binaries stored off them put back (``mode="hydrate"``: one more
+        round trip, only when a row refers to one), or as references (``"refs"``)."""
+        check_blob_mode(mode)
+        digests = references(rows) if mode == "hydrate" else []
+        if not digests:
+            return rows
+        (values,) = yield from self._read(("HMGET", self.keys.blobs, *digests))
+        missing = [d for d, value in zip(digests, values, strict=True) if value is None]
+        if missing:
+            seqs = [r.seq for r in rows if set(references([r])) & set(missing)]
+            raise errors.CorruptLogError(
+                f"blob {missing[0]} of {self.keys.blobs}, referred to by seq {seqs[0]}, is "
+                f"missing ({len(missing)} missing in all): deleted by hand? See `msglog verify`"
+            )
+        return hydrate(rows, dict(zip(digests, values, strict=True)))
 
     # -- reading -------------------------------------------------------------------
 
@@ -382,7 +419,9 @@ class LogCore:
             )
         return high
 
-    def read_plan(self, after: int, limit: int | None) -> Plan[list[StoredMessage]]:
+    def read_plan(
+        self, after: int, limit: int | None, blobs: BlobMode = "hydrate"
+    ) -> Plan[list[StoredMessage]]:
         """Messages with seq > ``after``, in order, at most ``limit``: a gap-free run
         that starts at ``after + 1``, or an error; never a silent gap or truncation.
 
@@ -401,7 +440,7 @@ class LogCore:
                 rows = self._contiguous(self.decode_entries(entries), after + 1)
                 if not rows and after:
                     yield from self._check_cursor(after)
-                return rows
+                return (yield from self.with_blobs(rows, blobs))
         want = self.page_size if limit is None else min(limit, self.page_size)
         before, raw_high, length, entries = yield from self._read(
             *self._counter_commands(), self._xrange(after + 1, want)
@@ -422,7 +461,7 @@ class LogCore:
                 f"stream {self.keys.stream} ends at seq {reached} but its seq counter says "
                 f"{high}: entries were deleted, or the counter was moved ahead"
             )
-        return rows
+        return (yield from self.with_blobs(rows, blobs))
 
     def _check_cursor(self, after: int) -> Plan[None]:
         """An empty read after ``after``: fine if the log ends exactly there; an error if
@@ -441,7 +480,7 @@ class LogCore:
         rows = self.decode_entries(newest)
         return rows[0].seq if rows else 0
 
-    def last_plan(self, n: int) -> Plan[list[StoredMessage]]:
+    def last_plan(self, n: int, blobs: BlobMode = "hydrate") -> Plan[list[StoredMessage]]:
         """The last ``n`` messages in chronological order: a gap-free run that ends at the
         stream's last entry (fewer only when the log has fewer)."""
         require_non_negative("n", n)
@@ -460,7 +499,7 @@ class LogCore:
         if len(newest_first) < n and newest_first and newest_first[-1].seq > 1:
             self._gap(1, newest_first[-1].seq - 1)  # the log starts after seq 1
         newest_first.reverse()
-        return newest_first
+        return (yield from self.with_blobs(newest_first, blobs))
 
     def _contiguous(
         self, rows: list[StoredMessage], first: int | None, *, step: int = 1

@@ -8,6 +8,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from . import errors
+from ._blobs import BlobMode, check_blob_mode
 from ._core import LogCore, require_non_negative
 from ._retry import follow_backoff
 from ._steps import Command, NotSent, Pause, Plan, Read, Refused, StepFailure
@@ -31,12 +32,20 @@ class FollowCursor:
     """
 
     def __init__(
-        self, core: LogCore, after: int, *, block_ms: int, reconnect_within: float | None
+        self,
+        core: LogCore,
+        after: int,
+        *,
+        block_ms: int,
+        reconnect_within: float | None,
+        blobs: BlobMode = "hydrate",
     ) -> None:
         require_non_negative("after", after)
+        check_blob_mode(blobs)
         if reconnect_within is not None and not reconnect_within >= 0:
             raise ValueError(f"reconnect_within must be >= 0 or None, got {reconnect_within!r}")
         self.position = after
+        self._blobs = blobs
         self._core = core
         self._block_ms = max(1, block_ms)  # BLOCK 0 would mean "forever"
         self._reconnect_within = reconnect_within
@@ -107,7 +116,7 @@ class FollowCursor:
                     raise self._core.error_for(failure) from (failure.origin or failure)
                 yield Pause(self.failed(failure))
                 continue
-            return self.accept(reply)
+            return (yield from self._core.with_blobs(self.accept(reply), self._blobs))
 
     @staticmethod
     def retryable(failure: StepFailure) -> bool:

@@ -5,6 +5,8 @@ Layout, for a prefix ``msglog`` and conversation id ``conv-42``::
     msglog:{conv-42}:seq      string: the last assigned seq (the high-water mark)
     msglog:{conv-42}:stream   stream: one entry per message, entry ID "<seq>-0"
     msglog:{conv-42}:events   pub/sub channel: one event per committed append
+    msglog:{conv-42}:blobs    hash: large binaries stored off the rows, field = the
+                              SHA-256 (hex) of the bytes, value = the bytes
     msglog:{conv-42}:idem:K   string, expiring: the result of the append made with
                               idempotency key K ("<last_seq> <at> <count> <fingerprint> <call>")
 
@@ -65,6 +67,7 @@ class ConversationKeys:
     seq: str
     stream: str
     channel: str
+    blobs: str
 
     @classmethod
     def build(cls, prefix: str, conversation: str) -> ConversationKeys:
@@ -76,7 +79,12 @@ class ConversationKeys:
         if "{" in prefix or "}" in prefix:
             raise ValueError(f"prefix must not contain '{{' or '}}' (hash tag): {prefix!r}")
         base = f"{prefix}:{{{escape_id(conversation)}}}"
-        return cls(seq=f"{base}:seq", stream=f"{base}:stream", channel=f"{base}:events")
+        return cls(
+            seq=f"{base}:seq",
+            stream=f"{base}:stream",
+            channel=f"{base}:events",
+            blobs=f"{base}:blobs",
+        )
 
     def idempotency_record(self, idempotency_key: str) -> str:
         """The key remembering the append made with ``idempotency_key``."""

@@ -54,10 +54,14 @@ class _Media(_Part):
     """A file uploaded to the provider (its Files API id)."""
     media_type: StrictStr | None = None
     """MIME type, e.g. ``image/png``, ``audio/wav``, ``application/pdf``."""
+    blob: Annotated[str, Field(pattern=r"^[0-9a-f]{64}$")] | None = None
+    """Instead of ``data``: the SHA-256 (hex) of bytes stored off the row, once per
+    conversation (a binary over the log's ``blob_threshold``). Reads put the bytes back
+    in ``data`` unless asked for references (``blobs="refs"``)."""
 
     @model_validator(mode="after")
     def _one_source(self) -> _Media:
-        sources = [s for s in (self.data, self.url, self.file_id) if s is not None]
+        sources = [s for s in (self.data, self.url, self.file_id, self.blob) if s is not None]
         if len(sources) != 1:
             raise ValueError("exactly one of data, url and file_id is required")
         return self

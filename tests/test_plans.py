@@ -90,7 +90,7 @@ def drive(plan: Plan[Any], server: Server, clock: Clock | None = None) -> tuple[
 def script_reply(step: Step, *, last: int = 1, replayed: int = 0, writer: str | None = None) -> Any:
     """The append script's reply to ``step``, written by this call unless ``writer``."""
     assert isinstance(step, Write)
-    call = str(step.command[-2])  # ARGV[7], just before the one message
+    call = str(step.command[-3])  # ARGV[7]; then ARGV[8] (no blobs) and the one message
     return [last, AT, replayed, (writer or call).encode()]
 
 
@@ -307,8 +307,8 @@ def test_a_lost_reply_is_re_sent_with_the_same_key_and_recognised_as_ours() -> N
     assert commit.fresh  # our own commit, seen late: the hook fires once
     assert commands(steps) == [("EVALSHA",), ("pause",), ("EVALSHA",)]
     first, second = (step.command for step in sent)
-    assert first[3] == second[3]  # the same idempotency record key
-    assert (first[-4], second[-4]) == ("0", "1")  # a generated key is looked up on re-sends
+    assert first[2] == 4 and first[6] == second[6]  # the same idempotency record (KEYS[4])
+    assert (first[-5], second[-5]) == ("0", "1")  # a generated key is looked up on re-sends
 
 
 def test_a_replay_of_another_calls_commit_is_not_fresh() -> None:

@@ -48,4 +48,4 @@ def test_the_append_scripts_header_matches_its_wrapper() -> None:
     argv = re.findall(r"^-- ARGV\[(\d+)\]", header, flags=re.M)
     assert keys == [str(i) for i in range(1, len(KEY_NAMES) + 1)]
     assert argv == [str(i) for i in range(1, len(ARGV_NAMES) + 1)]
-    assert f"local HEADER = {len(ARGV_NAMES)}" in header
+    assert f"local HEADER = {len(ARGV_NAMES)} + 2 * BLOBS" in header
