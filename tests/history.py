@@ -37,6 +37,7 @@ from typing import Any, Literal
 
 import orjson
 import redis
+import redis.cluster
 
 from redis_msglog import AppendInDoubtError, MessageLogError, NotDurableError, StoredMessage
 from redis_msglog.keys import ConversationKeys
@@ -169,7 +170,9 @@ class History:
 
     # -- checking ----------------------------------------------------------------------
 
-    def check(self, client: redis.Redis, *, counter: bool = True) -> Summary:
+    def check(
+        self, client: redis.Redis | redis.cluster.RedisCluster, *, counter: bool = True
+    ) -> Summary:
         """Read the final log straight from the stream and assert it agrees with every
         recorded operation; ``counter=False`` skips comparing the seq counter."""
         log, raw_counter = read_stream(client, self.keys)

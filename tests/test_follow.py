@@ -8,6 +8,7 @@ import multiprocessing
 import threading
 import time
 from collections.abc import Callable, Iterator
+from functools import partial
 from typing import Any
 
 import pytest
@@ -226,7 +227,7 @@ def test_breaking_out_of_follow_releases_its_connection(
     for row in log.follow():
         assert row.seq == 1
         break
-    assert client.connection_pool._in_use_connections == set()  # type: ignore[attr-defined]
+    assert client.connection_pool._in_use_connections == set()
 
 
 def test_cancelling_an_async_follow_releases_its_connection(
@@ -251,7 +252,7 @@ def test_cancelling_an_async_follow_releases_its_connection(
             await task
         assert seen == [1]
         assert await asyncio.to_thread(_wait_for, lambda: _blocked_clients(server.url) == 0)
-        assert not client.connection_pool._in_use_connections  # type: ignore[attr-defined]
+        assert not client.connection_pool._in_use_connections
         assert await log.add("user", "y") == 2  # the client is still usable
         await client.aclose()
 
@@ -376,9 +377,13 @@ def test_async_subscribe_delivers_an_append_awaited_right_after_it(
             writer = log if i % 2 else AsyncMessageLog(other, log.conversation)
             await writer.count()
             delivered: list[int] = []
-            subscription = log.subscribe(lambda rows, d=delivered: d.extend(m.seq for m in rows))
+
+            def deliver(rows: list[StoredMessage], into: list[int] = delivered) -> None:
+                into.extend(m.seq for m in rows)
+
+            subscription = log.subscribe(deliver)
             assert await writer.add("user", "right after") == 2
-            assert await _until(lambda d=delivered: bool(d)), f"round {i}: nothing delivered"
+            assert await _until(partial(bool, delivered)), f"round {i}: nothing delivered"
             await subscription.close()
             assert delivered == [2], f"round {i}"
         await client.aclose()
