@@ -155,44 +155,62 @@ def to_anthropic(messages: Sequence[AgentMessage]) -> list[dict[str, Any]]:
     parameter), tool calls as ``tool_use`` blocks, results as ``tool_result`` blocks in
     one user turn, consecutive same-role turns merged, alternating user/assistant."""
     turns: list[dict[str, Any]] = []
-
-    def add(role: str, blocks: list[dict[str, Any]]) -> None:
-        if not blocks:
-            return
-        if turns and turns[-1]["role"] == role:
-            turns[-1]["content"].extend(blocks)
-        else:
-            turns.append({"role": role, "content": blocks})
-
     for turn in _paired(messages):
         msg = turn.message
         if msg.role == "system":
             continue
-        blocks: list[dict[str, Any]] = []
-        if msg.content.strip():
-            blocks.append({"type": "text", "text": msg.content})
-        for call in msg.tool_calls or []:
-            blocks.append(
-                {
-                    "type": "tool_use",
-                    "id": tool_call_id(call.id),
-                    "name": call.name,
-                    "input": normalize_args(call.args),
-                }
-            )
-        add("assistant" if msg.role == "assistant" else "user", blocks)
-        add(
-            "user",
-            [
-                {
-                    "type": "tool_result",
-                    "tool_use_id": call_id,
-                    **({"content": content} if content else {}),
-                    **({"is_error": True} if error else {}),
-                }
-                for call_id, content, error in turn.results
-            ],
+        role = "assistant" if msg.role == "assistant" else "user"
+        _add_anthropic_turn(turns, role, _anthropic_blocks(msg))
+        _add_anthropic_turn(turns, "user", _anthropic_results(turn))
+    _fix_anthropic_ends(turns)
+    return turns
+
+
+def _anthropic_blocks(msg: AgentMessage) -> list[dict[str, Any]]:
+    """A message's own content blocks: its text (unless blank), then its tool calls."""
+    blocks: list[dict[str, Any]] = []
+    if msg.content.strip():
+        blocks.append({"type": "text", "text": msg.content})
+    for call in msg.tool_calls or []:
+        blocks.append(
+            {
+                "type": "tool_use",
+                "id": tool_call_id(call.id),
+                "name": call.name,
+                "input": normalize_args(call.args),
+            }
         )
+    return blocks
+
+
+def _anthropic_results(turn: _Turn) -> list[dict[str, Any]]:
+    """The ``tool_result`` blocks of an assistant turn's paired results."""
+    return [
+        {
+            "type": "tool_result",
+            "tool_use_id": call_id,
+            **({"content": content} if content else {}),
+            **({"is_error": True} if error else {}),
+        }
+        for call_id, content, error in turn.results
+    ]
+
+
+def _add_anthropic_turn(
+    turns: list[dict[str, Any]], role: str, blocks: list[dict[str, Any]]
+) -> None:
+    """Append ``blocks`` as a turn of ``role``, merged into the last turn if it has that
+    role (the API wants user and assistant to alternate); nothing if there are none."""
+    if not blocks:
+        return
+    if turns and turns[-1]["role"] == role:
+        turns[-1]["content"].extend(blocks)
+    else:
+        turns.append({"role": role, "content": blocks})
+
+
+def _fix_anthropic_ends(turns: list[dict[str, Any]]) -> None:
+    """Start with a user turn, and end an assistant turn's text without whitespace."""
     if turns and turns[0]["role"] == "assistant":
         # The API wants a user turn first; say nothing more than that one exists.
         turns.insert(0, {"role": "user", "content": [{"type": "text", "text": "(continued)"}]})
@@ -200,7 +218,6 @@ def to_anthropic(messages: Sequence[AgentMessage]) -> list[dict[str, Any]]:
         last = turns[-1]["content"][-1]
         if last["type"] == "text":  # a final assistant turn must not end in whitespace
             last["text"] = last["text"].rstrip()
-    return turns
 
 
 def to_langchain(messages: Sequence[AgentMessage]) -> list[dict[str, Any]]:

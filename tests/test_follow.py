@@ -7,8 +7,9 @@ import asyncio
 import multiprocessing
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from functools import partial
+from multiprocessing.process import BaseProcess
 from typing import Any
 
 import pytest
@@ -158,15 +159,7 @@ def test_eight_writers_three_followers_one_late_one_killed(
     writers = [context.Process(target=_writer, args=(url, conversation, w)) for w in range(WRITERS)]
     for writer in writers:
         writer.start()
-    admin = redis.Redis.from_url(url, decode_responses=True)
-    kills = 0
-    while kills < 5 or len(seen["killed"]) < total // 2:
-        time.sleep(0.1)
-        for client in admin.client_list():
-            if client["name"] == f"follower-killed-{conversation}":
-                kills += admin.client_kill_filter(_id=client["id"])
-        if not any(w.is_alive() for w in writers):
-            break
+    kills = _keep_killing(url, f"follower-killed-{conversation}", seen["killed"], total, writers)
     followers.append(start("late"))  # mid-run or after it: it must catch up either way
     for writer in writers:
         writer.join(timeout=120)
@@ -176,6 +169,24 @@ def test_eight_writers_three_followers_one_late_one_killed(
     assert kills >= 1
     for name, seqs in seen.items():
         assert seqs == list(range(1, total + 1)), name
+
+
+def _keep_killing(
+    url: str, client_name: str, seen: list[int], total: int, writers: Sequence[BaseProcess]
+) -> int:
+    """Kill the connections named ``client_name`` every 0.1 s, at least 5 times and until
+    their follower has seen half of the ``total`` messages, or until the writers are done;
+    the number of connections killed."""
+    admin = redis.Redis.from_url(url, decode_responses=True)
+    kills = 0
+    while kills < 5 or len(seen) < total // 2:
+        time.sleep(0.1)
+        for client in admin.client_list():
+            if client["name"] == client_name:
+                kills += admin.client_kill_filter(_id=client["id"])
+        if not any(w.is_alive() for w in writers):
+            break
+    return kills
 
 
 def test_follow_survives_a_server_restart(
