@@ -56,7 +56,7 @@ def measure(target: tuple[str, int], processes: int, per_process: int, conversat
         proc.start()
     start.wait()
     started = time.monotonic()
-    finished = max(done.get(timeout=600) for _ in procs)
+    finished: float = max(done.get(timeout=600) for _ in procs)
     for proc in procs:
         proc.join()
     return processes * per_process / (finished - started)

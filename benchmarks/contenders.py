@@ -13,6 +13,7 @@ from typing import Any
 import orjson
 import redis
 import redis.asyncio
+from redis.typing import StreamRangeResponse
 
 from redis_msglog import AsyncMessageLog, MessageLog
 
@@ -58,7 +59,7 @@ class RawSync:
             self.append_many(payloads[i : i + 1000])
 
     def last(self, n: int) -> list[Any]:
-        rows = [orjson.loads(f[b"msg"]) for _, f in self.redis.xrevrange(self.key, count=n)]
+        rows = _messages(self.redis.xrevrange(self.key, count=n))
         rows.reverse()
         return rows
 
@@ -66,14 +67,24 @@ class RawSync:
         rows: list[Any] = []
         start = "-"
         while True:
-            page = self.redis.xrange(self.key, min=start, count=1000)
-            rows.extend(orjson.loads(f[b"msg"]) for _, f in page)
+            page = self.redis.xrange(self.key, min=start, count=1000) or []
+            rows.extend(_messages(page))
             if len(page) < 1000:
                 return rows
-            start = "(" + page[-1][0].decode()
+            start = "(" + _text(page[-1][0])
 
     def keys(self) -> list[str]:
         return [self.key]
+
+
+def _messages(entries: StreamRangeResponse | None) -> list[Any]:
+    """The decoded ``msg`` field of each entry of an XRANGE or XREVRANGE reply."""
+    return [orjson.loads(fields[b"msg"]) for _, fields in entries or [] if fields is not None]
+
+
+def _text(value: bytes | str | None) -> str:
+    assert value is not None
+    return value.decode() if isinstance(value, bytes) else value
 
 
 class RawAsync:
@@ -219,7 +230,7 @@ class AgentsSession:
         return await self.session.get_items()
 
     async def keys(self) -> list[str]:
-        return [k.decode() for k in await self.redis.keys(f"*{self.session.session_id}*")]
+        return [_text(k) for k in await self.redis.keys(f"*{self.session.session_id}*")]
 
     async def close(self) -> None:
         await self.redis.aclose()
@@ -257,10 +268,12 @@ class LlamaIndex:
             pipe.execute()
 
     def last(self, n: int) -> list[Any]:
-        return self.store.get_messages(self.key)[-n:]  # no "last n" either
+        messages: list[Any] = self.store.get_messages(self.key)  # no "last n" either
+        return messages[-n:]
 
     def all(self) -> list[Any]:
-        return self.store.get_messages(self.key)
+        messages: list[Any] = self.store.get_messages(self.key)
+        return messages
 
     def keys(self) -> list[str]:
         return [self.key]

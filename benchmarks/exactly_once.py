@@ -17,6 +17,7 @@ import time
 import uuid
 from collections.abc import Callable
 from contextlib import ExitStack
+from typing import Any
 
 import redis
 
@@ -37,8 +38,8 @@ def _median_us_per_call(fn: Callable[[int], object], calls: int) -> float:
 
 
 def append_costs(client: redis.Redis, calls: int) -> dict[str, float]:
-    def log(**options: object) -> MessageLog:
-        return MessageLog(client, f"bench-{uuid.uuid4().hex}", **options)  # type: ignore[arg-type]
+    def log(**options: Any) -> MessageLog:
+        return MessageLog(client, f"bench-{uuid.uuid4().hex}", **options)
 
     no_key, generated, caller = log(retry=NO_RETRY), log(), log()
     run = uuid.uuid4().hex
@@ -62,7 +63,10 @@ def record_memory(client: redis.Redis, calls: int) -> dict[str, float]:
     key = "a-typical-request-id-0123456789"
     log.add("user", "x", idempotency_key=key)
     usage = client.memory_usage(log.keys.idempotency_record(key)) or 0
-    used = lambda: int(client.info("memory")["used_memory"])  # noqa: E731
+
+    def used() -> int:
+        return int(client.info("memory")["used_memory"])
+
     before = used()
     for i in range(calls):
         log.add("user", "x", idempotency_key=f"{key}-{i:08d}")
@@ -79,7 +83,9 @@ def record_memory(client: redis.Redis, calls: int) -> dict[str, float]:
     }
 
 
-def _follower(url: str, conversation: str, total: int, out: multiprocessing.Queue) -> None:
+def _follower(
+    url: str, conversation: str, total: int, out: multiprocessing.Queue[list[float]]
+) -> None:
     log = MessageLog(redis.Redis.from_url(url), conversation)
     latencies = []
     for row in log.follow():
@@ -92,7 +98,7 @@ def _follower(url: str, conversation: str, total: int, out: multiprocessing.Queu
 def follow_latency(url: str, total: int) -> dict[str, float]:
     conversation = f"bench-{uuid.uuid4().hex}"
     context = multiprocessing.get_context("spawn")
-    out: multiprocessing.Queue = context.Queue()
+    out: multiprocessing.Queue[list[float]] = context.Queue()
     follower = context.Process(target=_follower, args=(url, conversation, total, out))
     follower.start()
     log = MessageLog(redis.Redis.from_url(url), conversation)

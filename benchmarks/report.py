@@ -95,13 +95,13 @@ def check_targets(workloads: list[Workload]) -> list[Target]:
         Target("8 processes, aggregate: msglog sync / raw", procs.ratio(c.OURS), ">=", 0.8),
     ]  # fmt: skip
     for work in workloads:
-        ours = [work.value(n) for n in (c.OURS, c.OURS_ASYNC) if work.value(n) is not None]
-        peers = [work.value(n) for n in c.PEERS if work.value(n) is not None]
+        ours = [v for n in (c.OURS, c.OURS_ASYNC) if (v := work.value(n)) is not None]
+        peers = [v for n in c.PEERS if (v := work.value(n)) is not None]
         if not ours or not peers:
             continue
-        best_ours = max(ours) if work.higher_is_better else min(ours)  # type: ignore[type-var]
-        best_peer = max(peers) if work.higher_is_better else min(peers)  # type: ignore[type-var]
-        lead = best_ours / best_peer if work.higher_is_better else best_peer / best_ours  # type: ignore[operator]
+        best_ours = max(ours) if work.higher_is_better else min(ours)
+        best_peer = max(peers) if work.higher_is_better else min(peers)
+        lead = best_ours / best_peer if work.higher_is_better else best_peer / best_ours
         targets.append(Target(f"{work.title}: best msglog vs best peer (x ahead)", lead, ">=", 1.0))
     return targets
 

@@ -22,6 +22,7 @@ import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
+from functools import partial
 from typing import Any
 
 import orjson
@@ -283,7 +284,7 @@ def last_n(histories: Histories, sizes: Sizes, run: Runner, size: int) -> Worklo
     for name, by_size in histories.handles.items():
         handle = by_size[size]
         samples = [
-            timed(lambda handle=handle: handle.last(LAST_N), sizes.read_calls, run) * 1e6
+            timed(partial(handle.last, LAST_N), sizes.read_calls, run) * 1e6
             for _ in range(sizes.runs)
         ]
         work.add(name, samples)
@@ -407,15 +408,15 @@ def main(argv: list[str] | None = None) -> None:
     table = markdown(workloads, targets, meta)
     print(table)
     if args.markdown:
-        with open(args.markdown, "w", encoding="utf-8") as file:
-            file.write(table)
+        with open(args.markdown, "w", encoding="utf-8") as markdown_file:
+            markdown_file.write(table)
     if args.json:
         document = {
             "meta": meta,
             "workloads": [w.as_dict() for w in workloads],
             "targets": [t.as_dict() for t in targets],
         }
-        with open(args.json, "wb") as file:
-            file.write(orjson.dumps(document, option=orjson.OPT_INDENT_2))
+        with open(args.json, "wb") as json_file:
+            json_file.write(orjson.dumps(document, option=orjson.OPT_INDENT_2))
     if args.chart:
         write_chart(workloads, args.chart, meta)

@@ -252,7 +252,7 @@ def import_command(settings: Settings, file: str, conversation: str, batch_size:
     validated first (nothing is written if any line is bad); running it again after an
     interruption does not duplicate (each batch has an idempotency key, remembered 24 h)."""
     log = settings.log(conversation)
-    total = sum(1 for line in open(file, "rb") if line.strip())  # noqa: SIM115
+    total = _count_messages(file)
     with _progress("importing", total, file) as advance:
         count, last_seq = admin.import_jsonl(log, file, batch_size=batch_size, progress=advance)
     err.print(
@@ -260,6 +260,12 @@ def import_command(settings: Settings, file: str, conversation: str, batch_size:
             f"imported {count} messages into ", safe_text(conversation), f" (last seq {last_seq})"
         )
     )
+
+
+def _count_messages(path: str) -> int:
+    """The non-blank lines of a jsonl file (closed afterwards: an unclosed one warns)."""
+    with open(path, "rb") as lines:
+        return sum(1 for line in lines if line.strip())
 
 
 # -- health ---------------------------------------------------------------------------------

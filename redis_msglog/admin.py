@@ -210,14 +210,36 @@ def verify_conversation(
         elif len(report.problems) == max_problems:
             report.problems.append("(more problems not shown)")
 
+    report.counter = _read_counter(client, keys, problem)
+    _check_stream(client, keys, page, report, problem)
+    _check_counter_against_stream(keys, report, problem)
+    return report
+
+
+def _read_counter(
+    client: redis.Redis, keys: ConversationKeys, problem: Callable[[str], None]
+) -> int | None:
+    """The seq counter's value; ``None`` when it is missing or unreadable (reported)."""
     try:
         raw = client.get(keys.seq)
         if raw is not None:
-            report.counter = parse_seq_counter(raw)
-            if report.counter is None:
+            counter = parse_seq_counter(raw)
+            if counter is None:
                 problem(f"seq counter {keys.seq} holds {_text(raw)!r}, not a seq")
+            return counter
     except redis_errors.ResponseError as exc:
         problem(f"seq counter {keys.seq}: {exc}")
+    return None
+
+
+def _check_stream(
+    client: redis.Redis,
+    keys: ConversationKeys,
+    page: int,
+    report: VerifyReport,
+    problem: Callable[[str], None],
+) -> None:
+    """Check every entry, a page at a time, counting them into ``report``."""
     start = "-"
     expected = 1
     try:
@@ -232,6 +254,13 @@ def verify_conversation(
             start = "(" + _text(entries[-1][0])
     except redis_errors.ResponseError as exc:
         problem(f"stream {keys.stream}: {exc}")
+
+
+def _check_counter_against_stream(
+    keys: ConversationKeys, report: VerifyReport, problem: Callable[[str], None]
+) -> None:
+    """The counter must be where the stream ends (a missing one is a problem unless the
+    counter was already reported)."""
     if (
         report.counter is None
         and report.entries
@@ -243,11 +272,14 @@ def verify_conversation(
         )
     elif report.counter is not None and report.counter != report.last_seq:
         problem(f"seq counter says {report.counter} but the stream ends at seq {report.last_seq}")
-    return report
 
 
 def _check_entry(
-    keys: ConversationKeys, entry_id: Any, fields: dict[Any, Any], expected: int, problem: Any
+    keys: ConversationKeys,
+    entry_id: Any,
+    fields: dict[Any, Any],
+    expected: int,
+    problem: Callable[[str], None],
 ) -> tuple[int, int]:
     """Check one entry; return its seq and the next expected seq."""
     seq_part, _, tail = _text(entry_id).partition("-")

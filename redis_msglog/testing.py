@@ -30,11 +30,13 @@ import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import Any, TypeVar
 
 __all__ = ["EphemeralCluster", "EphemeralServer", "find_server_binary"]
 
 SLOTS = 16384
+
+_Cluster = TypeVar("_Cluster", bound="EphemeralCluster")  # a subclass's own type, from start()
 
 
 def find_server_binary(kind: str = "any") -> str | None:
@@ -226,7 +228,7 @@ class EphemeralCluster:
     def node_id(self, server: EphemeralServer) -> str:
         return str(self.admin(server).execute_command("CLUSTER", "MYID"))
 
-    def start(self) -> EphemeralCluster:
+    def start(self: _Cluster) -> _Cluster:
         args = ["--cluster-enabled", "yes", "--cluster-node-timeout", str(self.node_timeout_ms)]
         args += ["--cluster-config-file", "nodes.conf", "--enable-debug-command", "local"]
         total = self.primary_count * (1 + self.replica_count)
@@ -272,7 +274,7 @@ class EphemeralCluster:
         for server in self.servers:
             server.stop()
 
-    def __enter__(self) -> EphemeralCluster:
+    def __enter__(self: _Cluster) -> _Cluster:
         return self.start()
 
     def __exit__(

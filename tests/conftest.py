@@ -167,7 +167,9 @@ def make_env(backend: str, flavor: str, server: EphemeralServer | LocalCluster |
         url = None
     else:
         url = server.url
-        user = {"username": ACL_USER, "password": ACL_PASSWORD} if backend == "acl" else {}
+        user: dict[str, Any] = (
+            {"username": ACL_USER, "password": ACL_PASSWORD} if backend == "acl" else {}
+        )
 
         def sync_client(**kw: Any) -> redis.Redis:
             return redis.Redis.from_url(server.url, **user, **kw)

@@ -37,6 +37,7 @@ from typing import Any, Literal
 
 import orjson
 import redis
+import redis.cluster
 
 from redis_msglog import AppendInDoubtError, MessageLogError, NotDurableError, StoredMessage
 from redis_msglog._keys import ConversationKeys
@@ -92,7 +93,7 @@ class PendingRead:
     def returned(self, rows: Iterable[StoredMessage]) -> list[StoredMessage]:
         """The rows the read returned (returned again, as a list)."""
         kept = list(rows)
-        self.rows = tuple((row.seq, row.content) for row in kept)
+        self.rows = tuple((row.seq, row.text) for row in kept)
         return kept
 
 
@@ -169,7 +170,9 @@ class History:
 
     # -- checking ----------------------------------------------------------------------
 
-    def check(self, client: redis.Redis, *, counter: bool = True) -> Summary:
+    def check(
+        self, client: redis.Redis | redis.cluster.RedisCluster, *, counter: bool = True
+    ) -> Summary:
         """Read the final log straight from the stream and assert it agrees with every
         recorded operation; ``counter=False`` skips comparing the seq counter."""
         log, raw_counter = read_stream(client, self.keys)
@@ -199,93 +202,139 @@ class History:
     def problems(self, log: Sequence[tuple[int, str]], counter: int | None = None) -> list[str]:
         """Every way ``log`` (the final (seq, content) entries, in stream order)
         disagrees with the history; empty when it is consistent."""
-        found: list[str] = []
         appends = [r for r in self.records if isinstance(r, Append)]
         reads = [r for r in self.records if isinstance(r, Read) and r.outcome == "ok"]
         at_seq = dict(log)
         where: dict[str, list[int]] = defaultdict(list)
         for seq, content in log:
             where[content].append(seq)
-
-        # The log itself: seqs 1..N, and the counter at N.
-        seqs = [seq for seq, _ in log]
-        if seqs != list(range(1, len(seqs) + 1)):
-            missing = sorted(set(range(1, max(seqs, default=0) + 1)) - set(seqs))
-            found.append(f"seqs are not gap-free 1..{len(seqs)}: missing {_few(missing)}")
-        if counter is not None and counter != len(log):
-            found.append(f"the seq counter says {counter} but the log has {len(log)} entries")
-
-        # No seq was ever seen with two contents, by an ack, a read or the final log.
-        seen: dict[int, dict[str, list[str]]] = defaultdict(lambda: defaultdict(list))
-        for seq, content in log:
-            seen[seq][content].append("the final log")
+        found = _log_problems(log, counter)
+        found += _seqs_seen_with_two_contents(log, appends, reads)
+        found += _unexpected_writes(where, appends)
         for a in appends:
-            if a.outcome == "ok":
-                for seq, content in zip(a.seqs(), a.contents, strict=True):
-                    seen[seq][content].append(f"acknowledged to {a.client}")
+            found += _append_problems(a, at_seq, where)
         for r in reads:
-            for seq, content in r.rows:
-                seen[seq][content].append(f"read by {r.client}")
-        for seq in sorted(seen):
-            if len(seen[seq]) > 1:
-                views = "; ".join(
-                    f"{content!r} ({', '.join(sorted(set(sources)))})"
-                    for content, sources in seen[seq].items()
-                )
-                found.append(f"seq {seq} was seen with {len(seen[seq])} contents: {views}")
-
-        # Every message in the log was written once, by a recorded append that may have run.
-        may_write = {c for a in appends if a.outcome != "failed" for c in a.contents}
-        for content, at in where.items():
-            if len(at) > 1:
-                found.append(f"{content!r} was written {len(at)} times, at seqs {_few(at)}")
-            if content not in may_write:
-                who = "failed appends only" if content in _all(appends) else "no recorded append"
-                found.append(f"seq {at[0]} holds {content!r}, written by {who}")
-
-        for a in appends:
-            if a.outcome == "ok":
-                for seq, content in zip(a.seqs(), a.contents, strict=True):
-                    if content not in where:
-                        found.append(
-                            f"lost: {content!r} was acknowledged to {a.client} at seq {seq} "
-                            "and is not in the log"
-                        )
-                    elif at_seq.get(seq) != content:
-                        found.append(
-                            f"{content!r} was acknowledged to {a.client} at seq {seq}, but the "
-                            f"log has it at seqs {_few(where[content])}"
-                        )
-            elif a.outcome == "in doubt":
-                present = [c for c in a.contents if c in where]
-                if present and len(present) < len(a.contents):
-                    found.append(
-                        f"the in-doubt batch {a.contents!r} of {a.client} is half written: "
-                        f"only {present!r}"
-                    )
-            if len(a.contents) > 1 and all(c in where for c in a.contents):
-                first = where[a.contents[0]][0]
-                placed = [where[c][0] for c in a.contents]
-                if placed != list(range(first, first + len(a.contents))):
-                    found.append(
-                        f"the batch {a.contents!r} of {a.client} is not contiguous and in "
-                        f"order: at seqs {placed}"
-                    )
-
-        for r in reads:
-            got = [seq for seq, _ in r.rows]
-            start = r.after + 1 if r.after is not None else (got[0] if got else 1)
-            if got != list(range(start, start + len(got))):
-                found.append(
-                    f"a read by {r.client} after {r.after} returned seqs {_few(got)}: not a "
-                    f"gap-free segment from {start}"
-                )
-            for seq, content in r.rows:
-                if seq not in at_seq:
-                    found.append(
-                        f"{r.client} read seq {seq} ({content!r}), which the final log lacks"
-                    )
+            found += _read_problems(r, at_seq)
         return found
+
+
+def _log_problems(log: Sequence[tuple[int, str]], counter: int | None) -> list[str]:
+    """The log itself: seqs 1..N, and the counter at N."""
+    found: list[str] = []
+    seqs = [seq for seq, _ in log]
+    if seqs != list(range(1, len(seqs) + 1)):
+        missing = sorted(set(range(1, max(seqs, default=0) + 1)) - set(seqs))
+        found.append(f"seqs are not gap-free 1..{len(seqs)}: missing {_few(missing)}")
+    if counter is not None and counter != len(log):
+        found.append(f"the seq counter says {counter} but the log has {len(log)} entries")
+    return found
+
+
+def _seqs_seen_with_two_contents(
+    log: Sequence[tuple[int, str]], appends: Sequence[Append], reads: Sequence[Read]
+) -> list[str]:
+    """No seq was ever seen with two contents, by an ack, a read or the final log."""
+    seen: dict[int, dict[str, list[str]]] = defaultdict(lambda: defaultdict(list))
+    for seq, content in log:
+        seen[seq][content].append("the final log")
+    for a in appends:
+        if a.outcome == "ok":
+            for seq, content in zip(a.seqs(), a.contents, strict=True):
+                seen[seq][content].append(f"acknowledged to {a.client}")
+    for r in reads:
+        for seq, content in r.rows:
+            seen[seq][content].append(f"read by {r.client}")
+    found: list[str] = []
+    for seq in sorted(seen):
+        if len(seen[seq]) > 1:
+            views = "; ".join(
+                f"{content!r} ({', '.join(sorted(set(sources)))})"
+                for content, sources in seen[seq].items()
+            )
+            found.append(f"seq {seq} was seen with {len(seen[seq])} contents: {views}")
+    return found
+
+
+def _unexpected_writes(where: dict[str, list[int]], appends: Sequence[Append]) -> list[str]:
+    """Every message in the log was written once, by a recorded append that may have run."""
+    found: list[str] = []
+    may_write = {c for a in appends if a.outcome != "failed" for c in a.contents}
+    for content, at in where.items():
+        if len(at) > 1:
+            found.append(f"{content!r} was written {len(at)} times, at seqs {_few(at)}")
+        if content not in may_write:
+            who = "failed appends only" if content in _all(appends) else "no recorded append"
+            found.append(f"seq {at[0]} holds {content!r}, written by {who}")
+    return found
+
+
+def _append_problems(a: Append, at_seq: dict[int, str], where: dict[str, list[int]]) -> list[str]:
+    """One append against the final log, by its outcome; a batch stays contiguous."""
+    if a.outcome == "ok":
+        found = _acknowledged_problems(a, at_seq, where)
+    elif a.outcome == "in doubt":
+        found = _in_doubt_problems(a, where)
+    else:
+        found = []
+    return found + _batch_problems(a, where)
+
+
+def _acknowledged_problems(
+    a: Append, at_seq: dict[int, str], where: dict[str, list[int]]
+) -> list[str]:
+    """An acknowledged append is in the log, at the seqs it was acknowledged at."""
+    found: list[str] = []
+    for seq, content in zip(a.seqs(), a.contents, strict=True):
+        if content not in where:
+            found.append(
+                f"lost: {content!r} was acknowledged to {a.client} at seq {seq} "
+                "and is not in the log"
+            )
+        elif at_seq.get(seq) != content:
+            found.append(
+                f"{content!r} was acknowledged to {a.client} at seq {seq}, but the "
+                f"log has it at seqs {_few(where[content])}"
+            )
+    return found
+
+
+def _in_doubt_problems(a: Append, where: dict[str, list[int]]) -> list[str]:
+    """An append in doubt is written whole or not at all."""
+    present = [c for c in a.contents if c in where]
+    if present and len(present) < len(a.contents):
+        return [
+            f"the in-doubt batch {a.contents!r} of {a.client} is half written: only {present!r}"
+        ]
+    return []
+
+
+def _batch_problems(a: Append, where: dict[str, list[int]]) -> list[str]:
+    """A batch that is in the log is contiguous and in order."""
+    if len(a.contents) > 1 and all(c in where for c in a.contents):
+        first = where[a.contents[0]][0]
+        placed = [where[c][0] for c in a.contents]
+        if placed != list(range(first, first + len(a.contents))):
+            return [
+                f"the batch {a.contents!r} of {a.client} is not contiguous and in "
+                f"order: at seqs {placed}"
+            ]
+    return []
+
+
+def _read_problems(r: Read, at_seq: dict[int, str]) -> list[str]:
+    """A read returned a gap-free segment of the final log."""
+    found: list[str] = []
+    got = [seq for seq, _ in r.rows]
+    start = r.after + 1 if r.after is not None else (got[0] if got else 1)
+    if got != list(range(start, start + len(got))):
+        found.append(
+            f"a read by {r.client} after {r.after} returned seqs {_few(got)}: not a "
+            f"gap-free segment from {start}"
+        )
+    for seq, content in r.rows:
+        if seq not in at_seq:
+            found.append(f"{r.client} read seq {seq} ({content!r}), which the final log lacks")
+    return found
 
 
 def _all(appends: Iterable[Append]) -> set[str]:

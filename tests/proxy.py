@@ -68,7 +68,8 @@ class ReplyDroppingProxy:
             selector.register(upstream, selectors.EVENT_READ, client)
             while not self._closed:
                 for key, _ in selector.select(timeout=0.5):
-                    source: socket.socket = key.fileobj  # type: ignore[assignment]
+                    source = key.fileobj
+                    assert isinstance(source, socket.socket)  # registered above
                     try:
                         data = source.recv(65536)
                     except OSError:

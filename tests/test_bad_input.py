@@ -152,9 +152,10 @@ def test_add_validates_role_and_content(env: Env) -> None:
 
 @pytest.mark.parametrize("bad_id", ["", None, 42])
 def test_conversation_id_must_be_a_non_empty_string(env: Env, bad_id: Any) -> None:
-    for cls, client in ((MessageLog, env.raw), (AsyncMessageLog, env.make_async_client())):
-        with pytest.raises(ValueError, match="conversation id"):
-            cls(client, bad_id)
+    with pytest.raises(ValueError, match="conversation id"):
+        MessageLog(env.raw, bad_id)
+    with pytest.raises(ValueError, match="conversation id"):
+        AsyncMessageLog(env.make_async_client(), bad_id)
 
 
 @pytest.mark.parametrize(

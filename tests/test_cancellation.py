@@ -19,13 +19,14 @@ import sys
 import threading
 import time
 from collections.abc import Awaitable, Callable, Iterator
+from functools import partial
 from typing import Any
 
 import pytest
 import redis
 import redis.asyncio
 
-from redis_msglog import AsyncMessageLog, StoredMessage
+from redis_msglog import AsyncMessageLog, AsyncSubscription, StoredMessage
 from redis_msglog.testing import EphemeralServer
 
 from .conftest import new_id
@@ -82,6 +83,10 @@ async def _assert_released(client: redis.asyncio.Redis, admin: redis.Redis) -> N
         ),
     )
     assert released, (admin.info("clients"), _pool_connected(client))
+
+
+def _stopped(subscription: AsyncSubscription) -> bool:
+    return not subscription.running
 
 
 async def _spin(k: int) -> None:
@@ -278,7 +283,7 @@ def test_a_cancelled_close_still_stops_the_subscription(server: EphemeralServer)
             closing = await _cancel_after(k, subscription.close())
             if closing.cancelled() and subscription.running:
                 await asyncio.wait_for(subscription.close(), BOUND)  # k = 0: close never ran
-            assert await asyncio.to_thread(_wait_for, lambda s=subscription: not s.running, 1)
+            assert await asyncio.to_thread(_wait_for, partial(_stopped, subscription), 1)
             await _assert_released(client, admin)
         await client.aclose()
 

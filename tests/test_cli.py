@@ -23,7 +23,7 @@ from redis_msglog.testing import EphemeralServer
 
 from .conftest import new_id
 
-TURN = [
+TURN: list[dict[str, object]] = [
     {"role": "system", "content": "be brief"},
     {"role": "user", "content": "hi [bold]not markup[/bold]"},
     {

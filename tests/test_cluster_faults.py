@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator, Iterator
 from contextlib import contextmanager
 from typing import Any
 
@@ -87,7 +87,7 @@ def check_every_read(log: Any, call: Call, count: int) -> None:
     assert [m.seq for m in call(log.last(9))] == list(range(count - 8, count + 1))
     assert call(log.count()) == count
     follower = log.follow(after=count - 3)
-    if isinstance(follower, Iterator):
+    if isinstance(follower, Generator):
         assert [next(follower).seq for _ in range(3)] == [count - 2, count - 1, count]
         follower.close()
     else:
@@ -109,7 +109,7 @@ def test_every_read_and_appends_while_a_slot_move_is_held_open(
     if flavor == "sync":
         client: Any = cluster.client(socket_timeout=5)
         call: Call = lambda value: value  # noqa: E731
-        make = MessageLog
+        make: Callable[..., Any] = MessageLog  # a log of either shell, used through call
     else:
         client = redis.asyncio.cluster.RedisCluster(
             host="127.0.0.1", port=cluster.port, socket_timeout=5
@@ -302,7 +302,7 @@ def test_slots_move_under_writers_and_readers_of_every_form(
 def test_every_node_down_is_server_unavailable(flavor: str) -> None:
     """Nothing of redis-py leaks (its slot-table refresh raises RedisClusterException,
     which is not even a RedisError), and every call ends within its timeouts."""
-    timeouts = {"socket_timeout": 0.5, "socket_connect_timeout": 0.5}
+    timeouts: dict[str, Any] = {"socket_timeout": 0.5, "socket_connect_timeout": 0.5}
     policy = RetryPolicy(deadline=0.5)
     with LocalCluster(require_binary("any"), replicas=0) as cluster:
         loop = asyncio.new_event_loop()

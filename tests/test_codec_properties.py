@@ -125,6 +125,38 @@ operations = st.lists(
 )
 
 
+def _write(log: MessageLog, op: str, who: int, n: int, model: list[str]) -> None:
+    """An append of ``op``'s kind through client ``who``, mirrored in ``model``."""
+    if op == "append":
+        model.append(f"{who}:{len(model)}")
+        assert log.add("user", model[-1]) == len(model)
+    elif op == "append_many":
+        batch = [f"{who}:{len(model) + i}" for i in range(n)]
+        seq = log.append_many([{"role": "user", "content": c} for c in batch])
+        model.extend(batch)
+        assert seq == len(model)
+    elif op == "bad append":
+        try:
+            log.append_many([{"role": "user", "content": "ok"}, {"role": "user", "content": n}])
+        except ValueError:
+            pass  # rejected, as it must be: and nothing written (checked by the caller)
+        else:
+            raise AssertionError("a non-string content was accepted")
+
+
+def _read(log: MessageLog, op: str, n: int, model: list[str]) -> None:
+    """A read of ``op``'s kind, which must agree with ``model``."""
+    if op == "all":
+        assert [m.content for m in log.all()] == model
+    elif op == "last":
+        assert [m.content for m in log.last(n)] == (model[-n:] if n else [])
+    elif op == "read" and n > len(model):
+        with pytest.raises(LogRewoundError):  # a cursor past the end is an error
+            log.read(after=n)
+    elif op == "read":
+        assert [m.content for m in log.read(after=n)] == model[n:]
+
+
 @given(operations)
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 def test_any_interleaving_of_clients_keeps_the_log_contiguous(
@@ -138,30 +170,10 @@ def test_any_interleaving_of_clients_keeps_the_log_contiguous(
     model: list[str] = []
     for op, who, n in ops:
         log = logs[who]
-        if op == "append":
-            model.append(f"{who}:{len(model)}")
-            assert log.add("user", model[-1]) == len(model)
-        elif op == "append_many":
-            batch = [f"{who}:{len(model) + i}" for i in range(n)]
-            seq = log.append_many([{"role": "user", "content": c} for c in batch])
-            model.extend(batch)
-            assert seq == len(model)
-        elif op == "bad append":
-            try:
-                log.append_many([{"role": "user", "content": "ok"}, {"role": "user", "content": n}])
-            except ValueError:
-                pass  # rejected, as it must be: and nothing written (checked below)
-            else:
-                raise AssertionError("a non-string content was accepted")
-        elif op == "all":
-            assert [m.content for m in log.all()] == model
-        elif op == "last":
-            assert [m.content for m in log.last(n)] == (model[-n:] if n else [])
-        elif op == "read" and n > len(model):
-            with pytest.raises(LogRewoundError):  # a cursor past the end is an error
-                log.read(after=n)
-        elif op == "read":
-            assert [m.content for m in log.read(after=n)] == model[n:]
+        if op in ("append", "append_many", "bad append"):
+            _write(log, op, who, n, model)
+        else:
+            _read(log, op, n, model)
         rows = log.all()
         assert log.count() == len(rows) == len(model)
         assert [m.seq for m in rows] == list(range(1, len(model) + 1))

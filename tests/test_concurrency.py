@@ -70,7 +70,7 @@ def test_eight_processes_on_one_conversation(
     rows = log.all()
     by_worker: dict[str, list[int]] = {}
     for row in rows:
-        worker, index = row.content.split(":")
+        worker, index = row.text.split(":")
         by_worker.setdefault(worker, []).append(int(index))
     assert sorted(by_worker) == [str(w) for w in range(WORKERS)]
     for indexes in by_worker.values():
@@ -79,4 +79,4 @@ def test_eight_processes_on_one_conversation(
     for first, second in itertools.pairwise(rows):
         if first.role == "assistant":
             assert second.seq == first.seq + 1 and second.at == first.at
-            assert second.content.split(":")[0] == first.content.split(":")[0]
+            assert second.text.split(":")[0] == first.text.split(":")[0]

@@ -62,6 +62,9 @@ def test_stored_rows_carry_seq_and_server_time(env: Env) -> None:
         "name": "search",
         "tool_calls": None,
         "tool_call_id": "call_1",
+        "id": None,
+        "metadata": None,
+        "extras": None,
     }
 
 
@@ -175,8 +178,10 @@ def test_key_layout_is_what_the_readme_documents(env: Env) -> None:
     assert log.keys.seq == f"{prefix}:{{conv-42}}:seq"
     assert log.keys.channel == f"{prefix}:{{conv-42}}:events"
     assert env.raw.get(f"{prefix}:{{conv-42}}:seq") == b"1"
-    [(entry_id, fields)] = env.raw.xrange(f"{prefix}:{{conv-42}}:stream")
-    assert entry_id == b"1-0"
+    entries = env.raw.xrange(f"{prefix}:{{conv-42}}:stream")
+    assert entries is not None
+    [(entry_id, fields)] = entries
+    assert entry_id == b"1-0" and fields is not None
     assert set(fields) == {b"at", b"msg"}
     assert orjson.loads(fields[b"msg"]) == TOOL_TURN  # camelCase, no null fields
     assert int(fields[b"at"]) > 1_700_000_000_000_000  # microseconds since the epoch
@@ -188,12 +193,13 @@ def test_clients_with_decode_responses(env: Env) -> None:
     from .conftest import SyncView
 
     conversation = new_id()
+    log: MessageLog | SyncView
     if env.flavor == "sync":
         log = MessageLog(env.make_sync_client(decode_responses=True), conversation)
     else:
         client = env.make_async_client(decode_responses=True)
         env._async_clients.append(client)
-        log = SyncView(AsyncMessageLog(client, conversation), env.loop)  # type: ignore[assignment]
+        log = SyncView(AsyncMessageLog(client, conversation), env.loop)
     log.append_many([TOOL_TURN, TOOL_RESULT])
     assert [m.seq for m in log.all()] == [1, 2]
     assert log.last(1)[0].tool_call_id == "call_1"

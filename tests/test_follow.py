@@ -7,7 +7,9 @@ import asyncio
 import multiprocessing
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
+from functools import partial
+from multiprocessing.process import BaseProcess
 from typing import Any
 
 import pytest
@@ -157,15 +159,7 @@ def test_eight_writers_three_followers_one_late_one_killed(
     writers = [context.Process(target=_writer, args=(url, conversation, w)) for w in range(WRITERS)]
     for writer in writers:
         writer.start()
-    admin = redis.Redis.from_url(url, decode_responses=True)
-    kills = 0
-    while kills < 5 or len(seen["killed"]) < total // 2:
-        time.sleep(0.1)
-        for client in admin.client_list():
-            if client["name"] == f"follower-killed-{conversation}":
-                kills += admin.client_kill_filter(_id=client["id"])
-        if not any(w.is_alive() for w in writers):
-            break
+    kills = _keep_killing(url, f"follower-killed-{conversation}", seen["killed"], total, writers)
     followers.append(start("late"))  # mid-run or after it: it must catch up either way
     for writer in writers:
         writer.join(timeout=120)
@@ -175,6 +169,24 @@ def test_eight_writers_three_followers_one_late_one_killed(
     assert kills >= 1
     for name, seqs in seen.items():
         assert seqs == list(range(1, total + 1)), name
+
+
+def _keep_killing(
+    url: str, client_name: str, seen: list[int], total: int, writers: Sequence[BaseProcess]
+) -> int:
+    """Kill the connections named ``client_name`` every 0.1 s, at least 5 times and until
+    their follower has seen half of the ``total`` messages, or until the writers are done;
+    the number of connections killed."""
+    admin = redis.Redis.from_url(url, decode_responses=True)
+    kills = 0
+    while kills < 5 or len(seen) < total // 2:
+        time.sleep(0.1)
+        for client in admin.client_list():
+            if client["name"] == client_name:
+                kills += admin.client_kill_filter(_id=client["id"])
+        if not any(w.is_alive() for w in writers):
+            break
+    return kills
 
 
 def test_follow_survives_a_server_restart(
@@ -226,7 +238,7 @@ def test_breaking_out_of_follow_releases_its_connection(
     for row in log.follow():
         assert row.seq == 1
         break
-    assert client.connection_pool._in_use_connections == set()  # type: ignore[attr-defined]
+    assert client.connection_pool._in_use_connections == set()
 
 
 def test_cancelling_an_async_follow_releases_its_connection(
@@ -251,7 +263,7 @@ def test_cancelling_an_async_follow_releases_its_connection(
             await task
         assert seen == [1]
         assert await asyncio.to_thread(_wait_for, lambda: _blocked_clients(server.url) == 0)
-        assert not client.connection_pool._in_use_connections  # type: ignore[attr-defined]
+        assert not client.connection_pool._in_use_connections
         assert await log.add("user", "y") == 2  # the client is still usable
         await client.aclose()
 
@@ -376,11 +388,13 @@ def test_async_subscribe_delivers_an_append_awaited_right_after_it(
             writer = log if i % 2 else AsyncMessageLog(other, log.conversation)
             await writer.count()
             delivered: list[int] = []
-            subscription = await log.subscribe(
-                lambda rows, d=delivered: d.extend(m.seq for m in rows)
-            )
+
+            def deliver(rows: list[StoredMessage], into: list[int] = delivered) -> None:
+                into.extend(m.seq for m in rows)
+
+            subscription = await log.subscribe(deliver)
             assert await writer.add("user", "right after") == 2
-            assert await _until(lambda d=delivered: bool(d)), f"round {i}: nothing delivered"
+            assert await _until(partial(bool, delivered)), f"round {i}: nothing delivered"
             await subscription.close()
             assert delivered == [2], f"round {i}"
         await client.aclose()

@@ -1031,6 +1031,6 @@ def test_sdk_response_objects_are_taken_as_input() -> None:
     ]
     back = to_responses(from_responses(items))
     assert as_json(back) == as_json(
-        [i if isinstance(i, dict) else i.model_dump(mode="json") for i in items]
+        [i if isinstance(i, dict) else i.model_dump(mode="json") for i in items]  # type: ignore[attr-defined]
     )
     strict_validate(RESPONSES, back)

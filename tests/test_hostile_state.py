@@ -53,46 +53,67 @@ def _rewrite(
     or dropped (``fields`` None): stream IDs cannot be inserted below the last one."""
 
     def apply(raw: Raw, keys: ConversationKeys) -> None:
-        entries = raw.xrange(keys.stream)
+        entries = _raw_entries(raw, keys.stream)
         raw.delete(keys.stream)
         for entry_id_, entry_fields in entries:
-            if entry_id_ == f"{seq}-0".encode():
-                if fields is None:
-                    continue
-                entry_id_, entry_fields = (entry_id or entry_id_), fields
-            raw.xadd(keys.stream, entry_fields, id=entry_id_)
+            if entry_id_ != f"{seq}-0".encode():
+                _xadd(raw, keys.stream, entry_fields, entry_id_)
+            elif fields is not None:
+                _xadd(raw, keys.stream, fields, entry_id or entry_id_)
 
     return apply
 
 
 def _append_raw(entry_id: str, fields: dict[str, bytes]) -> Callable[[Raw, ConversationKeys], Any]:
-    return lambda raw, keys: raw.xadd(keys.stream, fields, id=entry_id)  # type: ignore[arg-type]
+    return lambda raw, keys: _xadd(raw, keys.stream, fields, entry_id)
+
+
+def _xadd(
+    raw: Raw, stream: str, fields: dict[str, bytes] | dict[bytes, bytes], entry_id: str | bytes
+) -> None:
+    # XADD is typed to take a dict[FieldT, EncodableT] (invariant): copy into one.
+    raw.xadd(stream, dict(fields.items()), id=entry_id)
+
+
+def _raw_entries(raw: Raw, stream: str) -> list[tuple[bytes, dict[bytes, bytes]]]:
+    """XRANGE of the whole stream, as the raw client (no decode_responses) returns it."""
+    entries = []
+    for entry_id, fields in raw.xrange(stream) or []:
+        assert fields is not None, f"entry {entry_id!r} has no fields"
+        entries.append(
+            (_raw_bytes(entry_id), {_raw_bytes(k): _raw_bytes(v) for k, v in fields.items()})
+        )
+    return entries
+
+
+def _raw_bytes(value: bytes | str | None) -> bytes:
+    assert isinstance(value, bytes), f"the raw client decoded {value!r}"
+    return value
 
 
 GOOD_MSG = b'{"role":"user","content":"planted"}'
 AT = b"1700000000000000"
 
+BAD_COUNTERS: list[tuple[str, str | bytes]] = [
+    ("decimal", "5.0"),
+    ("exponent", "5e0"),
+    ("hex", "0x5"),
+    ("leading-space", " 5"),
+    ("trailing-space", "5 "),
+    ("plus", "+5"),
+    ("leading-zero", "05"),
+    ("minus-zero", "-0"),
+    ("negative", "-1"),
+    ("garbage", "abc"),
+    ("empty", ""),
+    ("beyond-int64", "99999999999999999999"),
+    ("not-utf8", b"\xff\xfe"),
+]
+
 DAMAGES = [
     Damage("none", lambda raw, keys: None, heals=True),
     Damage("counter-missing", lambda raw, keys: raw.delete(keys.seq), heals=True),
-    *[
-        Damage(f"counter-{label}", _set_counter(value))
-        for label, value in [
-            ("decimal", "5.0"),
-            ("exponent", "5e0"),
-            ("hex", "0x5"),
-            ("leading-space", " 5"),
-            ("trailing-space", "5 "),
-            ("plus", "+5"),
-            ("leading-zero", "05"),
-            ("minus-zero", "-0"),
-            ("negative", "-1"),
-            ("garbage", "abc"),
-            ("empty", ""),
-            ("beyond-int64", "99999999999999999999"),
-            ("not-utf8", b"\xff\xfe"),
-        ]
-    ],
+    *[Damage(f"counter-{label}", _set_counter(value)) for label, value in BAD_COUNTERS],
     Damage("counter-behind", _set_counter("3")),
     Damage("counter-ahead", _set_counter("9")),
     Damage("counter-wrong-type", lambda raw, keys: (raw.delete(keys.seq), raw.rpush(keys.seq, 1))),
@@ -163,8 +184,8 @@ class Truth:
 def _truth(raw: Raw, keys: ConversationKeys) -> Truth:
     entries: list[tuple[str, dict[bytes, bytes]]] = []
     if raw.type(keys.stream) == b"stream":
-        entries = [(i.decode(), f) for i, f in raw.xrange(keys.stream)]
-    counter = raw.get(keys.seq) if raw.type(keys.seq) == b"string" else None
+        entries = [(i.decode(), f) for i, f in _raw_entries(raw, keys.stream)]
+    counter = _raw_bytes(raw.get(keys.seq)) if raw.type(keys.seq) == b"string" else None
     names = sorted(raw.scan_iter(match=f"{PREFIX}:*"))
     mine = keys.seq.removesuffix(":seq").encode()
     dump = {name: raw.dump(name) for name in names if name.startswith(mine)}

@@ -7,6 +7,7 @@ import sys
 import zipfile
 from collections.abc import Callable
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 
@@ -67,7 +68,7 @@ def test_installed_wheel_loads_lua_from_inside_the_package(
     import pydantic
     import redis as redis_module
 
-    deps = {str(Path(m.__file__).resolve().parent.parent) for m in (redis_module, pydantic, orjson)}
+    deps = {_site_of(m) for m in (redis_module, pydantic, orjson)}
     result = subprocess.run(
         [
             sys.executable,
@@ -82,3 +83,9 @@ def test_installed_wheel_loads_lua_from_inside_the_package(
     )
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "1"
+
+
+def _site_of(package: ModuleType) -> str:
+    """The site-packages directory a package was imported from."""
+    assert package.__file__ is not None, f"{package.__name__} has no __file__"
+    return str(Path(package.__file__).resolve().parent.parent)

@@ -119,7 +119,7 @@ def test_all_pages_up_to_the_counter_read_in_the_first_round_trip() -> None:
 
     def server(step: Step) -> Any:
         assert isinstance(step, Read)
-        replies = []
+        replies: list[Any] = []
         for command in step.commands:
             if command[0] == "XRANGE":
                 replies.append(pages[int(str(command[2]).split("-")[0])])

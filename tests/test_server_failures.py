@@ -7,6 +7,7 @@ import socket
 import threading
 import time
 from collections.abc import Callable
+from typing import Any
 
 import pytest
 import redis
@@ -178,7 +179,7 @@ def test_lost_reply_never_duplicates_whatever_the_clients_retry_settings(
     same idempotency key until the server answers, and is written exactly once."""
     url = shared_server(real_backend).url
     conversation = new_id()
-    options = {
+    options: dict[str, Any] = {  # keyword arguments of from_url
         "socket_timeout": 0.3,
         "retry": EAGER_RETRY,
         "retry_on_error": [redis.ConnectionError, redis.TimeoutError],

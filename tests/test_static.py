@@ -1,4 +1,5 @@
-"""Lint and types are part of the test command: ruff, and mypy strict on the package."""
+"""Lint and types are part of the test command: ruff (with a complexity limit), and
+mypy strict on the package, its tests and the benchmarks (pyproject's [tool.mypy] files)."""
 
 from __future__ import annotations
 
