@@ -18,6 +18,7 @@ from redis.asyncio.cluster import RedisCluster
 
 from . import _io_async as io
 from . import adapters
+from ._blobs import DEFAULT_BLOB_THRESHOLD, BlobMode
 from ._core import (
     DEFAULT_IDEMPOTENCY_WINDOW,
     DEFAULT_MAX_MESSAGE_BYTES,
@@ -62,9 +63,13 @@ class AsyncMessageLog(ShellBase):
         durability: wait after each append for replicas (``WAIT``) and/or the append-only
             file (``WAITAOF``); a shortfall raises :class:`~redis_msglog.NotDurableError`
             (the append committed). See :class:`~redis_msglog.Durability`.
-        ttl: retention: every append resets the conversation's expiry (its counter, stream
-            and idempotency records) to ``ttl``, so an abandoned conversation disappears
-            whole. ``None`` (the default): kept until deleted.
+        ttl: retention: every append resets the conversation's expiry (its counter, stream,
+            blobs and idempotency records) to ``ttl``, so an abandoned conversation
+            disappears whole. ``None`` (the default): kept until deleted.
+        blob_threshold: a binary content part (image, audio, file) larger than this many
+            bytes is stored once per conversation off the row, in the same atomic append
+            (default 256 KiB; ``None``: always inline). ``max_message_bytes`` applies to
+            the row after that. Reads put the bytes back unless asked for references.
 
     Cancellation, asyncio only: an append cancelled while in flight has either committed or
     not (the script is atomic); its connection is discarded, never reused mid-reply.
@@ -85,6 +90,7 @@ class AsyncMessageLog(ShellBase):
         idempotency_window: timedelta = DEFAULT_IDEMPOTENCY_WINDOW,
         ttl: timedelta | None = None,
         durability: Durability | None = None,
+        blob_threshold: int | None = DEFAULT_BLOB_THRESHOLD,
     ) -> None:
         self._setup_core(
             redis,
@@ -97,6 +103,7 @@ class AsyncMessageLog(ShellBase):
             idempotency_window=idempotency_window,
             ttl=ttl,
             durability=durability,
+            blob_threshold=blob_threshold,
         )
         self._redis = redis
         self._router = AsyncRouter(redis, self._core.keys.stream)
@@ -153,27 +160,35 @@ class AsyncMessageLog(ShellBase):
 
     # -- reading -------------------------------------------------------------------
 
-    async def all(self) -> list[StoredMessage]:
+    async def all(self, *, blobs: BlobMode = "hydrate") -> list[StoredMessage]:
         """The full history in seq order (paged internally, no cap): a gap-free prefix,
-        consistent even while others append, or :class:`~redis_msglog.CorruptLogError`."""
-        return await self._run(self._core.read_plan(0, None))
+        consistent even while others append, or :class:`~redis_msglog.CorruptLogError`.
 
-    async def read(self, after: int = 0, limit: int | None = None) -> list[StoredMessage]:
+        ``blobs``: binaries stored off the rows come back as bytes (``"hydrate"``, one
+        more round trip when there are any) or as references (``"refs"``: the part's
+        ``blob`` is the SHA-256 of the bytes, ``data`` is ``None``); likewise below."""
+        return await self._run(self._core.read_plan(0, None, blobs))
+
+    async def read(
+        self, after: int = 0, limit: int | None = None, *, blobs: BlobMode = "hydrate"
+    ) -> list[StoredMessage]:
         """Messages with seq > ``after``, in order, at most ``limit``: a cursor whose cost
         does not grow with the history's length."""
-        return await self._run(self._core.read_plan(after, limit))
+        return await self._run(self._core.read_plan(after, limit, blobs))
 
     @overload
-    async def last(self) -> StoredMessage | None: ...
+    async def last(self, *, blobs: BlobMode = ...) -> StoredMessage | None: ...
     @overload
-    async def last(self, n: int) -> list[StoredMessage]: ...
-    async def last(self, n: int | None = None) -> StoredMessage | list[StoredMessage] | None:
+    async def last(self, n: int, *, blobs: BlobMode = ...) -> list[StoredMessage]: ...
+    async def last(
+        self, n: int | None = None, *, blobs: BlobMode = "hydrate"
+    ) -> StoredMessage | list[StoredMessage] | None:
         """The most recent message (``None`` on an empty log), or the last ``n`` in
         chronological order (``ValueError`` for a negative ``n``)."""
         if n is None:
-            rows = await self._run(self._core.last_plan(1))
+            rows = await self._run(self._core.last_plan(1, blobs))
             return rows[0] if rows else None
-        return await self._run(self._core.last_plan(n))
+        return await self._run(self._core.last_plan(n, blobs))
 
     async def count(self) -> int:
         """Total messages ever appended: the seq high-water mark (one round trip of
@@ -183,7 +198,11 @@ class AsyncMessageLog(ShellBase):
     # -- following commits from every worker -----------------------------------------
 
     def follow(
-        self, after: int = 0, *, reconnect_within: float | None = 30.0
+        self,
+        after: int = 0,
+        *,
+        reconnect_within: float | None = 30.0,
+        blobs: BlobMode = "hydrate",
     ) -> AsyncIterator[StoredMessage]:
         """Every message with seq > ``after``, in seq order, then each new one as any
         worker commits it, for as long as the caller iterates.
@@ -196,7 +215,11 @@ class AsyncMessageLog(ShellBase):
         forever), raises :class:`~redis_msglog.ServerUnavailableError`.
         """
         cursor = FollowCursor(
-            self._core, after, block_ms=self._block_ms(), reconnect_within=reconnect_within
+            self._core,
+            after,
+            block_ms=self._block_ms(),
+            reconnect_within=reconnect_within,
+            blobs=blobs,
         )  # built now, so bad arguments raise here and not at the first row
         return self._rows(cursor)
 

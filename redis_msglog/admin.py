@@ -13,6 +13,7 @@ from typing import Any
 import redis
 from redis import exceptions as redis_errors
 
+from ._blobs import references
 from ._core import parse_seq_counter
 from ._keys import ConversationKeys, conversation_of, key_pattern
 from ._sync import MessageLog
@@ -24,6 +25,7 @@ from .errors import (
     MessageLogError,
     MessageTooLargeError,
 )
+from .models import StoredMessage
 
 __all__ = [
     "ConversationInfo",
@@ -66,8 +68,9 @@ class ConversationInfo:
 
 @dataclass(frozen=True, slots=True)
 class ConversationStats:
-    """What ``msglog stats CONV`` reports. Memory is ``MEMORY USAGE`` of the counter and
-    the stream, and separately of the idempotency records still remembered."""
+    """What ``msglog stats CONV`` reports. Memory is ``MEMORY USAGE`` of the counter, the
+    stream and the blobs stored off the rows, and separately of the idempotency records
+    still remembered."""
 
     conversation: str
     count: int
@@ -168,7 +171,7 @@ def conversation_stats(
     raw_count = client.get(keys.seq)
     first: list[Any] = client.xrange(keys.stream, count=1) or []
     last: list[Any] = client.xrevrange(keys.stream, count=1) or []
-    memory = sum(client.memory_usage(k) or 0 for k in (keys.seq, keys.stream))
+    memory = sum(client.memory_usage(k) or 0 for k in (keys.seq, keys.stream, keys.blobs))
     records = [
         key
         for key in client.scan_iter(match=_records_pattern(keys), count=page)
@@ -245,15 +248,35 @@ def _check_stream(
     try:
         while True:
             entries: list[Any] = client.xrange(keys.stream, min=start, count=page) or []
+            rows = []
             for entry_id, fields in entries:
-                seq, expected = _check_entry(keys, entry_id, fields, expected, problem)
+                seq, expected, row = _check_entry(keys, entry_id, fields, expected, problem)
                 report.entries += 1
                 report.last_seq = max(report.last_seq, seq)
+                rows += [] if row is None else [row]
+            _check_blobs(client, keys, rows, problem)
             if len(entries) < page:
                 break
             start = "(" + _text(entries[-1][0])
     except redis_errors.ResponseError as exc:
         problem(f"stream {keys.stream}: {exc}")
+
+
+def _check_blobs(
+    client: redis.Redis,
+    keys: ConversationKeys,
+    rows: list[StoredMessage],
+    problem: Callable[[str], None],
+) -> None:
+    """Every binary a row refers to is in the conversation's blobs hash."""
+    digests = references(rows)
+    if not digests:
+        return
+    values = client.hmget(keys.blobs, digests)
+    for digest, value in zip(digests, values, strict=True):
+        if value is None:
+            seq = next(r.seq for r in rows if digest in references([r]))
+            problem(f"seq {seq} refers to blob {digest}, missing from {keys.blobs}")
 
 
 def _check_counter_against_stream(
@@ -280,12 +303,13 @@ def _check_entry(
     fields: dict[Any, Any],
     expected: int,
     problem: Callable[[str], None],
-) -> tuple[int, int]:
-    """Check one entry; return its seq and the next expected seq."""
+) -> tuple[int, int, StoredMessage | None]:
+    """Check one entry; return its seq, the next expected seq and the row (``None`` when
+    it does not decode)."""
     seq_part, _, tail = _text(entry_id).partition("-")
     if tail != "0" or not seq_part.isdigit():
         problem(f"entry {_text(entry_id)} is not of the form <seq>-0")
-        return 0, expected
+        return 0, expected, None
     seq = int(seq_part)
     if seq != expected:
         missing = f"seq {expected}" if seq == expected + 1 else f"seqs {expected}..{seq - 1}"
@@ -294,10 +318,11 @@ def _check_entry(
     try:
         if "at" not in values or "msg" not in values:
             raise CodecError("expected fields 'at' and 'msg'")
-        decode_entry(seq, values["at"], values["msg"])
+        row = decode_entry(seq, values["at"], values["msg"])
     except (CodecError, CorruptLogError, ValueError) as exc:
         problem(f"entry {seq} does not decode: {exc}")
-    return seq, seq + 1
+        return seq, seq + 1, None
+    return seq, seq + 1, row
 
 
 def import_jsonl(
