@@ -264,21 +264,33 @@ def _import_turn(turn: dict[str, Any], i: int) -> list[AgentMessage]:
         raise invalid(i, "role", f"unsupported role {role!r}")
     content = turn.get("content")
     if role == "system" or isinstance(content, str):
-        # One message. A system turn renders as a user turn its patch makes "system" again
-        # (to_anthropic keeps it in place; anthropic_system() leaves it out).
-        shown = "assistant" if role == "assistant" else "user"
-        if isinstance(content, str):
-            msg = build(AgentMessage, i, "", {"role": role, "content": content})
-            rendered: dict[str, Any] = {"role": shown, "content": _render_blocks(msg)}
-            extras = extras_for(FORMAT, rendered, turn)
-        else:  # a system turn's text blocks: the parts carry their own patches
-            text = [
-                _import_part(b, i, f"content.{n}")
-                for n, b in enumerate(sequence(content, i, "content"))
-            ]
-            msg = build(AgentMessage, i, "", {"role": role, "content": text})
-            extras = extras_for(FORMAT, {"role": shown}, {"role": role})
-        return [msg.model_copy(update={"extras": extras}) if extras else msg]
+        return [_import_whole_turn(turn, role, content, i)]
+    return _import_blocks(role, content, i)
+
+
+def _import_whole_turn(turn: dict[str, Any], role: str, content: Any, i: int) -> AgentMessage:
+    """A turn that is one message: string content, or a system turn. A system turn
+    renders as a user turn its patch makes "system" again (to_anthropic keeps it in place;
+    anthropic_system() leaves it out)."""
+    shown = "assistant" if role == "assistant" else "user"
+    if isinstance(content, str):
+        msg = build(AgentMessage, i, "", {"role": role, "content": content})
+        rendered: dict[str, Any] = {"role": shown, "content": _render_blocks(msg)}
+        extras = extras_for(FORMAT, rendered, turn)
+    else:  # a system turn's text blocks: the parts carry their own patches
+        text = [
+            _import_part(b, i, f"content.{n}")
+            for n, b in enumerate(sequence(content, i, "content"))
+        ]
+        msg = build(AgentMessage, i, "", {"role": role, "content": text})
+        extras = extras_for(FORMAT, {"role": shown}, {"role": role})
+    return msg.model_copy(update={"extras": extras}) if extras else msg
+
+
+def _import_blocks(role: str, content: Any, i: int) -> list[AgentMessage]:
+    """A user or assistant turn's blocks: a user turn's ``tool_result`` blocks (first)
+    become tool messages and its other blocks one user message after them; an assistant
+    turn is one message, its ``tool_use`` blocks (last) the tool calls."""
     results: list[dict[str, Any]] = []
     parts: list[ContentPart] = []
     calls: list[ToolCall] = []
@@ -291,14 +303,7 @@ def _import_turn(turn: dict[str, Any], i: int) -> list[AgentMessage]:
                 raise invalid(i, path, "tool_result blocks must come before other blocks")
             results.append(_import_result(block, i, path))
         elif kind == "tool_use" and role == "assistant":
-            call = build(
-                ToolCall,
-                i,
-                path,
-                {"id": block.get("id"), "name": block.get("name"), "args": block.get("input")},
-            )
-            extras = extras_for(FORMAT, _render_call(call), block)
-            calls.append(call.model_copy(update={"extras": extras}) if extras else call)
+            calls.append(_import_call(block, i, path))
         elif calls:
             raise invalid(i, path, "a block after tool_use in one turn is not supported")
         else:
@@ -310,6 +315,13 @@ def _import_turn(turn: dict[str, Any], i: int) -> list[AgentMessage]:
             fields["tool_calls"] = calls
         out.append(build(AgentMessage, i, "", fields))
     return out
+
+
+def _import_call(block: dict[str, Any], i: int, path: str) -> ToolCall:
+    fields = {"id": block.get("id"), "name": block.get("name"), "args": block.get("input")}
+    call = build(ToolCall, i, path, fields)
+    extras = extras_for(FORMAT, _render_call(call), block)
+    return call.model_copy(update={"extras": extras}) if extras else call
 
 
 def from_anthropic(

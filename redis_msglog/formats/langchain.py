@@ -16,7 +16,7 @@ langchain-core is imported only when these functions run.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ..models import AgentMessage, ToolCall
@@ -65,50 +65,88 @@ def _shape(part: ContentPart) -> Any:
 
 
 def _render_part(part: ContentPart) -> Any:
-    out: dict[str, Any]
+    """A part as LangChain content: a bare string, or its block with the part's patch."""
     if isinstance(part, TextPart) and isinstance((part.extras or {}).get(FORMAT), str):
         return part.text  # it came as a bare string: the patch says so, the part's text wins
-    if isinstance(part, TextPart):
-        out = {"type": "text", "text": part.text}
-    elif isinstance(part, ImagePart) and _shape(part) == "image_url" and part.file_id is None:
-        # OpenAI's block, which LangChain users write and ChatOpenAI takes as it is.
-        url = part.url if part.data is None else data_url(part.media_type, part.data)
-        out = {"type": "image_url", "image_url": {"url": url}}
-        if part.detail is not None:
-            out["image_url"]["detail"] = part.detail
-    elif isinstance(part, FilePart) and part.media_type == "text/plain" and part.data is not None:
+    return with_extras(_BLOCKS[part.type](part), part.extras, FORMAT)
+
+
+def _text_block(part: TextPart) -> dict[str, Any]:
+    return {"type": "text", "text": part.text}
+
+
+def _image_block(part: ImagePart) -> dict[str, Any]:
+    """An image that came as an ``image_url`` block (its patch records the shape) goes
+    back as one, unless it is a file id, which that block cannot hold."""
+    if _shape(part) != "image_url" or part.file_id is not None:
+        return _data_block(part.type, part)
+    # OpenAI's block, which LangChain users write and ChatOpenAI takes as it is.
+    url = part.url if part.data is None else data_url(part.media_type, part.data)
+    out: dict[str, Any] = {"type": "image_url", "image_url": {"url": url}}
+    if part.detail is not None:
+        out["image_url"]["detail"] = part.detail
+    return out
+
+
+def _audio_block(part: AudioPart) -> dict[str, Any]:
+    return _data_block(part.type, part)
+
+
+def _file_block(part: FilePart) -> dict[str, Any]:
+    """Plain text that decodes as UTF-8 goes as LangChain's text-plain block, the text
+    itself; any other file as a data block."""
+    if part.media_type == "text/plain" and part.data is not None:
         try:
             text = part.data.decode("utf-8")
         except UnicodeDecodeError:
-            text = None
-        if text is None:
-            out = _data_block("file", part)
-        else:
-            out = {"type": "text-plain", "mime_type": "text/plain", "text": text}
-    elif isinstance(part, (ImagePart, AudioPart, FilePart)):
-        out = _data_block(part.type, part)
-    elif isinstance(part, RefusalPart):
-        out = {"type": "refusal", "refusal": part.refusal}
-    elif isinstance(part, ThinkingPart) and part.provider == "anthropic":
-        out = {"type": "thinking", "thinking": part.thinking}  # ChatAnthropic's own block
-        if part.signature is not None:
-            out["signature"] = part.signature
-    elif isinstance(part, ThinkingPart):
-        out = {"type": "reasoning", "reasoning": part.thinking}  # the standard block
-    elif isinstance(part, RedactedThinkingPart):
-        out = {"type": "redacted_thinking", "data": part.data}
-    else:  # ReasoningPart: ChatOpenAI's own block (Responses reasoning)
-        assert isinstance(part, ReasoningPart)
-        out = {
-            "type": "reasoning",
-            "summary": [{"type": "summary_text", "text": text} for text in part.summary],
-        }
-        for key in ("id", "encrypted_content"):
-            if getattr(part, key) is not None:
-                out[key] = getattr(part, key)
-        if part.content is not None:
-            out["content"] = [{"type": "reasoning_text", "text": text} for text in part.content]
-    return with_extras(out, part.extras, FORMAT)
+            return _data_block("file", part)
+        return {"type": "text-plain", "mime_type": "text/plain", "text": text}
+    return _data_block(part.type, part)
+
+
+def _refusal_block(part: RefusalPart) -> dict[str, Any]:
+    return {"type": "refusal", "refusal": part.refusal}
+
+
+def _thinking_block(part: ThinkingPart) -> dict[str, Any]:
+    if part.provider != "anthropic":
+        return {"type": "reasoning", "reasoning": part.thinking}  # the standard block
+    # ChatAnthropic's own block.
+    out: dict[str, Any] = {"type": "thinking", "thinking": part.thinking}
+    if part.signature is not None:
+        out["signature"] = part.signature
+    return out
+
+
+def _redacted_thinking_block(part: RedactedThinkingPart) -> dict[str, Any]:
+    return {"type": "redacted_thinking", "data": part.data}
+
+
+def _reasoning_block(part: ReasoningPart) -> dict[str, Any]:
+    """ChatOpenAI's own block (Responses reasoning)."""
+    out: dict[str, Any] = {
+        "type": "reasoning",
+        "summary": [{"type": "summary_text", "text": text} for text in part.summary],
+    }
+    for key in ("id", "encrypted_content"):
+        if getattr(part, key) is not None:
+            out[key] = getattr(part, key)
+    if part.content is not None:
+        out["content"] = [{"type": "reasoning_text", "text": text} for text in part.content]
+    return out
+
+
+# The block of each part type (``part.type``), before the part's patch is applied.
+_BLOCKS: dict[str, Callable[[Any], dict[str, Any]]] = {
+    "text": _text_block,
+    "image": _image_block,
+    "audio": _audio_block,
+    "file": _file_block,
+    "refusal": _refusal_block,
+    "thinking": _thinking_block,
+    "redacted_thinking": _redacted_thinking_block,
+    "reasoning": _reasoning_block,
+}
 
 
 def _data_block(kind: str, part: ImagePart | AudioPart | FilePart) -> dict[str, Any]:

@@ -157,44 +157,69 @@ def _render_assistant(msg: AgentMessage) -> list[dict[str, Any]]:
     """An assistant message as items: its content in order (reasoning items, and each run
     of other parts as one message item; the message's id and patch go to the first), then
     its calls (with any reasoning recorded between them)."""
-    items: list[dict[str, Any]] = []
-    later: dict[int, list[dict[str, Any]]] = {}
-    message_done = False
-
-    def flush(run: list[ContentPart]) -> None:
-        nonlocal message_done
-        if not run:
-            return
-        item = _render_output_message(msg if not message_done else _anonymous(msg), run)
-        if not message_done:
-            item = with_extras(item, message_extras(msg, FORMAT), FORMAT)
-        message_done = True
-        if item is not None:
-            items.append(item)
-
+    later: dict[int, list[dict[str, Any]]] = {}  # reasoning to place after call n
     if isinstance(msg.content, str):
-        item = {"role": "assistant", "content": msg.content} if msg.content else None
-        item = with_extras(item, message_extras(msg, FORMAT), FORMAT)
-        if item is not None:
-            items.append(item)
+        items = _render_short_assistant(msg)
     else:
-        run: list[ContentPart] = []
-        for part in msg.content:
-            if isinstance(part, ReasoningPart):
-                flush(run)
-                run = []
-                rendered = _render_reasoning(part)
-                if rendered is None:
-                    continue
-                after = _after_calls(part)
-                if after is None:
-                    items.append(rendered)
-                else:
-                    later.setdefault(after, []).append(rendered)
-            else:
-                run.append(part)
-        flush(run)
-    for n, call in enumerate(msg.tool_calls or [], start=1):
+        items = _render_assistant_parts(msg, msg.content, later)
+    return items + _render_calls(msg.tool_calls or [], later)
+
+
+def _render_short_assistant(msg: AgentMessage) -> list[dict[str, Any]]:
+    """String content: the short form, or no item for an empty string (unless the patch
+    says otherwise)."""
+    item = {"role": "assistant", "content": msg.content} if msg.content else None
+    item = with_extras(item, message_extras(msg, FORMAT), FORMAT)
+    return [] if item is None else [item]
+
+
+def _render_assistant_parts(
+    msg: AgentMessage, parts: list[ContentPart], later: dict[int, list[dict[str, Any]]]
+) -> list[dict[str, Any]]:
+    """The items of a content list, in order. A reasoning item recorded between the
+    turn's calls goes to ``later`` (by how many calls precede it) instead."""
+    items: list[dict[str, Any]] = []
+    first = True  # the first message item carries the message's id and patch
+    for segment in _segments(parts):
+        if not isinstance(segment, ReasoningPart):
+            item = _render_output_message(msg if first else _anonymous(msg), segment)
+            if first:
+                item = with_extras(item, message_extras(msg, FORMAT), FORMAT)
+                first = False
+            if item is not None:
+                items.append(item)
+            continue
+        rendered = _render_reasoning(segment)
+        after = _after_calls(segment)
+        if rendered is None:
+            continue  # not OpenAI's, or without an id: Responses cannot take it
+        if after is None:
+            items.append(rendered)
+        else:
+            later.setdefault(after, []).append(rendered)
+    return items
+
+
+def _segments(parts: list[ContentPart]) -> list[ReasoningPart | list[ContentPart]]:
+    """The parts in order, grouped as items: each reasoning part alone, each run of other
+    parts (never empty) together."""
+    segments: list[ReasoningPart | list[ContentPart]] = []
+    for part in parts:
+        if isinstance(part, ReasoningPart):
+            segments.append(part)
+        elif segments and isinstance(segments[-1], list):
+            segments[-1].append(part)
+        else:
+            segments.append([part])
+    return segments
+
+
+def _render_calls(
+    calls: list[ToolCall], later: dict[int, list[dict[str, Any]]]
+) -> list[dict[str, Any]]:
+    """The calls in order, each followed by the reasoning recorded after it."""
+    items: list[dict[str, Any]] = []
+    for n, call in enumerate(calls, start=1):
         items.append(_render_call(call))
         items.extend(later.pop(n, []))
     for rest in later.values():  # a hint past the last call: keep the item at the end
@@ -363,53 +388,69 @@ def from_responses(items: Sequence[Any]) -> list[AgentMessage]:
     (see the module docstring). ``to_responses(from_responses(x))`` gives ``x`` back.
     Other item kinds, and bad input, raise :class:`InvalidMessageError` naming the item's
     index and the path inside it."""
-    out: list[AgentMessage] = []
-    group: _Group | None = None
-    last = 0
-
-    def close() -> None:
-        nonlocal group
-        if group is not None:
-            out.append(group.message(last))
-        group = None
-
+    reader = _Reader()
     for i, raw in enumerate(sequence(items, 0, "")):
-        item = dict(mapping(raw, i, ""))
-        last = i
+        reader.read(dict(mapping(raw, i, "")), i)
+    return reader.finish()
+
+
+class _Reader:
+    """Messages from items read in order: each run of assistant items (reasoning,
+    ``function_call`` s, one output message) is grouped into one assistant message,
+    built when an item that cannot join the run comes, or at the end."""
+
+    def __init__(self) -> None:
+        self.out: list[AgentMessage] = []
+        self.group: _Group | None = None
+        self.last = 0  # the index of the item being read: errors building a group name it
+
+    def read(self, item: dict[str, Any], i: int) -> None:
+        self.last = i
         kind = item.get("type", "message")
         role = item.get("role")
         if kind == "reasoning":
-            group = group or _Group()
-            group.content.append(
-                _import_reasoning(item, i, len(group.calls) if group.calls else None)
-            )
+            group = self._open()
+            calls_before = len(group.calls) if group.calls else None
+            group.content.append(_import_reasoning(item, i, calls_before))
         elif kind == "function_call":
-            if not isinstance(item.get("arguments"), str):
-                raise invalid(i, "arguments", "a JSON string is required")
-            group = group or _Group()
-            fields = {
-                "id": item.get("call_id"),
-                "name": item.get("name"),
-                "arguments": item.get("arguments"),
-            }
-            call = build(ToolCall, i, "", fields)
-            extras = extras_for(FORMAT, _render_call(call), item)
-            group.calls.append(call.model_copy(update={"extras": extras}) if extras else call)
+            call = _import_call(item, i)
+            self._open().calls.append(call)
         elif kind == "message" and role == "assistant":
-            if group is not None and (group.calls or group.has_message):
-                close()
-            group = group or _Group()
-            _import_assistant(group, item, i)
+            if self.group is not None and (self.group.calls or self.group.has_message):
+                self._close()  # one output message per group, and none after its calls
+            _import_assistant(self._open(), item, i)
         elif kind == "message" and role in ("user", "system", "developer"):
-            close()
-            out.append(_import_input_message(item, i))
+            self._close()
+            self.out.append(_import_input_message(item, i))
         elif kind == "function_call_output":
-            close()
-            out.append(_import_output(item, i))
+            self._close()
+            self.out.append(_import_output(item, i))
         else:
             raise invalid(i, "type", f"unsupported item {kind!r} (role {role!r})")
-    close()
-    return out
+
+    def finish(self) -> list[AgentMessage]:
+        self._close()
+        return self.out
+
+    def _open(self) -> _Group:
+        """The group being built, or a new one."""
+        if self.group is None:
+            self.group = _Group()
+        return self.group
+
+    def _close(self) -> None:
+        if self.group is not None:
+            self.out.append(self.group.message(self.last))
+        self.group = None
+
+
+def _import_call(item: dict[str, Any], i: int) -> ToolCall:
+    if not isinstance(item.get("arguments"), str):
+        raise invalid(i, "arguments", "a JSON string is required")
+    fields = {"id": item.get("call_id"), "name": item.get("name"), "arguments": item["arguments"]}
+    call = build(ToolCall, i, "", fields)
+    extras = extras_for(FORMAT, _render_call(call), item)
+    return call.model_copy(update={"extras": extras}) if extras else call
 
 
 def _import_assistant(group: _Group, item: dict[str, Any], i: int) -> None:
