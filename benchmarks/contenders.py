@@ -190,10 +190,12 @@ class LangChain:
             pipe.execute()
 
     def last(self, n: int) -> list[Any]:
-        return self.history.messages[-n:]  # it has no "last n": it reads everything
+        rows: list[Any] = self.history.messages[-n:]  # no "last n": it reads everything
+        return rows
 
     def all(self) -> list[Any]:
-        return self.history.messages
+        rows: list[Any] = self.history.messages
+        return rows
 
     def keys(self) -> list[str]:
         return [self.history.key]
@@ -224,10 +226,12 @@ class AgentsSession:
             await self.session.add_items(msgs[i : i + 1000])
 
     async def last(self, n: int) -> list[Any]:
-        return await self.session.get_items(limit=n)
+        rows: list[Any] = await self.session.get_items(limit=n)
+        return rows
 
     async def all(self) -> list[Any]:
-        return await self.session.get_items()
+        rows: list[Any] = await self.session.get_items()
+        return rows
 
     async def keys(self) -> list[str]:
         return [_text(k) for k in await self.redis.keys(f"*{self.session.session_id}*")]
