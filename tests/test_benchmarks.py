@@ -33,11 +33,18 @@ def test_benchmarks_smoke_run(tmp_path: Path) -> None:
     assert result.returncode == 0, result.stdout + result.stderr
     document = orjson.loads(out.read_bytes())
     titles = [w["title"] for w in document["workloads"]]
-    assert [t.split(".")[0] for t in titles] == ["1", "2", "3", "4", "5", "5", "6", "7", "8"]
+    assert [t.split(".")[0] for t in titles] == [
+        *["1", "2", "3", "4", "5", "5", "6", "7", "8"],
+        *["9", "9", "9"],  # the conversation with images: appends, all(), memory per image
+    ]
+    assert all("(inline)" in t for t in titles[-3:])
     for workload in document["workloads"]:
         assert workload["median"].get("msglog sync") or workload["median"].get("msglog async")
     three = document["workloads"][2]
     assert three["notes"]["msglog sync"] == "correct"
-    assert document["workloads"][-1]["median"]["msglog sync"] == 1.0  # one round trip
+    (trips,) = [w for w in document["workloads"] if w["title"].startswith("8.")]
+    assert trips["median"]["msglog sync"] == 1.0  # one round trip
+    per_image = document["workloads"][-1]["median"]["msglog sync"]
+    assert 200 * 1024 * 4 / 3 < per_image < 200 * 1024 * 2  # base64, allocator rounding
     assert all(t["ratio"] is not None for t in document["targets"])
     assert "| target | measured | bound | met |" in table.read_text()
