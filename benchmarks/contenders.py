@@ -133,9 +133,9 @@ class OursSync:
 
 
 class OursAsync:
-    def __init__(self, url: str, conversation: str) -> None:
+    def __init__(self, url: str, conversation: str, **options: Any) -> None:
         self.redis = redis.asyncio.Redis.from_url(url)
-        self.log = AsyncMessageLog(self.redis, conversation)
+        self.log = AsyncMessageLog(self.redis, conversation, **options)
 
     def prepare(self, messages: list[Message]) -> list[Message]:
         return messages

@@ -12,10 +12,13 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import base64
 import contextlib
+import functools
 import inspect
 import multiprocessing
 import platform
+import random
 import statistics
 import time
 import uuid
@@ -57,6 +60,16 @@ FULL = Sizes(5, 5000, 50, 1000, 3, 200, 50, 1000, 100_000, 500)
 PROCESSES = 8
 BATCH = 100
 LAST_N = 50
+IMAGE_CONVERSATION = 20  # messages in workload 9's conversation
+IMAGE_EVERY = 4  # every 4th message carries an image
+IMAGE_BYTES = 200 * 1024
+IMAGE_REPEATS = 5  # conversations per sample of workload 9
+# Workload 9 runs once per entry: a name and the MessageLog options it runs with. The
+# images (200 KiB) are under the default blob_threshold (256 KiB), so "offload" lowers it.
+IMAGE_VARIANTS: dict[str, dict[str, Any]] = {
+    "inline": {"blob_threshold": None},
+    "offload": {"blob_threshold": 64 * 1024},
+}
 
 
 def messages(n: int, tag: str = "") -> list[c.Message]:
@@ -66,6 +79,28 @@ def messages(n: int, tag: str = "") -> list[c.Message]:
         {"role": "user" if i % 2 == 0 else "assistant", "content": f"{tag}{i}: {text}"}
         for i in range(n)
     ]
+
+
+def image_messages(with_images: bool = True, *, as_json: bool = False) -> list[c.Message]:
+    """Workload 9's conversation: chat-sized messages, every ``IMAGE_EVERY``-th a user
+    turn with an ``IMAGE_BYTES`` PNG-typed image (incompressible bytes) before its text.
+    ``as_json``: the image as base64, the form a raw client writes. Every image differs
+    (offload stores equal bytes once: that would measure deduplication, not storage)."""
+    out = messages(IMAGE_CONVERSATION, tag="img")
+    for i in range(IMAGE_EVERY - 1, IMAGE_CONVERSATION, IMAGE_EVERY):
+        image = random.Random(9 + i).randbytes(IMAGE_BYTES)
+        data: Any = base64.b64encode(image).decode() if as_json else image
+        if with_images:
+            out[i] = {
+                "role": "user",
+                "content": [
+                    {"type": "image", "data": data, "media_type": "image/png"},
+                    {"type": "text", "text": out[i]["content"]},
+                ],
+            }
+        else:
+            out[i] = {"role": "user", "content": out[i]["content"]}
+    return out
 
 
 # -- running handles, sync or async ---------------------------------------------------------
@@ -317,6 +352,103 @@ def memory(url: str, histories: Histories, sizes: Sizes, run: Runner) -> Workloa
     return work
 
 
+def _conversation_bytes(client: redis.Redis, conversation: str) -> int:
+    """``MEMORY USAGE`` of every key of a conversation: every key carries its hash tag
+    (whatever else a variant stores, such as offloaded blobs, is counted too)."""
+    keys = client.scan_iter(match=f"*{{{conversation}}}*", count=1000)
+    return sum(client.memory_usage(k, samples=0) or 0 for k in keys)
+
+
+def _image_payloads(run: Runner, contender: c.Contender, url: str, with_images: bool) -> Any:
+    """Workload 9's conversation in the contender's own form (raw: base64 in the JSON)."""
+    handle = run.make(contender, url)
+    payloads = handle.prepare(image_messages(with_images, as_json=contender.name == c.RAW))
+    run.close(handle)
+    return payloads
+
+
+def _filled(
+    contender: c.Contender, url: str, run: Runner, payloads: list[Any], conversation: str
+) -> tuple[Any, float]:
+    """A new conversation with ``payloads`` appended one by one; the seconds it took."""
+    handle = run.make(contender, url, conversation)
+    started = time.perf_counter()
+    for payload in payloads:
+        run(handle.append(payload))
+    return handle, time.perf_counter() - started
+
+
+def _image_sample(
+    contender: c.Contender, url: str, run: Runner, payloads: list[Any]
+) -> tuple[float, float]:
+    """One sample of workload 9: ``IMAGE_REPEATS`` new conversations filled, each then read
+    with ``all()``; appends per second and milliseconds per ``all()``."""
+    appending = reading = 0.0
+    for _ in range(IMAGE_REPEATS):
+        handle, seconds = _filled(contender, url, run, payloads, f"bench-{uuid.uuid4().hex}")
+        appending += seconds
+        reading += timed(handle.all, 1, run)
+        run.close(handle)
+    return IMAGE_REPEATS * IMAGE_CONVERSATION / appending, reading / IMAGE_REPEATS * 1e3
+
+
+def _image_memory(client: redis.Redis, contender: c.Contender, url: str, run: Runner) -> int:
+    """The Redis memory of the conversation with its images, minus the same without."""
+    used = []
+    for with_images in (True, False):
+        conversation = f"bench-{uuid.uuid4().hex}"
+        payloads = _image_payloads(run, contender, url, with_images)
+        run.close(_filled(contender, url, run, payloads, conversation)[0])
+        used.append(_conversation_bytes(client, conversation))
+    return used[0] - used[1]
+
+
+def images(
+    url: str, sizes: Sizes, run: Runner, variant: str, options: dict[str, Any]
+) -> list[Workload]:
+    """Workload 9: a conversation of ``IMAGE_CONVERSATION`` messages, every
+    ``IMAGE_EVERY``-th with an image, appended one by one to a new conversation, then read
+    whole with ``all()`` (``IMAGE_REPEATS`` conversations per sample); and the Redis
+    memory each image costs (the conversation's keys, minus the same conversation without
+    the images, per image). Ours runs with the log ``options`` of ``variant``; raw
+    redis-py ``XADD`` s the same JSON, base64 inside. The notes give both rates in MB/s of
+    that JSON."""
+    n_images = len(range(IMAGE_EVERY - 1, IMAGE_CONVERSATION, IMAGE_EVERY))
+    json_bytes = sum(len(orjson.dumps(m)) for m in image_messages(as_json=True))
+    what = (
+        f"9. {IMAGE_CONVERSATION} messages, every {IMAGE_EVERY}th with a "
+        f"{IMAGE_BYTES // 1024} KiB image ({variant})"
+    )
+    appends = Workload(f"{what}: appends", "messages/s", higher_is_better=True)
+    reads = Workload(f"{what}: all()", "ms per call", higher_is_better=False)
+    memory = Workload(
+        f"{what}: Redis memory per image",
+        "bytes",
+        higher_is_better=False,
+        reference=("image bytes", IMAGE_BYTES),
+    )
+    client = redis.Redis.from_url(url)
+    for contender in c.SYNC + c.ASYNC:
+        if contender.name not in (c.RAW, c.OURS, c.OURS_ASYNC):
+            continue
+        if contender.name != c.RAW:  # ours, with the variant's log options
+            make = functools.partial(contender.make, **options)
+            contender = c.Contender(contender.name, contender.is_async, make)
+        payloads = _image_payloads(run, contender, url, with_images=True)
+        samples = [_image_sample(contender, url, run, payloads) for _ in range(sizes.runs)]
+        rates = [rate for rate, _ in samples]
+        times = [ms for _, ms in samples]
+        appends.add(contender.name, rates)
+        reads.add(contender.name, times)
+        calls_per_second = statistics.median(rates) / IMAGE_CONVERSATION
+        appends.notes[contender.name] = f"{calls_per_second * json_bytes / 1e6:.0f} MB/s"
+        calls_per_second = 1e3 / statistics.median(times)
+        reads.notes[contender.name] = f"{calls_per_second * json_bytes / 1e6:.0f} MB/s"
+        if contender.name != c.OURS_ASYNC:  # the same keys as the sync client's
+            memory.add(contender.name, [_image_memory(client, contender, url, run) / n_images])
+    return [appends, reads, memory]
+
+
 @contextlib.contextmanager
 def counting_round_trips() -> Iterator[list[int]]:
     """Counts what redis-py writes to sockets: one packed send is one round trip."""
@@ -393,6 +525,9 @@ def main(argv: list[str] | None = None) -> None:
         step(read_all(histories, sizes, run))
         step(memory(url, histories, sizes, run))
         step(round_trips(url, run))
+        for variant, options in IMAGE_VARIANTS.items():
+            for workload in images(url, sizes, run, variant, options):
+                step(workload)
     targets = check_targets(workloads)
     meta = {
         "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),

@@ -1,6 +1,11 @@
 """The demo: several worker processes run a scripted agent loop on one shared
 conversation while a follower in this process prints every commit as it lands; then the
-history, the provider payloads of the last agent turn, and a verified summary.
+provider payloads of one agent turn, and a verified summary.
+
+Worker 0's last turn carries content parts: the user sends a small PNG (made here, no
+files), and the assistant's tool call comes with an Anthropic thinking block and its
+signature (scripted, like everything the demo's "model" says). That turn is shown as
+OpenAI and Anthropic payloads: the image in both, the thinking only in Anthropic's.
 
 Run it with ``msglog demo`` or ``python -m redis_msglog demo``. With no ``--url`` and no
 ``$REDIS_URL`` it starts a private throwaway server (``redis-server`` on PATH or the
@@ -9,13 +14,16 @@ Run it with ``msglog demo`` or ``python -m redis_msglog demo``. With no ``--url`
 
 from __future__ import annotations
 
+import base64
 import contextlib
+import hashlib
 import multiprocessing
 import os
 import random
-import re
+import struct
 import time
 import uuid
+import zlib
 from collections.abc import Iterator
 from typing import Any
 
@@ -29,10 +37,53 @@ from ._sync import MessageLog
 from .admin import verify_conversation
 from .errors import MessageLogError
 from .models import StoredMessage
+from .parts import ImagePart, ThinkingPart
 from .testing import EphemeralServer, find_server_binary
 
 MESSAGES_PER_TURN = 4
-_ANSWER = re.compile(r"^\[worker (\d+)\] (\d+) squared is")
+PICTURE_WORKER = 0  # its last turn has the image and the thinking block
+SHORTEN = 80  # characters: longer strings (base64) are cut in the payloads shown
+
+
+def tiny_png(size: int = 32) -> bytes:
+    """A valid ``size`` x ``size`` RGB PNG (a blue square on a soft gradient), a few
+    hundred bytes, built with zlib and struct."""
+
+    def pixel(x: int, y: int) -> bytes:
+        inside = size // 4 <= x < size * 3 // 4 and size // 4 <= y < size * 3 // 4
+        border = inside and (
+            x in (size // 4, size * 3 // 4 - 1) or y in (size // 4, size * 3 // 4 - 1)
+        )
+        if border:
+            return bytes((20, 60, 160))
+        return bytes((120, 170, 240)) if inside else bytes((250, (250 - y * 3) % 256, 200))
+
+    # Each scanline: filter type 0 (none), then the pixels.
+    raw = b"".join(b"\0" + b"".join(pixel(x, y) for x in range(size)) for y in range(size))
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        crc = zlib.crc32(kind + data)
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", crc)
+
+    header = struct.pack(">IIBBBBB", size, size, 8, 2, 0, 0, 0)  # 8-bit RGB
+    return (
+        b"\x89PNG\r\n\x1a\n"
+        + chunk(b"IHDR", header)
+        + chunk(b"IDAT", zlib.compress(raw, 9))
+        + chunk(b"IEND", b"")
+    )
+
+
+def question(worker: int, turn: int) -> str:
+    return f"[worker {worker}] what is {turn} squared?"
+
+
+def thinking(turn: int) -> dict[str, Any]:
+    """The picture turn's thinking block, as Anthropic returns it (``provider`` recorded,
+    so it goes back only to Anthropic); the signature is made up, as the model is."""
+    text = f"The picture is a square; the square tool gives {turn} squared exactly."
+    signature = base64.b64encode(hashlib.sha256(text.encode()).digest() * 2).decode()
+    return {"type": "thinking", "thinking": text, "signature": signature, "provider": "anthropic"}
 
 
 def agent_loop(
@@ -46,12 +97,18 @@ def agent_loop(
     start.wait(timeout=120)
     for turn in range(turns):
         call_id = f"call_w{worker}_t{turn}"
-        log.add("user", f"[worker {worker}] what is {turn} squared?")
+        picture = worker == PICTURE_WORKER and turn == turns - 1
+        if picture:  # the image first, then the question (what Anthropic recommends)
+            image = {"type": "image", "data": tiny_png(), "media_type": "image/png"}
+            text = {"type": "text", "text": question(worker, turn)}
+            log.append({"role": "user", "content": [image, text]})
+        else:
+            log.add("user", question(worker, turn))
         time.sleep(think.uniform(0.005, 0.03))
         log.append(
             {
                 "role": "assistant",
-                "content": "",
+                "content": [thinking(turn)] if picture else "",
                 "name": f"worker{worker}",
                 "toolCalls": [{"id": call_id, "name": "square", "args": {"x": turn}}],
             }
@@ -131,11 +188,13 @@ def run_demo(
         failed = [p.exitcode for p in processes if p.exitcode != 0]
 
         history = log.all()
-        _show_payloads(console, history)
+        picture_turn = _turn(history, PICTURE_WORKER, turns - 1)
+        _show_payloads(console, picture_turn)
         report = verify_conversation(client, prefix, conversation)
         gap_free = [m.seq for m in history] == list(range(1, len(history) + 1))
         followed = printed == list(range(1, expected + 1))
-        ok = not failed and gap_free and followed and report.ok
+        exact = _parts_exact(picture_turn, turns - 1)
+        ok = not failed and gap_free and followed and report.ok and exact
         ok = ok and len(history) == expected == log.count()
         span = (history[-1].at - history[0].at).total_seconds() if len(history) > 1 else 0
         console.rule("summary")
@@ -143,6 +202,10 @@ def run_demo(
             f"{len(history)} messages (expected {expected}), seqs 1..{len(history)} "
             f"{'gap-free' if gap_free else 'WITH GAPS'}; the follower printed "
             + ("each once, in order" if followed else f"{len(printed)} rows, NOT 1..{expected}")
+        )
+        console.print(
+            f"the image ({len(tiny_png())} bytes) and the signed thinking block read back "
+            + ("exactly" if exact else "NOT as written")
         )
         console.print(
             f"{len(history) / span if span else float('nan'):.0f} msg/s between the first and "
@@ -160,24 +223,60 @@ def run_demo(
         return 0 if ok else 1
 
 
-def _show_payloads(console: Console, history: list[StoredMessage]) -> None:
-    """The last complete agent turn, as the OpenAI and Anthropic APIs would take it."""
-    answer = next((m for m in reversed(history) if _ANSWER.match(m.text)), None)
-    if answer is None:
-        return
-    worker, turn = _ANSWER.match(answer.text).groups()  # type: ignore[union-attr]
+def _turn(history: list[StoredMessage], worker: int, turn: int) -> list[StoredMessage]:
+    """One worker's agent turn: its question, tool call, tool result and answer."""
     call_id = f"call_w{worker}_t{turn}"
-    turn_rows = [
+    answer = f"[worker {worker}] {turn} squared is {turn * turn}."
+    return [
         m
         for m in history
-        if m.text in (f"[worker {worker}] what is {turn} squared?", answer.text)
+        if m.text in (question(worker, turn), answer)
         or m.tool_call_id == call_id
         or any(c.id == call_id for c in m.tool_calls or [])
     ]
+
+
+def _parts_exact(rows: list[StoredMessage], turn: int) -> bool:
+    """The picture turn's image bytes and thinking block are what the worker wrote."""
+    parts = [p for m in rows if not isinstance(m.content, str) for p in m.content]
+    images = [p for p in parts if isinstance(p, ImagePart)]
+    thoughts = [p for p in parts if isinstance(p, ThinkingPart)]
+    return (
+        len(images) == 1
+        and images[0].data == tiny_png()
+        and [t.model_dump(exclude_none=True) for t in thoughts] == [thinking(turn)]
+    )
+
+
+def _shortened(value: Any) -> Any:
+    """``value`` with strings over :data:`SHORTEN` characters (base64 data, signatures)
+    cut, for display only."""
+    if isinstance(value, dict):
+        return {k: _shortened(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_shortened(v) for v in value]
+    if isinstance(value, str) and len(value) > SHORTEN:
+        return f"{value[:40]}… ({len(value)} chars)"
+    return value
+
+
+def _show_payloads(console: Console, turn_rows: list[StoredMessage]) -> None:
+    """The picture turn as the OpenAI and Anthropic APIs would take it."""
+    if not turn_rows:
+        return
     for title, payload in (
-        (f"worker {worker}'s last turn as OpenAI chat messages", adapters.to_openai(turn_rows)),
-        ("the same turn as Anthropic messages", adapters.to_anthropic(turn_rows)),
+        (
+            f"worker {PICTURE_WORKER}'s last turn as OpenAI chat messages (no thinking)",
+            adapters.to_openai(turn_rows),
+        ),
+        (
+            "the same turn as Anthropic messages (with the signed thinking)",
+            adapters.to_anthropic(turn_rows),
+        ),
     ):
         console.rule(title)
         for message in payload:
-            console.print(JSON.from_data(message, indent=None))
+            console.print(JSON.from_data(_shortened(message), indent=None))
+    console.print(
+        f"(strings over {SHORTEN} characters, base64 data and signatures, shortened here)"
+    )

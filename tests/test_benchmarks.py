@@ -33,11 +33,23 @@ def test_benchmarks_smoke_run(tmp_path: Path) -> None:
     assert result.returncode == 0, result.stdout + result.stderr
     document = orjson.loads(out.read_bytes())
     titles = [w["title"] for w in document["workloads"]]
-    assert [t.split(".")[0] for t in titles] == ["1", "2", "3", "4", "5", "5", "6", "7", "8"]
+    assert [t.split(".")[0] for t in titles] == [
+        *["1", "2", "3", "4", "5", "5", "6", "7", "8"],
+        # the conversation with images (appends, all(), memory per image), inline then
+        # with its images stored off the rows
+        *["9", "9", "9", "9", "9", "9"],
+    ]
+    assert all("(inline)" in t for t in titles[-6:-3])
+    assert all("(offload)" in t for t in titles[-3:])
     for workload in document["workloads"]:
         assert workload["median"].get("msglog sync") or workload["median"].get("msglog async")
     three = document["workloads"][2]
     assert three["notes"]["msglog sync"] == "correct"
-    assert document["workloads"][-1]["median"]["msglog sync"] == 1.0  # one round trip
+    (trips,) = [w for w in document["workloads"] if w["title"].startswith("8.")]
+    assert trips["median"]["msglog sync"] == 1.0  # one round trip
+    inline = document["workloads"][-4]["median"]["msglog sync"]
+    assert 200 * 1024 * 4 / 3 < inline < 200 * 1024 * 2  # base64, allocator rounding
+    offloaded = document["workloads"][-1]["median"]["msglog sync"]
+    assert 200 * 1024 <= offloaded < 200 * 1024 * 4 / 3  # raw bytes in the blobs hash
     assert all(t["ratio"] is not None for t in document["targets"])
     assert "| target | measured | bound | met |" in table.read_text()

@@ -100,6 +100,81 @@ def test_show_table_and_json(url: str, prefix: str) -> None:
     assert both.exit_code == 2 and "cannot be combined" in both.output
 
 
+PARTS: list[dict[str, Any]] = [
+    {
+        "role": "user",
+        "content": [
+            {"type": "text", "text": "compare these"},
+            {"type": "image", "data": b"\x89PNG" * 314_573, "media_type": "image/png"},
+            {"type": "image", "url": "https://example.com/cat.png"},
+            {"type": "audio", "data": b"R" * 35_328, "media_type": "audio/wav"},
+            {
+                "type": "file",
+                "data": b"%PDF" * 56_320,
+                "media_type": "application/pdf",
+                "filename": "report.pdf",
+            },
+            {"type": "file", "file_id": "file-abc", "filename": "notes\x1b[2J.txt"},
+        ],
+    },
+    {
+        "role": "assistant",
+        "content": [
+            {
+                "type": "thinking",
+                "thinking": "t" * 340,
+                "signature": "c2ln",
+                "provider": "anthropic",
+            },
+            {"type": "thinking", "thinking": "short"},
+            {"type": "redacted_thinking", "data": "ZW5j"},
+            {
+                "type": "reasoning",
+                "id": "rs_abc",
+                "summary": ["one", "two"],
+                "encrypted_content": "gAAA",
+            },
+            {"type": "reasoning", "summary": ["one"], "content": ["a", "b"]},
+            {"type": "text", "text": "Both\nare cats."},
+        ],
+        "toolCalls": [{"id": "c1", "name": "zoom", "args": {"x": 1}}],
+    },
+    {"role": "assistant", "content": [{"type": "refusal", "refusal": "no\x1b]0;pwned\x07 way"}]},
+]
+
+
+def test_show_and_tail_label_content_parts(url: str, prefix: str) -> None:
+    log = MessageLog(redis.Redis.from_url(url), new_id(), prefix=prefix)
+    log.append_many(PARTS)
+    user = (
+        "user       compare these [image 1.2 MiB png] [image url https://example.com/cat.png]"
+        " [audio 34.5 KiB wav] [file report.pdf 220.0 KiB pdf]"
+        " [file notes␛[2J.txt file_id file-abc]"
+    )
+    assistant = (
+        "assistant  [thinking 340 chars, signed] [thinking 5 chars, unsigned]"
+        " [redacted thinking] [reasoning rs_abc: 2 summary parts, encrypted]"
+        " [reasoning: 1 summary part, 2 content parts] Both"
+    )
+    for command in (["show"], ["tail"]):
+        result = msglog(url, prefix, *command, log.conversation)
+        assert result.exit_code == 0, result.output
+        lines = result.output.splitlines()
+        assert lines[0].endswith(user), result.output
+        assert lines[1].endswith(assistant), result.output
+        assert lines[2] == " " * 37 + 'are cats. → zoom({"x":1}) [c1]'
+        assert lines[3].endswith("assistant  [refusal: no␛]0;pwned␇ way]")
+        assert "\x1b" not in result.output and "\x07" not in result.output
+    # --json keeps everything: the bytes, the thinking, the signature.
+    rows = msglog(url, prefix, "show", log.conversation, "--json").output.splitlines()
+    assert orjson.loads(rows[1])["content"][0] == {
+        "type": "thinking",
+        "thinking": "t" * 340,
+        "signature": "c2ln",
+        "provider": "anthropic",
+    }
+
+
 def test_export_jsonl_round_trips_through_import(url: str, prefix: str, tmp_path: Path) -> None:
     log = seeded(url, prefix)
     log.append_many([{"role": "user", "content": f"m{i}"} for i in range(2500)])  # 3 pages

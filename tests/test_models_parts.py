@@ -236,12 +236,21 @@ def test_every_part_kind_round_trips_through_a_real_server(shared_server: Any) -
     assert log.count() == before
 
 
-def test_msglog_show_names_the_parts_it_cannot_print() -> None:
+def test_msglog_show_labels_the_parts_it_cannot_print_as_text() -> None:
     from redis_msglog._cli import format_row
 
     row = decode_entry(2, AT, encode_message(AgentMessage.model_validate(EVERY_PART[1])))
     shown = format_row(row).plain
-    assert "what are these?[image][image][audio][file][file]" in shown
+    assert shown.endswith(
+        "what are these? [image 10 B png] [image url https://example.com/a.png]"
+        " [audio 6 B wav] [file a.pdf 8 B pdf] [file file_id file-abc]"
+    )
+    row = decode_entry(3, AT, encode_message(AgentMessage.model_validate(EVERY_PART[2])))
+    assert format_row(row).plain.endswith(
+        "[thinking 11 chars, signed] [redacted thinking]"
+        " [reasoning rs_1: 1 summary part, 1 content part, encrypted]"
+        ' checking [refusal: not that one] → zoom({"x":1,"y":2}) [c1] → zoom({"x":3}) [c2]'
+    )
 
 
 # Free values: JSON and the things that have no exact JSON form.
