@@ -20,10 +20,10 @@ from rich.table import Table
 from rich.text import Text
 
 from . import __version__, adapters, admin
+from ._codec import encode_row
 from ._render import json_line, safe_text, visible
 from ._retry import RetryPolicy
 from ._sync import MessageLog
-from .codec import encode_row
 from .errors import MessageLogError
 from .models import StoredMessage
 from .parts import (

@@ -30,12 +30,12 @@ from ._blobs import (
     offload,
     references,
 )
+from ._codec import decode_entry, encode_message
 from ._durability import Durability
 from ._keys import ConversationKeys
 from ._retry import DEFAULT_RETRY, RetryPolicy
 from ._scripts import LuaScript
 from ._steps import Command, NotSent, Pause, Plan, Read, Refused, ReplyLost, StepFailure, Write
-from .codec import decode_entry, encode_message
 from .models import AgentMessage, StoredMessage, describe_errors
 
 DEFAULT_MAX_MESSAGE_BYTES = 8 * 1024 * 1024

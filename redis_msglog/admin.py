@@ -14,10 +14,10 @@ import redis
 from redis import exceptions as redis_errors
 
 from ._blobs import references
+from ._codec import decode_entry, decode_row, micros_to_datetime
 from ._core import parse_seq_counter
 from ._keys import ConversationKeys, conversation_of, key_pattern
 from ._sync import MessageLog
-from .codec import decode_entry, decode_row, micros_to_datetime
 from .errors import (
     CodecError,
     CorruptLogError,

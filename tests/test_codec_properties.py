@@ -12,8 +12,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from redis_msglog import AgentMessage, LogRewoundError, MessageLog, MessageLogError
+from redis_msglog._codec import decode_entry, encode_message
 from redis_msglog._core import LogCore
-from redis_msglog.codec import decode_entry, encode_message
 
 # JSON-ish values, plus the things that have no exact JSON form.
 scalars = (

@@ -24,8 +24,8 @@ from click.testing import CliRunner
 
 from redis_msglog import NO_RETRY, AsyncMessageLog, MessageLog, MessageLogError, StoredMessage
 from redis_msglog._cli import main
+from redis_msglog._codec import to_document
 from redis_msglog._keys import ConversationKeys
-from redis_msglog.codec import to_document
 from redis_msglog.testing import EphemeralServer
 
 from .conftest import Env, SyncView, make_env, new_id

@@ -24,8 +24,8 @@ from redis_msglog import (
     MessageLog,
     ToolCall,
 )
+from redis_msglog._codec import decode_entry, decode_row, encode_message, encode_row
 from redis_msglog._core import LogCore
-from redis_msglog.codec import decode_entry, decode_row, encode_message, encode_row
 
 AT = b"1700000000000000"
 PIXEL = b"\x89PNG\r\n\x1a\n\x00\x00"
