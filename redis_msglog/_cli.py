@@ -21,22 +21,11 @@ from rich.text import Text
 
 from . import __version__, adapters, admin
 from ._codec import encode_row
-from ._render import json_line, safe_text, visible
+from ._render import format_row, human_bytes, json_line, safe_text, visible
 from ._retry import RetryPolicy
 from ._sync import MessageLog
 from .errors import MessageLogError
 from .models import StoredMessage
-from .parts import (
-    AudioPart,
-    ContentPart,
-    FilePart,
-    ImagePart,
-    ReasoningPart,
-    RedactedThinkingPart,
-    RefusalPart,
-    TextPart,
-    ThinkingPart,
-)
 
 DEFAULT_URL = "redis://localhost:6379/0"
 # An operator at a terminal wants a one-line error soon, not the workers' 30 s patience
@@ -295,10 +284,10 @@ def stats(settings: Settings, conversation: str | None) -> None:
         table.add_row("messages", str(found.count))
         table.add_row("first commit (UTC)", f"{found.first_at or '-'}")
         table.add_row("last commit (UTC)", f"{found.last_at or '-'}")
-        table.add_row("memory (counter + stream)", _bytes(found.memory_bytes))
+        table.add_row("memory (counter + stream)", human_bytes(found.memory_bytes))
         table.add_row(
             "idempotency records",
-            f"{found.idempotency_records} ({_bytes(found.idempotency_bytes)})",
+            f"{found.idempotency_records} ({human_bytes(found.idempotency_bytes)})",
         )
     else:
         conversations = messages = 0
@@ -316,7 +305,7 @@ def stats(settings: Settings, conversation: str | None) -> None:
         table.add_row("messages", str(messages))
         table.add_row("server", f"{server.get('redis_version')} ({settings.url or DEFAULT_URL})")
         where = f"{len(memories)} primaries" if settings.cluster else "whole server"
-        table.add_row(f"used memory ({where})", _bytes(used))
+        table.add_row(f"used memory ({where})", human_bytes(used))
         table.add_row("maxmemory policy", str(memories[0].get("maxmemory_policy")))
     out.print(table)
 
@@ -389,121 +378,6 @@ def _print_row(row: StoredMessage, as_json: bool) -> None:
         sys.stdout.flush()
         return
     out.print(format_row(row))
-
-
-COLOURS = {"user": "cyan", "assistant": "green", "tool": "yellow", "system": "magenta"}
-INDENT = " " * 37  # continuation lines start under the content
-
-
-PART_STYLE = "italic"
-"""How a content part other than text is shown on a terminal (``[image 1.2 MiB png]``)."""
-CLIP = 60  # characters of a URL, file name or id shown in a part's label
-
-
-def _multiline(text: str) -> Text:
-    """Content text: newlines kept, continuation lines indented under the content."""
-    return safe_text(text.replace("\n", "\n" + INDENT), multiline=True)
-
-
-def _clip(text: str) -> str:
-    return text if len(text) <= CLIP else text[: CLIP - 1] + "…"
-
-
-def _plural(n: int, noun: str) -> str:
-    return f"{n} {noun}" + ("" if n == 1 else "s")
-
-
-def _media_label(part: ImagePart | AudioPart | FilePart) -> str:
-    words: list[str] = [part.type]
-    if isinstance(part, FilePart) and part.filename is not None:
-        words.append(_clip(part.filename))
-    if part.data is not None:
-        words.append(_bytes(len(part.data)))
-    elif part.url is not None:
-        words.append(f"url {_clip(part.url)}")
-    elif part.file_id is not None:
-        words.append(f"file_id {_clip(part.file_id)}")
-    if part.media_type:
-        words.append(part.media_type.rpartition("/")[2])  # image/png -> png
-    return " ".join(words)
-
-
-def part_label(part: ContentPart) -> Text:
-    """A content part other than text as one bracketed label: its kind and what it holds
-    (sizes, not bytes; lengths, not thinking), for example ``[image 1.2 MiB png]``,
-    ``[file report.pdf 220.0 KiB pdf]``, ``[thinking 340 chars, signed]``,
-    ``[reasoning rs_abc: 2 summary parts, encrypted]``, ``[refusal: the text]``. Text
-    from the content (a URL, a file name, a refusal) keeps its control characters
-    visible, as everywhere (:func:`.safe_text`)."""
-    if isinstance(part, RefusalPart):
-        return Text.assemble(
-            ("[refusal: ", PART_STYLE), _multiline(part.refusal), ("]", PART_STYLE)
-        )
-    if isinstance(part, (ImagePart, AudioPart, FilePart)):
-        label = _media_label(part)
-    elif isinstance(part, ThinkingPart):
-        label = f"thinking {_plural(len(part.thinking), 'char')}"
-        label += ", signed" if part.signature is not None else ", unsigned"
-    elif isinstance(part, RedactedThinkingPart):
-        label = "redacted thinking"
-    elif isinstance(part, ReasoningPart):
-        held = [_plural(len(part.summary), "summary part")]
-        if part.content is not None:
-            held.append(_plural(len(part.content), "content part"))
-        if part.encrypted_content is not None:
-            held.append("encrypted")
-        label = "reasoning" + (f" {_clip(part.id)}" if part.id else "") + ": " + ", ".join(held)
-    else:  # text: not a label (future kinds are refused by the model before this)
-        label = part.type
-    return safe_text(f"[{label}]", style=PART_STYLE)
-
-
-def _content(row: StoredMessage) -> Text:
-    """The content: text exactly, other parts as their labels, a space between a label
-    and what is next to it (text parts join as :attr:`AgentMessage.text` does)."""
-    if isinstance(row.content, str):
-        return _multiline(row.content)
-    text = Text()
-    after_label = False
-    for part in row.content:
-        is_label = not isinstance(part, TextPart)
-        if text and (is_label or after_label):
-            text.append(" ")
-        text.append_text(_multiline(part.text) if isinstance(part, TextPart) else part_label(part))
-        after_label = is_label
-    return text
-
-
-def format_row(row: StoredMessage, width: int | None = None) -> Text:
-    """One message as a line: seq, time, role, content and tool calls. The content is
-    shown exactly, with control characters made visible (see :mod:`._render`), and
-    parts other than text as labels (:func:`part_label`); it is never interpreted as
-    markup."""
-    text = Text()
-    if row.tool_call_id:
-        text.append_text(Text.assemble("[", safe_text(row.tool_call_id), "] "))
-    text.append_text(_content(row))
-    for call in row.tool_calls or []:
-        args = orjson.dumps(call.args).decode()
-        text.append(" → " if text else "→ ")
-        text.append_text(safe_text(f"{call.name}({args}) [{call.id}]"))
-    if width is not None and text.cell_len > width:
-        text.truncate(width, overflow="ellipsis")
-    return Text.assemble(
-        (f"{row.seq:>6}  {row.at:%H:%M:%S.%f}", "dim"),
-        "  ",
-        (f"{row.role:<9}", COLOURS[row.role]),
-        "  ",
-        text,
-    )
-
-
-def _bytes(n: int) -> str:
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if n < 1024 or unit == "GiB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024  # type: ignore[assignment]
-    raise AssertionError("unreachable")
 
 
 @contextmanager

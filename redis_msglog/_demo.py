@@ -32,6 +32,7 @@ from rich.console import Console
 from rich.json import JSON
 
 from . import adapters
+from ._render import format_row  # the same line format as `msglog show`
 from ._retry import NO_RETRY
 from ._sync import MessageLog
 from .admin import verify_conversation
@@ -148,7 +149,6 @@ def run_demo(
 ) -> int:
     """Run the demo; return a process exit code (0 when the log verifies)."""
     console = console or Console(highlight=False)
-    from ._cli import format_row  # the same line format as `msglog show`
 
     with redis_url(url, console) as resolved:
         conversation = f"demo-{uuid.uuid4().hex[:8]}"

@@ -20,7 +20,21 @@ from __future__ import annotations
 
 import re
 
+import orjson
 from rich.text import Text
+
+from .models import StoredMessage
+from .parts import (
+    AudioPart,
+    ContentPart,
+    FilePart,
+    ImagePart,
+    ReasoningPart,
+    RedactedThinkingPart,
+    RefusalPart,
+    TextPart,
+    ThinkingPart,
+)
 
 __all__ = ["CONTROL_STYLE", "json_line", "safe_text", "visible"]
 
@@ -72,3 +86,120 @@ def json_line(data: bytes) -> bytes:
     same JSON value, with no raw control character for a terminal to act on. (These
     characters can only occur inside JSON strings, so replacing their bytes is safe.)"""
     return _UNSAFE_UTF8.sub(lambda m: f"\\u{ord(m.group().decode()):04x}".encode(), data)
+
+
+# -- rows of a conversation, as `msglog show` and the demo print them ------------------
+
+COLOURS = {"user": "cyan", "assistant": "green", "tool": "yellow", "system": "magenta"}
+INDENT = " " * 37  # continuation lines start under the content
+
+
+PART_STYLE = "italic"
+"""How a content part other than text is shown on a terminal (``[image 1.2 MiB png]``)."""
+CLIP = 60  # characters of a URL, file name or id shown in a part's label
+
+
+def _multiline(text: str) -> Text:
+    """Content text: newlines kept, continuation lines indented under the content."""
+    return safe_text(text.replace("\n", "\n" + INDENT), multiline=True)
+
+
+def _clip(text: str) -> str:
+    return text if len(text) <= CLIP else text[: CLIP - 1] + "…"
+
+
+def _plural(n: int, noun: str) -> str:
+    return f"{n} {noun}" + ("" if n == 1 else "s")
+
+
+def _media_label(part: ImagePart | AudioPart | FilePart) -> str:
+    words: list[str] = [part.type]
+    if isinstance(part, FilePart) and part.filename is not None:
+        words.append(_clip(part.filename))
+    if part.data is not None:
+        words.append(human_bytes(len(part.data)))
+    elif part.url is not None:
+        words.append(f"url {_clip(part.url)}")
+    elif part.file_id is not None:
+        words.append(f"file_id {_clip(part.file_id)}")
+    if part.media_type:
+        words.append(part.media_type.rpartition("/")[2])  # image/png -> png
+    return " ".join(words)
+
+
+def part_label(part: ContentPart) -> Text:
+    """A content part other than text as one bracketed label: its kind and what it holds
+    (sizes, not bytes; lengths, not thinking), for example ``[image 1.2 MiB png]``,
+    ``[file report.pdf 220.0 KiB pdf]``, ``[thinking 340 chars, signed]``,
+    ``[reasoning rs_abc: 2 summary parts, encrypted]``, ``[refusal: the text]``. Text
+    from the content (a URL, a file name, a refusal) keeps its control characters
+    visible, as everywhere (:func:`.safe_text`)."""
+    if isinstance(part, RefusalPart):
+        return Text.assemble(
+            ("[refusal: ", PART_STYLE), _multiline(part.refusal), ("]", PART_STYLE)
+        )
+    if isinstance(part, (ImagePart, AudioPart, FilePart)):
+        label = _media_label(part)
+    elif isinstance(part, ThinkingPart):
+        label = f"thinking {_plural(len(part.thinking), 'char')}"
+        label += ", signed" if part.signature is not None else ", unsigned"
+    elif isinstance(part, RedactedThinkingPart):
+        label = "redacted thinking"
+    elif isinstance(part, ReasoningPart):
+        held = [_plural(len(part.summary), "summary part")]
+        if part.content is not None:
+            held.append(_plural(len(part.content), "content part"))
+        if part.encrypted_content is not None:
+            held.append("encrypted")
+        label = "reasoning" + (f" {_clip(part.id)}" if part.id else "") + ": " + ", ".join(held)
+    else:  # text: not a label (future kinds are refused by the model before this)
+        label = part.type
+    return safe_text(f"[{label}]", style=PART_STYLE)
+
+
+def _content(row: StoredMessage) -> Text:
+    """The content: text exactly, other parts as their labels, a space between a label
+    and what is next to it (text parts join as :attr:`AgentMessage.text` does)."""
+    if isinstance(row.content, str):
+        return _multiline(row.content)
+    text = Text()
+    after_label = False
+    for part in row.content:
+        is_label = not isinstance(part, TextPart)
+        if text and (is_label or after_label):
+            text.append(" ")
+        text.append_text(_multiline(part.text) if isinstance(part, TextPart) else part_label(part))
+        after_label = is_label
+    return text
+
+
+def format_row(row: StoredMessage, width: int | None = None) -> Text:
+    """One message as a line: seq, time, role, content and tool calls. The content is
+    shown exactly, with control characters made visible (see :mod:`._render`), and
+    parts other than text as labels (:func:`part_label`); it is never interpreted as
+    markup."""
+    text = Text()
+    if row.tool_call_id:
+        text.append_text(Text.assemble("[", safe_text(row.tool_call_id), "] "))
+    text.append_text(_content(row))
+    for call in row.tool_calls or []:
+        args = orjson.dumps(call.args).decode()
+        text.append(" → " if text else "→ ")
+        text.append_text(safe_text(f"{call.name}({args}) [{call.id}]"))
+    if width is not None and text.cell_len > width:
+        text.truncate(width, overflow="ellipsis")
+    return Text.assemble(
+        (f"{row.seq:>6}  {row.at:%H:%M:%S.%f}", "dim"),
+        "  ",
+        (f"{row.role:<9}", COLOURS[row.role]),
+        "  ",
+        text,
+    )
+
+
+def human_bytes(n: int) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if n < 1024 or unit == "GiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024  # type: ignore[assignment]
+    raise AssertionError("unreachable")

@@ -237,7 +237,7 @@ def test_every_part_kind_round_trips_through_a_real_server(shared_server: Any) -
 
 
 def test_msglog_show_labels_the_parts_it_cannot_print_as_text() -> None:
-    from redis_msglog._cli import format_row
+    from redis_msglog._render import format_row
 
     row = decode_entry(2, AT, encode_message(AgentMessage.model_validate(EVERY_PART[1])))
     shown = format_row(row).plain
