@@ -21,7 +21,9 @@
 -- ARGV[7]   a token naming this call (every try of one call sends the same token), kept
 --           in the idempotency record so a replay can tell its own commit from another's
 -- ARGV[8]   B, the number of blobs this batch stores (0 for most appends)
--- ARGV[9..] B pairs of a blob's SHA-256 (hex) and its bytes, then the encoded messages
+-- ARGV[9]   the seq the log must end at for this append to commit (a compare-and-set:
+--           "" for none); otherwise MSGLOG_CONFLICT and nothing is written
+-- ARGV[10..] B pairs of a blob's SHA-256 (hex) and its bytes, then the encoded messages
 --           (JSON), in order; at least one
 --
 -- Returns {last_seq, at, replayed, call}: the seq of the last message written, the commit
@@ -35,7 +37,7 @@
 -- INCRBY, SET, HSETNX and PEXPIRE cannot fail on keys already checked.
 
 local BLOBS = tonumber(ARGV[8])
-local HEADER = 8 + 2 * BLOBS
+local HEADER = 9 + 2 * BLOBS
 local n = #ARGV - HEADER
 
 if KEYS[4] and ARGV[5] == '1' then
@@ -125,6 +127,11 @@ elseif length > 0 then
   end
 end
 
+if ARGV[9] ~= '' and last ~= tonumber(ARGV[9]) then
+  return redis.error_reply('MSGLOG_CONFLICT ' .. string.format('%d', last) ..
+    ' is the last seq of ' .. KEYS[2] .. ', not ' .. ARGV[9])
+end
+
 local first_id = string.format('%d-0', last + 1)
 local added = redis.pcall('XADD', KEYS[2], first_id, 'at', at, 'msg', ARGV[HEADER + 1])
 if type(added) == 'table' and added.err then
@@ -141,7 +148,7 @@ for i = 2, n do
   redis.call('XADD', KEYS[2], string.format('%d-0', last + i), 'at', at, 'msg', ARGV[HEADER + i])
 end
 for i = 0, BLOBS - 1 do  -- content-addressed: the same bytes are stored once
-  redis.call('HSETNX', KEYS[3], ARGV[9 + 2 * i], ARGV[10 + 2 * i])
+  redis.call('HSETNX', KEYS[3], ARGV[10 + 2 * i], ARGV[11 + 2 * i])
 end
 local new_last = last + n
 if raw then

@@ -17,8 +17,9 @@ KEY_NAMES = ("seq", "stream", "blobs", "record")
 """``KEYS[1..4]`` of the script, in order (``record`` only with an idempotency key)."""
 ARGV_NAMES = (
     "publish", "channel", "record_ttl_ms", "fingerprint", "look_up", "ttl_ms", "call", "blobs",
+    "expected_seq",
 )  # fmt: skip
-"""``ARGV[1..8]`` of the script, in order; the blobs (digest, bytes) and the encoded
+"""``ARGV[1..9]`` of the script, in order; the blobs (digest, bytes) and the encoded
 messages follow."""
 
 
@@ -40,6 +41,7 @@ class AppendCall:
     fingerprint: str = ""
     look_up: bool = True  # look the record up first (False: a key generated for this call)
     ttl_ms: int | None = None  # the conversation's lifetime, refreshed by every append
+    expected_seq: int | None = None  # commit only if the log ends at this seq
 
     def keys_and_args(self) -> Command:
         """``numkeys, KEYS..., ARGV...`` for ``EVALSHA``/``EVAL``."""
@@ -54,6 +56,7 @@ class AppendCall:
             "" if self.ttl_ms is None else self.ttl_ms,
             self.call,
             len(self.blobs),
+            "" if self.expected_seq is None else self.expected_seq,
         )
         blobs = tuple(part for blob in self.blobs for part in blob)
         return (len(keys), *keys, *argv, *blobs, *self.messages)
@@ -76,7 +79,7 @@ class AppendReply:
         return cls(int(last_seq), int(at), bool(int(replayed)), text)
 
 
-ERRORS: dict[str, type[errors.StorageError] | type[errors.IdempotencyConflictError]] = {
+ERRORS: dict[str, type[errors.MessageLogError]] = {
     "WRONGTYPE": errors.WrongTypeError,
     "OOM": errors.OutOfMemoryError,
     "MSGLOG_BADSEQ": errors.CorruptLogError,  # the counter is not a seq
@@ -85,6 +88,7 @@ ERRORS: dict[str, type[errors.StorageError] | type[errors.IdempotencyConflictErr
     "MSGLOG_FOREIGN": errors.CorruptLogError,  # the stream ends with an entry we did not write
     "MSGLOG_BADRECORD": errors.CorruptLogError,  # an idempotency record we did not write
     "MSGLOG_KEYREUSED": errors.IdempotencyConflictError,
+    "MSGLOG_CONFLICT": errors.SeqConflictError,  # an expected_seq the log has moved past
 }
 """What each error code of the script (and of the server, for its keys) means."""
 
@@ -100,6 +104,13 @@ def error_for(refused: Refused, keys: ConversationKeys) -> errors.MessageLogErro
         return kind(f"a key of {keys.stream!r}'s conversation: {refused.text}")
     if kind is errors.OutOfMemoryError:
         return kind(f"Redis refused the write (maxmemory reached): {refused.text}")
+    if kind is errors.SeqConflictError:
+        current = int(refused.text.split(" ")[1])
+        return errors.SeqConflictError(
+            f"{refused.text.split(' ', 1)[1]}: another writer appended first. Nothing was "
+            "written; read what changed and decide again.",
+            current_seq=current,
+        )
     if kind is not None:
         return kind(refused.text)
     return errors.StorageError(f"Redis error: {refused.text}")

@@ -164,7 +164,12 @@ class LogCore:
         return Batch(messages, tuple(encoded), tuple(blobs.items()))
 
     def append_plan(
-        self, batch: Batch, idempotency_key: str | None, *, check_eviction: bool = False
+        self,
+        batch: Batch,
+        idempotency_key: str | None,
+        *,
+        expected_seq: int | None = None,
+        check_eviction: bool = False,
     ) -> Plan[Commit]:
         """Append a non-empty batch in one script call, re-sent under the retry policy.
 
@@ -172,15 +177,19 @@ class LogCore:
         this call when retries are enabled), so a re-send after a lost reply returns the
         committed result instead of writing the batch twice.
         """
-        prepared = self._prepare(batch, idempotency_key)
+        prepared = self._prepare(batch, idempotency_key, expected_seq)
         risk = (yield from self._eviction_risk()) if check_eviction else None
         if not self._durability_checked:
             yield from self._check_durability_support()
         commit = yield from self._send_until_answered(prepared)
         return Commit(commit.last_seq, commit.at_micros, commit.fresh, commit.not_durable, risk)
 
-    def _prepare(self, batch: Batch, idempotency_key: str | None) -> _Prepared:
+    def _prepare(
+        self, batch: Batch, idempotency_key: str | None, expected_seq: int | None
+    ) -> _Prepared:
         """The script call for ``batch``, with the key its tries share (if any)."""
+        if expected_seq is not None:
+            require_non_negative("expected_seq", expected_seq)
         generated = False
         window = self.idempotency_window
         if idempotency_key is not None:
@@ -204,6 +213,7 @@ class LogCore:
             fingerprint=batch.fingerprint() if record is not None else "",
             look_up=not generated,  # a generated key is new on the first try
             ttl_ms=None if self.ttl is None else _millis(self.ttl),
+            expected_seq=expected_seq,
         )
         return _Prepared(call, idempotency_key, window, generated)
 
@@ -350,6 +360,17 @@ class LogCore:
         except NotSent as failure:
             raise self.error_for(failure) from (failure.origin or failure)
         return reply
+
+    def check_expected(self, count: int, expected_seq: int | None) -> None:
+        """For an empty batch with ``expected_seq``: the same verdict as the script's."""
+        if expected_seq is not None:
+            require_non_negative("expected_seq", expected_seq)
+            if count != expected_seq:
+                raise errors.SeqConflictError(
+                    f"{count} is the last seq of {self.keys.stream}, not {expected_seq}: "
+                    "another writer appended first. Nothing was written.",
+                    current_seq=count,
+                )
 
     def raise_if_not_durable(self, batch: Batch, commit: Commit) -> None:
         """After the hook has run: report a durability shortfall as an error."""

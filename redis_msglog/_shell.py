@@ -105,10 +105,14 @@ class ShellBase:
             conversation, sharded_events=is_cluster(client), clock=time.monotonic, **options
         )
 
-    def _append_plan(self, batch: Batch, idempotency_key: str | None) -> Plan[Commit]:
+    def _append_plan(
+        self, batch: Batch, idempotency_key: str | None, expected_seq: int | None
+    ) -> Plan[Commit]:
         check = self._redis not in _EVICTION_CHECKED
         _EVICTION_CHECKED.add(self._redis)
-        return self._core.append_plan(batch, idempotency_key, check_eviction=check)
+        return self._core.append_plan(
+            batch, idempotency_key, expected_seq=expected_seq, check_eviction=check
+        )
 
     def _warn(self, commit: Commit) -> None:
         if commit.eviction_risk is not None:

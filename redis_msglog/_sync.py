@@ -112,14 +112,27 @@ class MessageLog(ShellBase):
 
     # -- writing -------------------------------------------------------------------
 
-    def add(self, role: Role, content: str, *, idempotency_key: str | None = None) -> int:
+    def add(
+        self,
+        role: Role,
+        content: str,
+        *,
+        idempotency_key: str | None = None,
+        expected_seq: int | None = None,
+    ) -> int:
         """Append ``{"role": role, "content": content}``; return its seq."""
         return self.append(
-            {"role": role, "content": content}, idempotency_key=idempotency_key
+            {"role": role, "content": content},
+            idempotency_key=idempotency_key,
+            expected_seq=expected_seq,
         )
 
     def append(
-        self, msg: AgentMessage | Mapping[str, Any], *, idempotency_key: str | None = None
+        self,
+        msg: AgentMessage | Mapping[str, Any],
+        *,
+        idempotency_key: str | None = None,
+        expected_seq: int | None = None,
     ) -> int:
         """Append one message; return the seq the server assigned to it.
 
@@ -128,6 +141,13 @@ class MessageLog(ShellBase):
         assigned the first time; the same key with different messages raises
         :class:`~redis_msglog.IdempotencyConflictError`.
 
+        With ``expected_seq``, the append commits only if the log's last seq is exactly
+        that (checked inside the append script, atomically with the write): otherwise
+        :class:`~redis_msglog.SeqConflictError`, carrying the current last seq, and
+        nothing is written. Of many writers that read seq ``N`` and append with
+        ``expected_seq=N``, exactly one wins. With an ``idempotency_key`` too, a replay of
+        a committed call returns its seq even though the log has moved on.
+
         Raises :class:`~redis_msglog.InvalidMessageError`, :class:`~redis_msglog.CodecError`
         or :class:`~redis_msglog.MessageTooLargeError` before anything is sent, and a
         :class:`~redis_msglog.StorageError` subclass if the server fails. A lost reply is
@@ -135,24 +155,34 @@ class MessageLog(ShellBase):
         every try fails, :class:`~redis_msglog.AppendInDoubtError` says it may have
         committed and carries the key to retry with.
         """
-        return self._commit(self._core.batch((msg,)), idempotency_key)
+        batch = self._core.batch((msg,))
+        return self._commit(batch, idempotency_key, expected_seq)
 
     def append_many(
         self,
         msgs: Iterable[AgentMessage | Mapping[str, Any]],
         *,
         idempotency_key: str | None = None,
+        expected_seq: int | None = None,
     ) -> int:
         """Append a batch atomically (all rows or none); return the last seq assigned.
 
-        An empty batch writes nothing and returns :meth:`count`. One bad message rejects
-        the whole batch before anything is sent. ``idempotency_key`` as in :meth:`append`.
+        An empty batch writes nothing and returns :meth:`count` (with ``expected_seq``, it
+        raises :class:`~redis_msglog.SeqConflictError` if the count differs). One bad
+        message rejects the whole batch before anything is sent. ``idempotency_key`` and
+        ``expected_seq`` as in :meth:`append`.
         """
         batch = self._core.batch(msgs)
-        return self._commit(batch, idempotency_key) if batch.encoded else self.count()
+        if batch.encoded:
+            return self._commit(batch, idempotency_key, expected_seq)
+        count = self.count()
+        self._core.check_expected(count, expected_seq)
+        return count
 
-    def _commit(self, batch: Batch, idempotency_key: str | None) -> int:
-        commit = self._run(self._append_plan(batch, idempotency_key))
+    def _commit(
+        self, batch: Batch, idempotency_key: str | None, expected_seq: int | None = None
+    ) -> int:
+        commit = self._run(self._append_plan(batch, idempotency_key, expected_seq))
         self._warn(commit)
         if commit.fresh and self._on_append is not None:
             io.call_hook(self._on_append, self._core.committed_rows(batch, commit))

@@ -66,6 +66,16 @@ class IdempotencyConflictError(MessageLogError, ValueError):
     given with a different batch of messages. Nothing was written."""
 
 
+class SeqConflictError(MessageLogError):
+    """An append with ``expected_seq`` found the log ending at another seq: another
+    writer appended first (a compare-and-set that lost). Nothing was written.
+    ``current_seq`` is the log's last seq when the append was refused."""
+
+    def __init__(self, message: str, *, current_seq: int) -> None:
+        super().__init__(message)
+        self.current_seq = current_seq
+
+
 class LogRewoundError(StorageError):
     """A reader's or follower's cursor is beyond the end of the log, or the message at
     its cursor changed: the log was rewound (a failover promoted a replica that had not

@@ -222,6 +222,9 @@ def _damaged(env: Env, damage: Damage, **options: Any) -> tuple[Any, Conversatio
 APPENDS: dict[str, Callable[[Any], int]] = {
     "append": lambda log: log.append({"role": "user", "content": "new"}),
     "add-with-key": lambda log: log.add("user", "new", idempotency_key="k-1"),
+    "append-expected": lambda log: log.append(
+        {"role": "user", "content": "new"}, expected_seq=SEEDED
+    ),
     "append-many": lambda log: log.append_many(
         [{"role": "user", "content": "new"}, {"role": "assistant", "content": "new 2"}]
     ),

@@ -27,6 +27,7 @@ from redis_msglog import (
     MessageLogError,
     OutOfMemoryError,
     RetryPolicy,
+    SeqConflictError,
     ServerUnavailableError,
     StorageError,
     WrongTypeError,
@@ -90,7 +91,7 @@ def drive(plan: Plan[Any], server: Server, clock: Clock | None = None) -> tuple[
 def script_reply(step: Step, *, last: int = 1, replayed: int = 0, writer: str | None = None) -> Any:
     """The append script's reply to ``step``, written by this call unless ``writer``."""
     assert isinstance(step, Write)
-    call = str(step.command[-3])  # ARGV[7]; then ARGV[8] (no blobs) and the one message
+    call = str(step.command[-4])  # ARGV[7]; then ARGV[8] (no blobs), ARGV[9], the message
     return [last, AT, replayed, (writer or call).encode()]
 
 
@@ -308,7 +309,7 @@ def test_a_lost_reply_is_re_sent_with_the_same_key_and_recognised_as_ours() -> N
     assert commands(steps) == [("EVALSHA",), ("pause",), ("EVALSHA",)]
     first, second = (step.command for step in sent)
     assert first[2] == 4 and first[6] == second[6]  # the same idempotency record (KEYS[4])
-    assert (first[-5], second[-5]) == ("0", "1")  # a generated key is looked up on re-sends
+    assert (first[-6], second[-6]) == ("0", "1")  # a generated key is looked up on re-sends
 
 
 def test_a_replay_of_another_calls_commit_is_not_fresh() -> None:
@@ -383,6 +384,7 @@ ERRORS: list[tuple[str, type[MessageLogError]]] = [
     ("MSGLOG_KEYREUSED idempotency key k was used for a different batch", IdempotencyConflictError),
     ("NOPERM this user has no permissions to run the 'evalsha' command", StorageError),
     ("ERR Error running script: @user_script:1: MSGLOG_AHEAD seq counter", CorruptLogError),
+    ("MSGLOG_CONFLICT 5 is the last seq of k, not 3", SeqConflictError),
 ]
 
 
