@@ -31,7 +31,7 @@ DEFAULT_URL = "redis://localhost:6379/0"
 # An operator at a terminal wants a one-line error soon, not the workers' 30 s patience
 # (an import re-run after it is still safe: each batch carries an idempotency key).
 CLI_RETRY = RetryPolicy(deadline=5.0)
-FORMATS = ("jsonl", "openai", "anthropic", "langchain")
+FORMATS = ("jsonl", "openai", "responses", "anthropic", "langchain")
 F = TypeVar("F", bound=Callable[..., Any])
 
 out = Console(highlight=False, soft_wrap=True)
@@ -235,6 +235,7 @@ def export(settings: Settings, conversation: str, fmt: str, output: str | None) 
             rows = log.all()
             convert = {
                 "openai": adapters.to_openai,
+                "responses": adapters.to_responses,
                 "anthropic": adapters.to_anthropic,
                 "langchain": adapters.to_langchain,
             }[fmt]

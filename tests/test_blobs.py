@@ -166,3 +166,15 @@ def test_export_and_import_carry_blobs(shared_server: Any, tmp_path: Path) -> No
     assert [image(r).data for r in imported.all()] == [huge, huge]
     assert raw.hlen(imported.keys.blobs) == 1  # stored off the rows again, once
     assert verify_conversation(raw, prefix, target).ok
+
+
+def test_exporters_say_when_they_are_given_references(env: Env) -> None:
+    from redis_msglog import to_anthropic, to_openai, to_responses
+
+    log = env.log(blob_threshold=THRESHOLD)
+    log.append(image_message(BIG))
+    refs = log.all(blobs="refs")
+    for export in (to_openai, to_anthropic, to_responses):
+        with pytest.raises(ValueError, match="blobs='hydrate'"):
+            export(refs)
+    assert to_anthropic(log.all())  # hydrated: fine

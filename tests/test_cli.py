@@ -260,7 +260,7 @@ def test_import_names_the_lines_of_a_batch_the_server_refuses(
     assert "WRONGTYPE" in result.output or "wrong type" in result.output
 
 
-@pytest.mark.parametrize("fmt", ["openai", "anthropic", "langchain"])
+@pytest.mark.parametrize("fmt", ["openai", "responses", "anthropic", "langchain"])
 def test_export_provider_formats(url: str, prefix: str, fmt: str) -> None:
     from redis_msglog import adapters
 

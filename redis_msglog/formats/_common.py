@@ -78,11 +78,25 @@ class Turn:
     results: list[tuple[str, AgentMessage | None]] = field(default_factory=list)
 
 
+def require_inline(messages: Sequence[AgentMessage]) -> None:
+    """Exporters send bytes: a part read as a reference (``blobs="refs"``) has none."""
+    for index, msg in enumerate(messages):
+        if isinstance(msg.content, str):
+            continue
+        for path, part in enumerate(msg.content):
+            if getattr(part, "blob", None) is not None:
+                raise ValueError(
+                    f"message {index}: content.{path} is a reference to a stored blob; "
+                    "read the history with blobs='hydrate' (the default) to export it"
+                )
+
+
 def paired(messages: Sequence[AgentMessage]) -> list[Turn]:
     """Pair tool results with the calls of the assistant turn before them, placed right
     after it in call order; messages logged in between follow the results; a call with no
     result gets ``None`` (rendered as :data:`MISSING_RESULT`); a result with no call, or a
     second result for one call, is dropped."""
+    require_inline(messages)
     turns: list[Turn] = []
     open_turn: Turn | None = None  # the assistant turn whose calls await results
     received: dict[str, AgentMessage] = {}

@@ -44,6 +44,7 @@ from ._common import (
     message_extras,
     normalize_args,
     parse_data_url,
+    require_inline,
     sequence,
     with_extras,
 )
@@ -201,6 +202,7 @@ def to_langchain_messages(messages: Sequence[AgentMessage]) -> list[BaseMessage]
     """LangChain ``BaseMessage`` objects, one per message, in order, nothing left out:
     tool calls, tool messages, ids, content blocks (see the README's table). Needs
     langchain-core. For the seed's plain dicts, see :func:`redis_msglog.to_langchain`."""
+    require_inline(messages)
     out = []
     for msg in messages:
         data = _render(msg)
