@@ -7,7 +7,7 @@ Each format lives in its own module under :mod:`redis_msglog.formats` (importers
 ``to_openai``, ``to_anthropic`` and ``to_langchain`` take any sequence of
 :class:`AgentMessage`/:class:`StoredMessage` (``log.all()``, ``log.last(20)``...) and
 return ``list[dict]`` that the providers accept, not only their types. The choices (also
-in the README's adapter table):
+in docs/adapters.md):
 
 * tool-call ``args`` that are not a JSON object: a string holding a JSON object is
   parsed; ``None`` becomes ``{}``; anything else becomes ``{"value": args}``. Both

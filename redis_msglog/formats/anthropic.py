@@ -143,7 +143,7 @@ def to_anthropic(messages: Sequence[AgentMessage]) -> list[dict[str, Any]]:
     """Anthropic Messages turns: ``system`` dropped (pass :func:`anthropic_system` as the
     top-level ``system`` parameter), tool calls as ``tool_use`` blocks after the turn's
     parts, results as ``tool_result`` blocks in ONE user turn, consecutive same-role turns
-    merged, alternating user/assistant; see the README's table for every rule."""
+    merged, alternating user/assistant; see docs/adapters.md for every rule."""
     turns: list[dict[str, Any]] = []
 
     def add(role: str, blocks: list[dict[str, Any]], patch: Any = None) -> None:

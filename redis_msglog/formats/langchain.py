@@ -200,7 +200,7 @@ def _construct(data: dict[str, Any]) -> BaseMessage:
 
 def to_langchain_messages(messages: Sequence[AgentMessage]) -> list[BaseMessage]:
     """LangChain ``BaseMessage`` objects, one per message, in order, nothing left out:
-    tool calls, tool messages, ids, content blocks (see the README's table). Needs
+    tool calls, tool messages, ids, content blocks (see docs/adapters.md). Needs
     langchain-core. For the seed's plain dicts, see :func:`redis_msglog.to_langchain`."""
     require_inline(messages)
     out = []

@@ -5,7 +5,7 @@ text, ``name``, tool calls (``arguments`` string verbatim) and results, content 
 (``text``, ``image_url``, ``input_audio``, ``file``, ``refusal``). Everything else the
 input had (``refusal``/``audio`` on an assistant message, ``prompt_cache_breakpoint``,
 ``detail``...) rides in ``extras["openai"]`` and comes back only here. Parts Chat cannot
-hold are left out by the rules in the README (thinking and reasoning never go to Chat).
+hold are left out by the rules in docs/adapters.md (thinking and reasoning never go to Chat).
 """
 
 from __future__ import annotations
@@ -139,7 +139,7 @@ def _render_result(call_id: str, msg: AgentMessage | None) -> dict[str, Any]:
 
 def to_openai(messages: Sequence[AgentMessage]) -> list[dict[str, Any]]:
     """OpenAI Chat Completions messages: all roles, ``tool_calls``/``tool_call_id``, content
-    parts Chat can hold; see the README's table for every rule."""
+    parts Chat can hold; see docs/adapters.md for every rule."""
     out: list[dict[str, Any]] = []
     for turn in paired(messages):
         out.append(_render_message(turn.message))

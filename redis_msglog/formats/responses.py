@@ -258,7 +258,7 @@ def to_responses(messages: Sequence[AgentMessage]) -> list[dict[str, Any]]:
     """Responses API input items: messages (the short ``{"role", "content"}`` form unless
     the message came from Responses in another), ``reasoning`` items (OpenAI's only),
     ``function_call`` / ``function_call_output`` pairs, results right after their calls;
-    see the README's table for every rule."""
+    see docs/adapters.md for every rule."""
     out: list[dict[str, Any]] = []
     for turn in paired(messages):
         msg = turn.message
