@@ -296,3 +296,14 @@ def by_type(
     if handler is None:
         raise invalid(index, f"{path}.type", f"unsupported part type {kind!r}")
     return handler
+
+
+def text_part(p: dict[str, Any], i: int, path: str) -> dict[str, Any]:
+    """The neutral text part of an imported text part (Chat ``text``, Responses
+    ``input_text``/``output_text``): the same field in every format."""
+    return {"type": "text", "text": p.get("text")}
+
+
+def refusal_part(p: dict[str, Any], i: int, path: str) -> dict[str, Any]:
+    """The neutral refusal part of an imported OpenAI ``refusal`` (Chat and Responses)."""
+    return {"type": "refusal", "refusal": p.get("refusal")}

@@ -40,7 +40,9 @@ from ._common import (
     openai_name,
     paired,
     parse_data_url,
+    refusal_part,
     sequence,
+    text_part,
     tool_call_id,
     with_extras,
 )
@@ -150,14 +152,6 @@ def to_openai(messages: Sequence[AgentMessage]) -> list[dict[str, Any]]:
 # -- importing --------------------------------------------------------------------------
 
 
-def _text(p: dict[str, Any], i: int, path: str) -> dict[str, Any]:
-    return {"type": "text", "text": p.get("text")}
-
-
-def _refusal(p: dict[str, Any], i: int, path: str) -> dict[str, Any]:
-    return {"type": "refusal", "refusal": p.get("refusal")}
-
-
 def _image(p: dict[str, Any], i: int, path: str) -> dict[str, Any]:
     image = mapping(p.get("image_url"), i, f"{path}.image_url")
     url = image.get("url")
@@ -200,8 +194,8 @@ def _file(p: dict[str, Any], i: int, path: str) -> dict[str, Any]:
 
 
 _PARTS = {
-    "text": _text,
-    "refusal": _refusal,
+    "text": text_part,
+    "refusal": refusal_part,
     "image_url": _image,
     "input_audio": _audio,
     "file": _file,

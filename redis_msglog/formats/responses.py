@@ -45,7 +45,9 @@ from ._common import (
     normalize_args,
     paired,
     parse_data_url,
+    refusal_part,
     sequence,
+    text_part,
     with_extras,
 )
 
@@ -273,14 +275,6 @@ def to_responses(messages: Sequence[AgentMessage]) -> list[dict[str, Any]]:
 # -- importing --------------------------------------------------------------------------
 
 
-def _input_text(p: dict[str, Any], i: int, path: str) -> dict[str, Any]:
-    return {"type": "text", "text": p.get("text")}
-
-
-def _refusal(p: dict[str, Any], i: int, path: str) -> dict[str, Any]:
-    return {"type": "refusal", "refusal": p.get("refusal")}
-
-
 def _input_image(p: dict[str, Any], i: int, path: str) -> dict[str, Any]:
     part: dict[str, Any] = {"type": "image", "detail": p.get("detail"), "file_id": p.get("file_id")}
     url = p.get("image_url")
@@ -312,11 +306,11 @@ def _input_file(p: dict[str, Any], i: int, path: str) -> dict[str, Any]:
 
 
 _INPUT_PARTS = {
-    "input_text": _input_text,
+    "input_text": text_part,
     "input_image": _input_image,
     "input_file": _input_file,
 }
-_OUTPUT_PARTS = {"output_text": _input_text, "refusal": _refusal}
+_OUTPUT_PARTS = {"output_text": text_part, "refusal": refusal_part}
 
 
 def _import_parts(content: Any, i: int, path: str, output: bool) -> list[ContentPart]:
