@@ -35,6 +35,10 @@ from .cluster import LocalCluster
 from .conftest import Env, make_env
 
 BACKENDS = ["redis", "valkey", "fakeredis", "cluster"]
+# BaseChatMessageHistory's users still run RunnableWithMessageHistory (deprecated in 1.3.3).
+pytestmark = pytest.mark.filterwarnings(
+    "ignore:RunnableWithMessageHistory is deprecated:DeprecationWarning"
+)
 PNG = base64.b64encode(b"\x89PNG\r\n\x1a\n" + bytes(range(24))).decode()
 
 
