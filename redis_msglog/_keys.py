@@ -68,6 +68,8 @@ class ConversationKeys:
     stream: str
     channel: str
     blobs: str
+    view: str  # the view's segments, archive watermark and version (after an edit)
+    hidden: str  # seq ranges no view shows: retracted messages and edit entries
 
     @classmethod
     def build(cls, prefix: str, conversation: str) -> ConversationKeys:
@@ -84,6 +86,8 @@ class ConversationKeys:
             stream=f"{base}:stream",
             channel=f"{base}:events",
             blobs=f"{base}:blobs",
+            view=f"{base}:view",
+            hidden=f"{base}:hidden",
         )
 
     def idempotency_record(self, idempotency_key: str) -> str:

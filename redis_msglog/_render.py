@@ -23,6 +23,7 @@ import re
 import orjson
 from rich.text import Text
 
+from .edits import EditEntry
 from .models import StoredMessage
 from .parts import (
     AudioPart,
@@ -173,11 +174,33 @@ def _content(row: StoredMessage) -> Text:
     return text
 
 
-def format_row(row: StoredMessage, width: int | None = None) -> Text:
+def format_edit(entry: EditEntry) -> Text:
+    """An edit entry as a line: seq, time, ``edit`` and what it changed."""
+    if entry.op == "retract":
+        what = "retract " + ", ".join(map(str, entry.seqs or ()))
+    elif entry.op == "archive":
+        what = f"archive through {entry.through_seq}"
+    elif entry.op == "compact":
+        through = "everything" if entry.through_seq is None else entry.through_seq
+        what = f"compact through {through}: the next {entry.count} messages replace it"
+    else:
+        what = f"fork of {entry.source!r} at seq {entry.source_seq}: {entry.count} messages"
+    return Text.assemble(
+        (f"{entry.seq:>6}  {entry.at:%H:%M:%S.%f}", "dim"),
+        "  ",
+        (f"{'edit':<9}", "red"),
+        "  ",
+        safe_text(what),
+    )
+
+
+def format_row(row: StoredMessage | EditEntry, width: int | None = None) -> Text:
     """One message as a line: seq, time, role, content and tool calls. The content is
     shown exactly, with control characters made visible (see :mod:`._render`), and
     parts other than text as labels (:func:`part_label`); it is never interpreted as
-    markup."""
+    markup. An edit entry: what it changed (:func:`format_edit`)."""
+    if isinstance(row, EditEntry):
+        return format_edit(row)
     text = Text()
     if row.tool_call_id:
         text.append_text(Text.assemble("[", safe_text(row.tool_call_id), "] "))
