@@ -94,6 +94,7 @@ def respond(items: list[Any]) -> list[Any]:
     a hosted web search and the answer. A message without cities is answered at once."""
     index, text = next((i, t) for i, item in reversed(list(enumerate(items))) if (t := _text(item)))
     tag, _, rest = text.partition(":")
+    tag = tag.split()[0]
     cities = [c.strip() for c in rest.split(",") if c.strip()]
     if not cities:
         return [_message(f"msg_{tag}", f"{tag}: noted")]
@@ -128,7 +129,8 @@ class ScriptedModel(Model):
     ) -> ModelResponse:
         items = [{"role": "user", "content": input}] if isinstance(input, str) else list(input)
         self.inputs.append(json.loads(json.dumps(items)))
-        return ModelResponse(output=respond(items), usage=Usage(), response_id=None)
+        response_id = f"resp_{len(self.inputs)}"  # automatic compaction needs one
+        return ModelResponse(output=respond(items), usage=Usage(), response_id=response_id)
 
     def stream_response(self, *args: Any, **kwargs: Any) -> AsyncIterator[Any]:
         raise NotImplementedError
@@ -144,7 +146,7 @@ def agent(model: Model) -> Agent[Any]:
     return Agent(name="forecaster", instructions="Answer briefly.", model=model, tools=[weather])
 
 
-TURNS = ["t1: Paris, Rome", "t2: Oslo", "t3: thanks"]
+TURNS = ["t1: Paris, Rome", "t2: Oslo", "t3 thanks"]
 
 
 async def run_turns(session: Any, turns: list[str], model: ScriptedModel) -> None:
@@ -289,7 +291,7 @@ def test_runner_turns_correction_and_readers(make_session: Callable[..., Any]) -
         await run_turns(s, TURNS, model)
         assistant = await s.pop_item()
         user = await s.pop_item()
-        assert assistant["id"] == "msg_t3" and user == {"role": "user", "content": "t3: thanks"}
+        assert assistant["id"] == "msg_t3" and user == {"role": "user", "content": "t3 thanks"}
         await run_turns(s, ["t4: Lima, Quito"], model)
 
     ours, theirs = ScriptedModel(), ScriptedModel()
@@ -344,6 +346,7 @@ def compacting(session: Any, fake: FakeResponses) -> OpenAIResponsesCompactionSe
         session.session_id,
         session,
         client=SimpleNamespace(responses=fake),  # type: ignore[arg-type]
+        compaction_mode="input",
         should_trigger_compaction=lambda context: len(context["compaction_candidate_items"]) >= 6,
     )
 
@@ -354,6 +357,14 @@ def test_compaction_like_sqlite(make_session: Callable[..., Any]) -> None:
     items as on SQLiteSession; the compacted items stay in the physical log."""
     session, loop = make_session()
     reference = SQLiteSession(session.session_id)
+    snapshots: list[Any] = []
+    read_snapshot = session._get_compaction_snapshot
+
+    async def spy(limit: int, **kwargs: Any) -> Any:
+        snapshots.append(await read_snapshot(limit, **kwargs))
+        return snapshots[-1]
+
+    session._get_compaction_snapshot = spy
     results = []
     for s in (session, reference):
         fake = FakeResponses()
@@ -366,6 +377,7 @@ def test_compaction_like_sqlite(make_session: Callable[..., Any]) -> None:
     assert fp(results[0][1]) == fp(results[1][1])
     assert fp(results[0][2]) == fp(results[1][2])
     assert results[0][0] == results[1][0] >= 2
+    assert snapshots and all(s is not None for s in snapshots)  # the conditional path
     assert any(i.get("type") == "compaction" for i in results[0][2])
     physical = loop.run_until_complete(session.log.all(view="physical"))
     assert len(physical) > len(results[0][2])
@@ -432,7 +444,7 @@ def test_worker_processes_share_a_session(
     else:
         url = shared_server("valkey" if backend == "valkey" else "redis").url
     session_id = new_id()
-    context = multiprocessing.get_context("spawn")
+    context = multiprocessing.get_context("fork")
     workers = [context.Process(target=_worker, args=(url, port, session_id, w)) for w in range(3)]
     for process in workers:
         process.start()
