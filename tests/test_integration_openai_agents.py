@@ -25,6 +25,7 @@ from agents import (
     function_tool,
 )
 from agents.items import ModelResponse, TResponseInputItem
+from agents.memory.session import Session, _session_accepts_wrapper
 from agents.models.interface import Model
 from agents.run_config import RunConfig
 from openai.types.responses import (
@@ -264,6 +265,8 @@ def test_items_round_trip_verbatim(make_session: Callable[..., Any]) -> None:
 
 def test_settings_limit_and_wrapper(make_session: Callable[..., Any]) -> None:
     session, loop = make_session(session_settings={"limit": 2})
+    assert isinstance(session, Session)
+    assert _session_accepts_wrapper(session)  # so the runner passes its run context
 
     async def go() -> None:
         items = [{"role": "user", "content": f"m{n}"} for n in range(5)]

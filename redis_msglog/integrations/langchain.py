@@ -219,6 +219,7 @@ class MessageLogMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         self.hydrate = hydrate
         self._options = log_options
         self._seen: OrderedDict[str, set[str]] = OrderedDict()
+        self._logs: OrderedDict[tuple[str, bool], MessageLog | AsyncMessageLog] = OrderedDict()
         self._lock = threading.Lock()
         self._owned: tuple[SyncClient, AsyncClient] | None = None
 
@@ -245,11 +246,32 @@ class MessageLogMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
 
     def log(self, thread_id: str) -> MessageLog:
         """The log of a thread (sync)."""
-        return MessageLog(_need(self._redis, "sync"), thread_id, **self._options)
+        log = self._cached(thread_id, False)
+        assert isinstance(log, MessageLog)
+        return log
 
     def alog(self, thread_id: str) -> AsyncMessageLog:
         """The log of a thread (asyncio)."""
-        return AsyncMessageLog(_need(self._async_redis, "asyncio"), thread_id, **self._options)
+        log = self._cached(thread_id, True)
+        assert isinstance(log, AsyncMessageLog)
+        return log
+
+    def _cached(self, thread_id: str, use_async: bool) -> MessageLog | AsyncMessageLog:
+        key = (thread_id, use_async)
+        with self._lock:
+            log = self._logs.get(key)
+            if log is not None:
+                self._logs.move_to_end(key)
+                return log
+        if use_async:
+            log = AsyncMessageLog(_need(self._async_redis, "asyncio"), thread_id, **self._options)
+        else:
+            log = MessageLog(_need(self._redis, "sync"), thread_id, **self._options)
+        with self._lock:
+            log = self._logs.setdefault(key, log)
+            while len(self._logs) > _MAX_THREADS:
+                self._logs.popitem(last=False)
+        return log
 
     # -- hooks ------------------------------------------------------------------------
 
@@ -336,9 +358,10 @@ class MessageLogMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
             return seen
 
     def _remember(self, thread: str, rows: list[StoredMessage]) -> set[str]:
-        seen = {_row_id(row) for row in rows}
+        ids = {_row_id(row) for row in rows}
         with self._lock:
-            seen = self._seen.setdefault(thread, seen)
+            seen = self._seen.setdefault(thread, ids)
+            seen |= ids
             while len(self._seen) > _MAX_THREADS:
                 self._seen.popitem(last=False)
         return seen
