@@ -265,8 +265,9 @@ def test_items_round_trip_verbatim(make_session: Callable[..., Any]) -> None:
 
 def test_settings_limit_and_wrapper(make_session: Callable[..., Any]) -> None:
     session, loop = make_session(session_settings={"limit": 2})
-    assert isinstance(session, Session)
-    assert _session_accepts_wrapper(session)  # so the runner passes its run context
+    structural: Any = session
+    assert isinstance(structural, Session)
+    assert _session_accepts_wrapper(structural)  # so the runner passes its run context
 
     async def go() -> None:
         items = [{"role": "user", "content": f"m{n}"} for n in range(5)]
