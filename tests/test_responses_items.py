@@ -7,6 +7,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from redis_msglog import AgentMessage, to_anthropic, to_openai, to_responses
 from redis_msglog.adapters import from_responses, to_langchain_messages
 from redis_msglog.formats.responses import item_messages, join_items, message_items
@@ -69,3 +72,49 @@ def test_other_messages_pass_unchanged() -> None:
         {"role": "assistant", "content": "", "toolCalls": [{"id": "c", "name": "f", "args": {}}]}
     )
     assert [i["type"] for i in message_items(call)] == ["function_call"]
+
+
+# -- any item, exactly -------------------------------------------------------------------
+
+JSON = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers(-(2**53), 2**53)
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(max_size=8),
+    lambda inner: (
+        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=6), inner, max_size=3)
+    ),
+    max_leaves=8,
+)
+TEMPLATES: list[dict[str, Any]] = [
+    *TURN,
+    {"role": "user", "content": [{"type": "input_text", "text": "x"}]},
+    {"type": "message", "role": "system", "content": "s"},
+    {
+        "type": "function_call_output",
+        "call_id": "c",
+        "output": [{"type": "input_text", "text": "t"}],
+    },
+    {"type": "reasoning", "id": "rs", "summary": [{"type": "summary_text", "text": "s"}]},
+]
+
+
+@st.composite
+def items(draw: st.DrawFn) -> dict[str, Any]:
+    """A template with fields added, replaced or nulled, or a random object."""
+    if draw(st.booleans()):
+        return draw(st.dictionaries(st.sampled_from(["type", "role", "content", "id", "x"]), JSON))
+    item = dict(draw(st.sampled_from(TEMPLATES)))
+    for key in draw(st.lists(st.sampled_from([*item, "status", "phase", "extra"]), max_size=2)):
+        item[key] = draw(st.none() | JSON)
+    return item
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(items(), min_size=1, max_size=4))
+def test_any_item_comes_back_exactly(given_items: list[dict[str, Any]]) -> None:
+    messages = stored(item_messages(given_items))
+    assert fp([i for m in messages for i in message_items(m)]) == fp(given_items)
+    for export in (to_openai, to_anthropic, to_responses, to_langchain_messages):
+        export(messages)  # never raises
