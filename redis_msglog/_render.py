@@ -19,6 +19,7 @@ same characters typed literally. Text is built as rich ``Text``, never parsed as
 from __future__ import annotations
 
 import re
+from typing import Any
 
 import orjson
 from rich.text import Text
@@ -163,6 +164,12 @@ def _content(row: StoredMessage) -> Text:
     and what is next to it (text parts join as :attr:`AgentMessage.text` does)."""
     if isinstance(row.content, str):
         return _multiline(row.content)
+    if not row.content and (native := _native_item(row)) is not None:
+        kind, item_id = native.get("type"), native.get("id")
+        label = f"{kind if isinstance(kind, str) else 'item'}" + (
+            f" {_clip(item_id)}" if isinstance(item_id, str) else ""
+        )
+        return safe_text(f"[{label}]", style=PART_STYLE)
     text = Text()
     after_label = False
     for part in row.content:
@@ -172,6 +179,15 @@ def _content(row: StoredMessage) -> Text:
         text.append_text(_multiline(part.text) if isinstance(part, TextPart) else part_label(part))
         after_label = is_label
     return text
+
+
+def _native_item(row: StoredMessage) -> dict[str, Any] | None:
+    """A Responses item a row carries verbatim (an Agents SDK session's hosted-tool or
+    unknown item: see ``formats.responses.item_messages``), shown as ``[web_search_call
+    ws_1]``."""
+    patch = (row.extras or {}).get("responses")
+    item = patch.get("$item") if isinstance(patch, dict) else None
+    return item if isinstance(item, dict) else None
 
 
 def format_edit(entry: EditEntry) -> Text:

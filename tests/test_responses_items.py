@@ -5,12 +5,14 @@ form; the exporters join a turn's items into one message, so parallel calls pair
 from __future__ import annotations
 
 import json
+from datetime import datetime, timezone
 from typing import Any
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from redis_msglog import AgentMessage, to_anthropic, to_openai, to_responses
+from redis_msglog import AgentMessage, StoredMessage, to_anthropic, to_openai, to_responses
+from redis_msglog._render import format_row
 from redis_msglog.adapters import from_responses, to_langchain_messages
 from redis_msglog.formats.responses import item_messages, join_items, message_items
 
@@ -118,3 +120,10 @@ def test_any_item_comes_back_exactly(given_items: list[dict[str, Any]]) -> None:
     assert fp([i for m in messages for i in message_items(m)]) == fp(given_items)
     for export in (to_openai, to_anthropic, to_responses, to_langchain_messages):
         export(messages)  # never raises
+
+
+def test_msglog_show_names_items_no_message_holds() -> None:
+    row = StoredMessage.model_validate(
+        {**stored(item_messages(TURN))[6].model_dump(), "seq": 7, "at": datetime.now(timezone.utc)}
+    )
+    assert "[web_search_call ws_1]" in format_row(row).plain
