@@ -9,7 +9,7 @@ import threading
 import time
 from collections.abc import Callable
 
-from redis.cluster import key_slot
+from redis.crc import key_slot
 
 from redis_msglog import LogView, MessageLog, StoredMessage
 
