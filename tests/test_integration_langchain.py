@@ -32,9 +32,9 @@ from redis_msglog.integrations.langchain import MessageLogChatHistory, MessageLo
 from redis_msglog.testing import EphemeralServer
 
 from .cluster import LocalCluster
-from .conftest import Env, make_env
+from .conftest import Env, acl_server, make_env
 
-BACKENDS = ["redis", "valkey", "fakeredis", "cluster"]
+BACKENDS = ["redis", "valkey", "fakeredis", "cluster", "acl"]  # acl: a restricted user
 # BaseChatMessageHistory's users still run RunnableWithMessageHistory (deprecated in 1.3.3).
 pytestmark = pytest.mark.filterwarnings(
     "ignore:RunnableWithMessageHistory is deprecated:DeprecationWarning"
@@ -52,6 +52,8 @@ def lc_env(
     server: Any = None
     if backend == "cluster":
         server = shared_cluster()
+    elif backend == "acl":
+        server = acl_server(shared_server)
     elif backend != "fakeredis":
         server = shared_server(backend)
     env = make_env(backend, "async", server)

@@ -43,10 +43,10 @@ from redis_msglog.integrations.openai_agents import MessageLogSession
 from redis_msglog.testing import EphemeralServer
 
 from .cluster import LocalCluster
-from .conftest import make_env
+from .conftest import acl_server, make_env
 from .sdk_check import ANTHROPIC, OPENAI, strict_validate
 
-BACKENDS = ["redis", "valkey", "fakeredis", "cluster"]
+BACKENDS = ["redis", "valkey", "fakeredis", "cluster", "acl"]  # acl: a restricted user
 HOSTED = {"web_search_call", "compaction"}  # items no neutral message holds
 
 
@@ -170,6 +170,8 @@ def make_session(
     server: Any = None
     if backend == "cluster":
         server = shared_cluster()
+    elif backend == "acl":
+        server = acl_server(shared_server)
     elif backend != "fakeredis":
         server = shared_server(backend)
     env = make_env(backend, "async", server)
