@@ -255,3 +255,15 @@ def test_worker_processes_share_one_memory(shared_server: Callable[[str], Epheme
     physical = log.all(view="physical")
     marks = [e.through_seq or 0 for e in physical if isinstance(e, EditEntry) and e.op == "archive"]
     assert marks == sorted(marks) and len(set(marks)) == len(marks)
+
+
+def test_the_sync_chat_api(shared_server: Callable[[str], EphemeralServer]) -> None:
+    """LlamaIndex's sync methods run the store on an event loop of their own."""
+    url, key = shared_server("valkey").url, new_id()
+    store = MessageLogChatStore.from_url(url)
+    memory = Memory.from_defaults(session_id=key, chat_store=store, tokenizer_fn=words)
+    engine = SimpleChatEngine.from_defaults(llm=MockLLM(max_tokens=2), memory=memory)
+    engine.chat("one")
+    engine.chat("two")
+    assert [m.content for m in memory.get_all()] == ["one", "text text", "two", "text text"]
+    assert [r.text for r in MessageLog(redis.Redis.from_url(url), key).all()][::2] == ["one", "two"]
