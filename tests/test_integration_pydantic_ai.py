@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import asyncio
 import multiprocessing
+import subprocess
+import sys
 from collections.abc import Awaitable, Callable, Iterator
 from typing import Any, TypeVar
 
@@ -370,3 +372,12 @@ def test_a_writer_dying_between_entries_and_record_leaves_neither(
     assert [
         m.text for m in MessageLog(redis.Redis.from_url(url), cid).all() if m.role == "user"
     ] == ["kept"]
+
+
+def test_the_package_imports_no_framework() -> None:
+    code = (
+        "import sys, redis_msglog, redis_msglog.integrations, redis_msglog.adapters\n"
+        "loaded = {m.split('.')[0] for m in sys.modules}\n"
+        "assert not loaded & {'pydantic_ai', 'llama_index'}, loaded\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)
