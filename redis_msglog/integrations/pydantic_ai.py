@@ -66,7 +66,7 @@ from redis.exceptions import NoScriptError
 from .._aio import AsyncMessageLog
 from .._keys import ConversationKeys, conversation_of
 from ..edits import LogView
-from ..errors import InvalidEditError, SeqConflictError
+from ..errors import InvalidEditError, LogRewoundError, SeqConflictError
 from ..models import AgentMessage, StoredMessage
 from ..parts import decode_base64
 from ._clients import AsyncClient, LoopClients, client_factory
@@ -454,7 +454,10 @@ class RedisConversationStore(ConversationStore):
     async def read_entry(self, entry_id: str) -> ConversationEntry:
         where = await self._locate(entry_id)
         if where is not None:
-            rows = await self.log(where.conversation).read(where.seq - 1, 1, view="physical")
+            try:
+                rows = await self.log(where.conversation).read(where.seq - 1, 1, view="physical")
+            except LogRewoundError:
+                raise KeyError(entry_id) from None  # the log expired or was deleted
             for row in rows:
                 if isinstance(row, StoredMessage) and row.id == entry_id:
                     entry = row_entry(row)
@@ -483,7 +486,10 @@ class RedisConversationStore(ConversationStore):
         window = where.seq if limit is None else min(where.seq, 4 * limit + 4)
         while True:
             start = where.seq - window
-            rows = await log.read(start, window, view="physical")
+            try:
+                rows = await log.read(start, window, view="physical")
+            except LogRewoundError:
+                raise KeyError(f"seq {where.seq} of {where.conversation!r}") from None
             found: dict[str, tuple[ConversationEntry, _Located]] = {}
             for row in rows:
                 if isinstance(row, StoredMessage) and (entry := row_entry(row)) is not None:
