@@ -59,9 +59,12 @@ class LogView:
 
     ``apply`` each entry a follower receives (``follow()`` delivers edits too); ``rows``
     is then what ``all(view="visible")`` returns, ``active()`` and ``archived()`` the
-    other views. Raises ``ValueError`` for an entry out of order."""
+    other views. Raises ``ValueError`` for an entry out of order; with ``strict``, also
+    for an edit that refers to no row of the view (what ``msglog verify`` checks). A
+    follower that starts after seq 0 has not seen every row: leave it off."""
 
-    def __init__(self, entries: Iterable[Entry] = ()) -> None:
+    def __init__(self, entries: Iterable[Entry] = (), *, strict: bool = False) -> None:
+        self._strict = strict
         # Every row still placed in the view, retracted ones too (flag True): a retracted
         # archive watermark row still marks where the archived rows end.
         self._rows: list[tuple[StoredMessage, bool]] = []
@@ -100,8 +103,14 @@ class LogView:
             return
         if entry.op == "retract":
             gone = set(entry.seqs or ())
+            if self._strict and not gone <= {row.seq for row in self.rows}:
+                raise ValueError(f"retracts seqs {sorted(gone)}, not all rows of the view")
             self._rows = [(row, hidden or row.seq in gone) for row, hidden in self._rows]
         elif entry.op == "archive":
+            if self._strict:
+                index = self._index_of(entry.through_seq or 0)
+                if self._rows[index][1] or index <= self._watermark_index():
+                    raise ValueError(f"archives through {entry.through_seq}, not forward")
             self._archived = entry.through_seq
         else:
             self._compact(entry)
@@ -109,10 +118,14 @@ class LogView:
     def _compact(self, entry: EditEntry) -> None:
         if entry.through_seq is None:  # everything (replace, clear, fork)
             cut = len(self._rows)
+            if self._strict and entry.op == "fork" and entry.seq != 1:
+                raise ValueError("a fork entry that is not the log's first")
         elif entry.through_seq == 0:
             cut = 0
         else:
             cut = self._index_of(entry.through_seq) + 1
+            if self._strict and self._rows[cut - 1][1]:
+                raise ValueError(f"compacts through {entry.through_seq}, a retracted row")
         if self._archived is not None and self._watermark_index() < cut:
             self._archived = None  # the watermark row was replaced
         self._rows = self._rows[cut:]

@@ -18,6 +18,7 @@ from redis.crc import key_slot
 from redis_msglog import (
     AsyncMessageLog,
     Durability,
+    LogView,
     MessageLog,
     MessageLogError,
     NotDurableError,
@@ -240,3 +241,15 @@ def test_wait_runs_on_the_node_that_took_the_write(private_cluster: LocalCluster
     finally:
         replica.resume()
     assert log.count() == 2
+
+
+def test_pops_across_a_failover(private_cluster: LocalCluster) -> None:
+    """An edit rides out a failover like an append: the pop after it pops the next one."""
+    log = MessageLog(private_cluster.client(socket_timeout=5), new_id())
+    log.append_many([{"role": "user", "content": str(i)} for i in range(10)])
+    assert log.pop() is not None
+    private_cluster.failover(private_cluster.owner(key_slot(log.keys.seq.encode())))
+    popped = log.pop()
+    assert popped is not None and popped.seq == 9
+    fold = LogView(log.all(view="physical"))
+    assert [m.seq for m in log.all()] == [m.seq for m in fold.rows] == list(range(1, 9))

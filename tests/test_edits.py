@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import itertools
 import multiprocessing
+from collections.abc import Callable
 from typing import Any
 
 import orjson
@@ -17,6 +18,7 @@ from hypothesis import strategies as st
 
 from redis_msglog import (
     AsyncMessageLog,
+    CorruptLogError,
     EditEntry,
     Entry,
     InvalidEditError,
@@ -24,6 +26,7 @@ from redis_msglog import (
     MessageLog,
     SeqConflictError,
     StoredMessage,
+    WrongTypeError,
 )
 from redis_msglog.testing import EphemeralServer
 
@@ -347,3 +350,35 @@ def test_eight_processes_popping_pop_each_message_once(shared_server: Any) -> No
     assert sorted(popped) == list(range(1, total + 1))  # each once: none twice, none lost
     assert log.all() == [] and log.count() == 2 * total
     assert_views_match_the_fold(log)
+
+
+@pytest.mark.parametrize(
+    "damage, error",
+    [
+        (lambda raw, keys: raw.set(keys.view, "x"), WrongTypeError),
+        (lambda raw, keys: raw.hset(keys.view, "segments", "garbage"), CorruptLogError),
+        (lambda raw, keys: raw.hset(keys.view, "segments", "1-4"), CorruptLogError),  # none open
+        (lambda raw, keys: (raw.delete(keys.hidden), raw.set(keys.hidden, "x")), WrongTypeError),
+    ],
+)
+def test_damaged_view_keys_are_an_error_and_nothing_is_written(
+    env: Env, damage: Any, error: type[Exception]
+) -> None:
+    log = env.log()
+    log.append_many([user("a"), user("b"), user("c")])
+    log.retract([2])
+    damage(env.raw, log.keys)
+    before = snapshot(env, log)
+    calls: list[Callable[[], object]] = [
+        lambda: log.pop(),
+        lambda: log.retract([1]),
+        lambda: log.archive(1),
+        lambda: log.all(),
+        lambda: log.last(2),
+        lambda: log.count(view="active"),
+    ]
+    for call in calls:
+        with pytest.raises(error):
+            call()
+    assert snapshot(env, log) == before
+    assert seqs(log.all(view="physical")) == [1, 2, 3, 4]  # the entries are still readable
