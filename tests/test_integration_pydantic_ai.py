@@ -13,6 +13,8 @@ from typing import Any, TypeVar
 
 import pytest
 import redis
+import redis.asyncio
+import redis.asyncio.connection
 from pydantic_ai import Agent
 from pydantic_ai.conversation import Conversation
 from pydantic_ai.conversation_store import ConversationConflict, ConversationEntry
@@ -305,6 +307,42 @@ def test_branch_and_fork_on_the_log(
         "one",
         "two",
     ]
+
+
+def test_load_is_two_round_trips_and_the_history_one(
+    shared_server: Callable[[str], EphemeralServer], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    url, cid = shared_server("redis").url, new_id()
+    sent = [0]
+    send = redis.asyncio.connection.AbstractConnection.send_packed_command
+
+    async def counted(self: Any, *args: Any, **kwargs: Any) -> None:
+        sent[0] += 1
+        await send(self, *args, **kwargs)
+
+    async def main() -> tuple[int, int]:
+        store = RedisConversationStore.from_url(url)
+        for prompt in ("a", "b", "c"):
+            await turn(store, cid, prompt)
+        client = redis.asyncio.Redis.from_url(url)
+        await client.ping()  # the connection is open
+        reader = RedisConversationStore(client)  # a new store: nothing cached
+        monkeypatch.setattr(
+            redis.asyncio.connection.AbstractConnection, "send_packed_command", counted
+        )
+        loaded = await reader.load(cid)
+        assert loaded is not None and len(loaded.messages) == 8
+        load_trips, sent[0] = sent[0], 0
+        record = await reader.read_record(cid)
+        assert record is not None
+        sent[0] = 0
+        await reader.read_history(record.head_id)
+        history_trips = sent[0]
+        await store.aclose()
+        await client.aclose()
+        return load_trips, history_trips
+
+    assert run(main) == (2, 1)
 
 
 def think(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
