@@ -65,3 +65,21 @@ def test_edits_benchmark_smoke_run() -> None:
         "edited: large / small (flat = 1.0)",
     }
     assert all(value > 0 for value in results.values())
+
+
+def test_agent_loop_smoke_run() -> None:
+    from benchmarks import agent_loop
+
+    results = agent_loop.main(["--smoke"])
+    assert [r.contender.name for r in results] == [c.name for c in agent_loop.CONTENDERS]
+    installed = [r for r in results if r.missing is None]
+    # the raw baselines need nothing but redis-py; a missing peer is reported, not run
+    assert {agent_loop.RAW_SYNC, agent_loop.RAW_ASYNC} <= {r.contender.name for r in installed}
+    for result in installed:
+        assert result.median is not None and result.median > 0, result.contender.name
+        assert result.correct, result.contender.name  # every read saw 4 messages per turn
+        assert result.round_trips is not None and result.round_trips >= 1
+    ours = [r for r in installed if r.contender.name.startswith("msglog ")]
+    assert all(r.round_trips == 2 for r in ours if "Pydantic" not in r.contender.framework)
+    table = agent_loop.markdown(results, 4, 1)
+    assert table.count("\n|") == len(results) + 1  # the header's rule, then one row each

@@ -1,0 +1,619 @@
+"""The agent loop of issue 17, side by side: each framework's own Redis store against our
+drop-in for it, through the framework's storage interface, and raw redis-py.
+
+    python -m benchmarks.agent_loop [--url redis://...] [--turns 200] [--runs 5]
+                                    [--quick | --smoke] [--markdown PATH]
+
+One conversation, ``--turns`` turns. Each turn reads the whole history the way the
+framework's runtime does, then appends the turn the way the runtime does: a user message,
+an assistant message with a tool call, the tool's result and the assistant's answer (4
+messages of ~200-500 bytes of text each, in the framework's own message types). The
+history grows to ``4 * turns`` messages, so a store that reads everything each turn pays
+for it as the conversation grows.
+
+- OpenAI Agents SDK: ``get_items()`` then ``add_items(4 items)``; its ``RedisSession``
+  against our ``MessageLogSession``.
+- LangChain: ``messages`` then ``add_messages(4 messages)`` (sync, what
+  ``RunnableWithMessageHistory`` calls); langchain-community's
+  ``RedisChatMessageHistory`` against our ``MessageLogChatHistory``.
+- LlamaIndex: its ``RedisChatStore`` is a ``BaseChatStore`` (``ChatMemoryBuffer``'s
+  interface: ``aget_messages`` then ``async_add_message`` per message); ours is the
+  ``AsyncDBChatStore`` ``Memory`` takes (``get_messages`` then ``add_messages``).
+- Pydantic AI: ``load`` then ``save`` on our ``RedisConversationStore``; Pydantic AI has
+  no Redis store of its own, so there is no ratio to a framework store.
+- raw redis-py: ``XRANGE`` of the whole stream + ``orjson.loads``, then the 4 ``XADD`` in
+  one pipeline (the least a client can do for this loop), sync and asyncio.
+
+Every figure is a median of ``--runs`` runs, each on a new conversation; round trips per
+turn are counted (what redis-py sends) over a few turns of a separate run. A contender
+whose package is not installed (the ``bench`` extra) is reported as such. With no
+``--url`` it starts a private server.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import inspect
+import statistics
+import time
+import uuid
+import warnings
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+import redis
+import redis.asyncio
+import redis.asyncio.connection
+import redis.connection
+
+from redis_msglog.testing import EphemeralServer, find_server_binary
+
+TOOL = "search_docs"
+MESSAGES_PER_TURN = 4
+TRIP_TURNS = 5  # turns whose round trips are counted (after one warm-up turn)
+
+RAW_SYNC = "raw redis-py, sync"
+RAW_ASYNC = "raw redis-py, asyncio"
+
+
+class Missing(Exception):
+    """The contender's package is not installed."""
+
+
+# -- the turn's content -------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Turn:
+    """What turn ``i`` says, before any framework's types: the same text everywhere."""
+
+    i: int
+    question: str
+    call_id: str
+    arguments: dict[str, Any]
+    result: str
+    answer: str
+
+    @property
+    def arguments_json(self) -> str:
+        return orjson.dumps(self.arguments).decode()
+
+
+def turn(i: int) -> Turn:
+    return Turn(
+        i=i,
+        question=(
+            f"Turn {i}. The billing worker retried a charge three times last night and the "
+            "customer was billed twice. Which change to the retry policy could cause that, "
+            "and what should we roll back first? Please cite the runbook section you use."
+        ),
+        call_id=f"call_{i:05d}",
+        arguments={
+            "query": f"billing worker retry policy idempotency, turn {i}",
+            "top_k": 5,
+            "filters": {"service": "billing", "kind": ["runbook", "changelog"]},
+        },
+        result=(
+            f"[1] runbook/billing.md#retries (turn {i}): charges are retried with "
+            "exponential backoff (1 s, 4 s, 16 s); each attempt must carry the original "
+            "idempotency key. [2] changelog 2026-11-28: the HTTP client was upgraded and "
+            "now regenerates request ids on retry. [3] runbook/billing.md#rollback: roll "
+            "back the client first, then replay the dead-letter queue with --dry-run to "
+            "list duplicates before refunding them. [4] incident 4411: a similar double "
+            "charge in March, caused by a proxy retrying POSTs."
+        ),
+        answer=(
+            f"Most likely the HTTP client upgrade of Nov 28 (turn {i}): it regenerates the "
+            "request id on each retry, so the payment provider no longer sees the original "
+            "idempotency key and charges again. Roll the client back first "
+            "(runbook/billing.md#rollback), then replay the dead-letter queue with --dry-run "
+            "to list the duplicates and refund them."
+        ),
+    )
+
+
+# -- the contenders -------------------------------------------------------------------------
+# Each is made inside the event loop of its run, and has ``read() -> int`` (the history,
+# read as the runtime does; its length), ``append(turn)`` and ``close()``, plain or async.
+
+
+class RawSync:
+    """``XRANGE`` of the whole stream + ``orjson.loads``; the turn's 4 ``XADD`` pipelined."""
+
+    def __init__(self, url: str, conversation: str) -> None:
+        self.redis = redis.Redis.from_url(url)
+        self.key = f"raw:{{{conversation}}}:stream"
+
+    def read(self) -> int:
+        return len(_decoded(self.redis.xrange(self.key)))
+
+    def append(self, t: Turn) -> None:
+        pipe = self.redis.pipeline(transaction=False)
+        for message in _chat_messages(t):
+            pipe.xadd(self.key, {"msg": orjson.dumps(message)})
+        pipe.execute()
+
+    def close(self) -> None:
+        self.redis.close()
+
+
+class RawAsync:
+    def __init__(self, url: str, conversation: str) -> None:
+        self.redis = redis.asyncio.Redis.from_url(url)
+        self.key = f"raw:{{{conversation}}}:stream"
+
+    async def read(self) -> int:
+        return len(_decoded(await self.redis.xrange(self.key)))
+
+    async def append(self, t: Turn) -> None:
+        async with self.redis.pipeline(transaction=False) as pipe:
+            for message in _chat_messages(t):
+                pipe.xadd(self.key, {"msg": orjson.dumps(message)})
+            await pipe.execute()
+
+    async def close(self) -> None:
+        await self.redis.aclose()
+
+
+def _decoded(entries: Any) -> list[Any]:
+    return [orjson.loads(fields[b"msg"]) for _, fields in entries or []]
+
+
+def _chat_messages(t: Turn) -> list[dict[str, Any]]:
+    """The turn as OpenAI Chat Completions messages (what the raw baseline stores)."""
+    call = {"name": TOOL, "arguments": t.arguments_json}
+    return [
+        {"role": "user", "content": t.question},
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [{"id": t.call_id, "type": "function", "function": call}],
+        },
+        {"role": "tool", "tool_call_id": t.call_id, "content": t.result},
+        {"role": "assistant", "content": t.answer},
+    ]
+
+
+# OpenAI Agents SDK ---------------------------------------------------------------------
+
+
+def _agents_items(t: Turn) -> list[Any]:
+    """The turn as the Agents SDK's runner stores it: the input item, then the model's and
+    the tool's output items."""
+    return [
+        {"role": "user", "content": t.question},
+        {
+            "type": "function_call",
+            "id": f"fc_{t.i:05d}",
+            "call_id": t.call_id,
+            "name": TOOL,
+            "arguments": t.arguments_json,
+            "status": "completed",
+        },
+        {"type": "function_call_output", "call_id": t.call_id, "output": t.result},
+        {
+            "type": "message",
+            "id": f"msg_{t.i:05d}",
+            "role": "assistant",
+            "status": "completed",
+            "content": [{"type": "output_text", "text": t.answer, "annotations": []}],
+        },
+    ]
+
+
+class AgentsSession:
+    """``get_items()`` then ``add_items(items)`` on a ``Session`` (both stores)."""
+
+    def __init__(self, session: Any, client: redis.asyncio.Redis) -> None:
+        self.session = session
+        self.redis = client
+
+    async def read(self) -> int:
+        return len(await self.session.get_items())
+
+    async def append(self, t: Turn) -> None:
+        await self.session.add_items(_agents_items(t))
+
+    async def close(self) -> None:
+        await self.redis.aclose()
+
+
+def agents_theirs(url: str, conversation: str) -> AgentsSession:
+    try:
+        from agents.extensions.memory.redis_session import RedisSession
+    except ImportError as exc:
+        raise Missing(str(exc)) from exc
+    client = redis.asyncio.Redis.from_url(url)
+    return AgentsSession(RedisSession(conversation, redis_client=client), client)
+
+
+def agents_ours(url: str, conversation: str) -> AgentsSession:
+    try:
+        from redis_msglog.integrations.openai_agents import MessageLogSession
+    except ImportError as exc:
+        raise Missing(str(exc)) from exc
+    client = redis.asyncio.Redis.from_url(url)
+    return AgentsSession(MessageLogSession(conversation, client), client)
+
+
+# LangChain -------------------------------------------------------------------------------
+
+
+def _langchain_messages(t: Turn) -> list[Any]:
+    from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
+
+    call = {"name": TOOL, "args": t.arguments, "id": t.call_id, "type": "tool_call"}
+    return [
+        HumanMessage(t.question),
+        AIMessage("", tool_calls=[call]),
+        ToolMessage(t.result, tool_call_id=t.call_id),
+        AIMessage(t.answer),
+    ]
+
+
+class LangChainHistory:
+    """``messages`` then ``add_messages(messages)`` on a ``BaseChatMessageHistory``."""
+
+    def __init__(self, history: Any, client: redis.Redis) -> None:
+        self.history = history
+        self.redis = client
+
+    def read(self) -> int:
+        return len(self.history.messages)
+
+    def append(self, t: Turn) -> None:
+        self.history.add_messages(_langchain_messages(t))
+
+    def close(self) -> None:
+        self.redis.close()
+
+
+def langchain_theirs(url: str, conversation: str) -> LangChainHistory:
+    """langchain-community's store: a list, ``LPUSH`` per message, ``LRANGE`` of all. Its
+    successor, langchain-redis, needs the server's search and JSON modules (Redis 8, Redis
+    Stack), which a plain Redis or Valkey lacks."""
+    try:
+        with warnings.catch_warnings():  # "langchain-community is being sunset"
+            warnings.simplefilter("ignore", DeprecationWarning)
+            from langchain_community.chat_message_histories import RedisChatMessageHistory
+    except ImportError as exc:
+        raise Missing(str(exc)) from exc
+    history = RedisChatMessageHistory(conversation, url=url)
+    return LangChainHistory(history, history.redis_client)
+
+
+def langchain_ours(url: str, conversation: str) -> LangChainHistory:
+    try:
+        from redis_msglog.integrations.langchain import MessageLogChatHistory
+    except ImportError as exc:
+        raise Missing(str(exc)) from exc
+    client = redis.Redis.from_url(url)
+    return LangChainHistory(MessageLogChatHistory(conversation, client), client)
+
+
+# LlamaIndex ------------------------------------------------------------------------------
+
+
+def _llama_messages(t: Turn) -> list[Any]:
+    from llama_index.core.base.llms.types import ChatMessage, ToolCallBlock
+
+    call = ToolCallBlock(tool_call_id=t.call_id, tool_name=TOOL, tool_kwargs=t.arguments)
+    return [
+        ChatMessage(role="user", content=t.question),
+        ChatMessage(role="assistant", blocks=[call]),
+        ChatMessage(role="tool", content=t.result, additional_kwargs={"tool_call_id": t.call_id}),
+        ChatMessage(role="assistant", content=t.answer),
+    ]
+
+
+class LlamaIndexTheirs:
+    """``RedisChatStore`` as ``ChatMemoryBuffer`` uses it: ``aget_messages(key)``, then
+    ``async_add_message`` once per message (it has no batch append)."""
+
+    def __init__(self, url: str, conversation: str) -> None:
+        try:
+            from llama_index.storage.chat_store.redis import RedisChatStore
+        except ImportError as exc:
+            raise Missing(str(exc)) from exc
+        self.store = RedisChatStore(redis_url=url)
+        self.key = conversation
+
+    async def read(self) -> int:
+        return len(await self.store.aget_messages(self.key))
+
+    async def append(self, t: Turn) -> None:
+        for message in _llama_messages(t):
+            await self.store.async_add_message(self.key, message)
+
+    async def close(self) -> None:
+        self.store._redis_client.close()
+        await self.store._aredis_client.aclose()
+
+
+class LlamaIndexOurs:
+    """``MessageLogChatStore`` as ``Memory`` uses it: ``get_messages(key)`` (the active
+    messages), then ``add_messages(key, messages)``."""
+
+    def __init__(self, url: str, conversation: str) -> None:
+        try:
+            from redis_msglog.integrations.llama_index import MessageLogChatStore
+        except ImportError as exc:
+            raise Missing(str(exc)) from exc
+        self.redis = redis.asyncio.Redis.from_url(url)
+        self.store = MessageLogChatStore(self.redis)
+        self.key = conversation
+
+    async def read(self) -> int:
+        return len(await self.store.get_messages(self.key))
+
+    async def append(self, t: Turn) -> None:
+        await self.store.add_messages(self.key, _llama_messages(t))
+
+    async def close(self) -> None:
+        await self.redis.aclose()
+
+
+# Pydantic AI -----------------------------------------------------------------------------
+
+
+def _pydantic_messages(t: Turn) -> list[Any]:
+    from pydantic_ai.messages import (
+        ModelRequest,
+        ModelResponse,
+        TextPart,
+        ToolCallPart,
+        ToolReturnPart,
+        UserPromptPart,
+    )
+
+    return [
+        ModelRequest(parts=[UserPromptPart(t.question)]),
+        ModelResponse(
+            parts=[ToolCallPart(TOOL, t.arguments_json, tool_call_id=t.call_id)],
+            model_name="bench",
+        ),
+        ModelRequest(parts=[ToolReturnPart(TOOL, t.result, tool_call_id=t.call_id)]),
+        ModelResponse(parts=[TextPart(t.answer)], model_name="bench"),
+    ]
+
+
+class PydanticOurs:
+    """``load(id)`` (a new ``Conversation`` when there is none), then the turn's messages
+    added to it and ``save(conversation)``: what wraps each ``agent.run``."""
+
+    def __init__(self, url: str, conversation: str) -> None:
+        try:
+            from pydantic_ai.conversation import Conversation
+
+            from redis_msglog.integrations.pydantic_ai import RedisConversationStore
+        except ImportError as exc:
+            raise Missing(str(exc)) from exc
+        self.redis = redis.asyncio.Redis.from_url(url)
+        self.store = RedisConversationStore(self.redis)
+        self.id = conversation
+        self._new = Conversation
+        self.conversation: Any = None
+
+    async def read(self) -> int:
+        loaded = await self.store.load(self.id)
+        self.conversation = loaded or self._new(conversation_id=self.id)
+        return len(self.conversation.messages)
+
+    async def append(self, t: Turn) -> None:
+        assert self.conversation is not None, "read() first"
+        self.conversation.messages.extend(_pydantic_messages(t))
+        await self.store.save(self.conversation)
+
+    async def close(self) -> None:
+        await self.redis.aclose()
+
+
+@dataclass(frozen=True)
+class Contender:
+    framework: str
+    name: str
+    make: Callable[[str, str], Any]  # (url, conversation) -> a contender's handle
+    own_store: bool = False  # the framework's own Redis store (the ratio's denominator)
+    raw: str = RAW_ASYNC  # the raw baseline of the same flavour (sync or asyncio)
+
+
+CONTENDERS = [
+    Contender("OpenAI Agents SDK", "RedisSession", agents_theirs, own_store=True),
+    Contender("OpenAI Agents SDK", "msglog MessageLogSession", agents_ours),
+    Contender(
+        "LangChain",
+        "langchain-community RedisChatMessageHistory",
+        langchain_theirs,
+        own_store=True,
+        raw=RAW_SYNC,
+    ),
+    Contender("LangChain", "msglog MessageLogChatHistory", langchain_ours, raw=RAW_SYNC),
+    Contender("LlamaIndex", "RedisChatStore", LlamaIndexTheirs, own_store=True),
+    Contender("LlamaIndex", "msglog MessageLogChatStore", LlamaIndexOurs),
+    Contender("Pydantic AI", "msglog RedisConversationStore", PydanticOurs),
+    Contender("raw redis-py", RAW_SYNC, RawSync, raw=RAW_SYNC),
+    Contender("raw redis-py", RAW_ASYNC, RawAsync),
+]
+
+
+# -- running ------------------------------------------------------------------------------
+
+
+async def _call(value: Any) -> Any:
+    return await value if inspect.isawaitable(value) else value
+
+
+@contextlib.contextmanager
+def counting_round_trips() -> Iterator[list[int]]:
+    """Counts what redis-py writes to sockets: one packed send is one round trip."""
+    count = [0]
+    originals = []
+    for cls in (redis.connection.AbstractConnection, redis.asyncio.connection.AbstractConnection):
+        original = cls.send_packed_command
+        originals.append((cls, original))
+
+        def counted(self: Any, *args: Any, __original: Any = original, **kwargs: Any) -> Any:
+            count[0] += 1
+            return __original(self, *args, **kwargs)
+
+        cls.send_packed_command = counted  # type: ignore[method-assign]
+    try:
+        yield count
+    finally:
+        for cls, original in originals:
+            cls.send_packed_command = original  # type: ignore[method-assign]
+
+
+@dataclass
+class Sample:
+    seconds: float  # the whole run
+    last_tenth_ms: float  # ms per turn over the last tenth of the turns
+    correct: bool  # every read saw the history so far, 4 messages per turn
+
+
+async def _loop(contender: Contender, url: str, turns: int) -> Sample:
+    """One run: a new conversation, ``turns`` turns of read-then-append."""
+    handle = contender.make(url, f"agent-loop-{uuid.uuid4().hex}")
+    correct = True
+    try:
+        tenth = max(1, turns // 10)
+        started = time.perf_counter()
+        tail_started = started
+        for i in range(turns):
+            if i == turns - tenth:
+                tail_started = time.perf_counter()
+            seen = await _call(handle.read())
+            correct = correct and seen == MESSAGES_PER_TURN * i
+            await _call(handle.append(turn(i)))
+        ended = time.perf_counter()
+        correct = correct and await _call(handle.read()) == MESSAGES_PER_TURN * turns
+    finally:
+        await _call(handle.close())
+    return Sample(ended - started, (ended - tail_started) / tenth * 1e3, correct)
+
+
+async def _round_trips(contender: Contender, url: str) -> float:
+    """Round trips per turn, over ``TRIP_TURNS`` turns after one (scripts load on it)."""
+    handle = contender.make(url, f"agent-loop-{uuid.uuid4().hex}")
+    try:
+        await _call(handle.read())
+        await _call(handle.append(turn(0)))
+        with counting_round_trips() as count:
+            for i in range(1, TRIP_TURNS + 1):
+                await _call(handle.read())
+                await _call(handle.append(turn(i)))
+    finally:
+        await _call(handle.close())
+    return count[0] / TRIP_TURNS
+
+
+@dataclass
+class Result:
+    contender: Contender
+    missing: str | None = None
+    turns_per_second: list[float] = field(default_factory=list)
+    last_tenth_ms: list[float] = field(default_factory=list)
+    round_trips: float | None = None
+    correct: bool = True
+
+    @property
+    def median(self) -> float | None:
+        return statistics.median(self.turns_per_second) if self.turns_per_second else None
+
+
+def measure(contender: Contender, url: str, turns: int, runs: int) -> Result:
+    result = Result(contender)
+    try:
+        for _ in range(runs):
+            sample = asyncio.run(_loop(contender, url, turns))
+            result.turns_per_second.append(turns / sample.seconds)
+            result.last_tenth_ms.append(sample.last_tenth_ms)
+            result.correct = result.correct and sample.correct
+        result.round_trips = asyncio.run(_round_trips(contender, url))
+    except Missing as exc:
+        result.missing = str(exc)
+    return result
+
+
+# -- the report -----------------------------------------------------------------------------
+
+
+def _ratio(value: float | None, base: Result | None) -> str:
+    if value is None or base is None or base.median is None:
+        return "—"
+    return f"{value / base.median:.2f}x"
+
+
+def markdown(results: list[Result], turns: int, runs: int) -> str:
+    by_name = {r.contender.name: r for r in results}
+    own = {r.contender.framework: r for r in results if r.contender.own_store}
+    lines = [
+        f"| framework | store | turns/s | ms/turn, last {max(1, turns // 10)} turns "
+        "| round trips/turn | vs the framework's store | vs raw redis-py |",
+        "|---|---|---:|---:|---:|---:|---:|",
+    ]
+    for r in results:
+        c = r.contender
+        if r.median is None:
+            reason = "not installed" if r.missing else "no figure"
+            lines.append(f"| {c.framework} | {c.name} | {reason} | | | | |")
+            continue
+        name = c.name if r.correct else f"{c.name} (**wrong history**)"
+        trips = "—" if r.round_trips is None else f"{r.round_trips:g}"
+        versus_own = "1.00x" if c.own_store else _ratio(r.median, own.get(c.framework))
+        versus_raw = "—" if c.framework == "raw redis-py" else _ratio(r.median, by_name.get(c.raw))
+        lines.append(
+            f"| {c.framework} | {name} | {r.median:,.0f} | "
+            f"{statistics.median(r.last_tenth_ms):.2f} | {trips} | {versus_own} | {versus_raw} |"
+        )
+    lines.append("")
+    lines.append(
+        f"{turns} turns of {MESSAGES_PER_TURN} messages (the history reaches "
+        f"{turns * MESSAGES_PER_TURN:,} messages); medians of {runs} run(s). Ratios: turns/s "
+        "over the framework's own Redis store's, and over raw redis-py of the same flavour "
+        "(sync for LangChain, asyncio for the rest); higher is faster."
+    )
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> list[Result]:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.agent_loop")
+    parser.add_argument("--url", help="an existing server (default: start a private one)")
+    parser.add_argument("--turns", type=int, help="turns per run (default 200)")
+    parser.add_argument("--runs", type=int, help="runs per contender (default 5)")
+    parser.add_argument("--quick", action="store_true", help="100 turns, 3 runs")
+    parser.add_argument("--smoke", action="store_true", help="4 turns, 1 run (for the tests)")
+    parser.add_argument("--markdown", metavar="PATH", help="also write the table here")
+    args = parser.parse_args(argv)
+    turns, runs = (4, 1) if args.smoke else (100, 3) if args.quick else (200, 5)
+    turns = args.turns or turns
+    runs = args.runs or runs
+    with contextlib.ExitStack() as stack:
+        url = args.url
+        if url is None:
+            binary = find_server_binary("any")
+            if binary is None:
+                raise SystemExit("no redis-server or valkey-server found; pass --url")
+            url = stack.enter_context(EphemeralServer(binary)).url
+        version = redis.Redis.from_url(url).info("server").get("redis_version")
+        print(f"agent loop: {turns} turns x {runs} runs, server {version} at {url}", flush=True)
+        results = []
+        for contender in CONTENDERS:
+            result = measure(contender, url, turns, runs)
+            figure = "not installed" if result.median is None else f"{result.median:,.0f} turns/s"
+            print(f"  {contender.framework}, {contender.name}: {figure}", flush=True)
+            results.append(result)
+    table = markdown(results, turns, runs)
+    print(table)
+    if args.markdown:
+        with open(args.markdown, "w", encoding="utf-8") as out:
+            out.write(table)
+    return results
+
+
+if __name__ == "__main__":
+    main()
