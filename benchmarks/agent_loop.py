@@ -24,7 +24,8 @@ for it as the conversation grows.
 - raw redis-py: ``XRANGE`` of the whole stream + ``orjson.loads``, then the 4 ``XADD`` in
   one pipeline (the least a client can do for this loop), sync and asyncio.
 
-Every figure is a median of ``--runs`` runs, each on a new conversation; round trips per
+Every figure is a median of ``--runs`` runs, each on a new conversation (run 1 of every
+contender, then run 2...: a change of the machine's load falls on all); round trips per
 turn are counted (what redis-py sends) over a few turns of a separate run. A contender
 whose package is not installed (the ``bench`` extra) is reported as such. With no
 ``--url`` it starts a private server.
@@ -471,7 +472,7 @@ def counting_round_trips() -> Iterator[list[int]]:
 @dataclass
 class Sample:
     seconds: float  # the whole run
-    last_tenth_ms: float  # ms per turn over the last tenth of the turns
+    last_tenth_ms: float  # ms per turn at the end: the median of the last tenth's turns
     correct: bool  # every read saw the history so far, 4 messages per turn
 
 
@@ -479,21 +480,22 @@ async def _loop(contender: Contender, url: str, turns: int) -> Sample:
     """One run: a new conversation, ``turns`` turns of read-then-append."""
     handle = contender.make(url, f"agent-loop-{uuid.uuid4().hex}")
     correct = True
+    tail: list[float] = []  # seconds of each of the last tenth of the turns
     try:
         tenth = max(1, turns // 10)
         started = time.perf_counter()
-        tail_started = started
         for i in range(turns):
-            if i == turns - tenth:
-                tail_started = time.perf_counter()
+            turn_started = time.perf_counter()
             seen = await _call(handle.read())
             correct = correct and seen == MESSAGES_PER_TURN * i
             await _call(handle.append(turn(i)))
+            if i >= turns - tenth:
+                tail.append(time.perf_counter() - turn_started)
         ended = time.perf_counter()
         correct = correct and await _call(handle.read()) == MESSAGES_PER_TURN * turns
     finally:
         await _call(handle.close())
-    return Sample(ended - started, (ended - tail_started) / tenth * 1e3, correct)
+    return Sample(ended - started, statistics.median(tail) * 1e3, correct)
 
 
 async def _round_trips(contender: Contender, url: str) -> float:
@@ -525,18 +527,27 @@ class Result:
         return statistics.median(self.turns_per_second) if self.turns_per_second else None
 
 
-def measure(contender: Contender, url: str, turns: int, runs: int) -> Result:
-    result = Result(contender)
-    try:
-        for _ in range(runs):
-            sample = asyncio.run(_loop(contender, url, turns))
+def measure(url: str, turns: int, runs: int) -> list[Result]:
+    """Every contender, run by run in turn (run 1 of each, then run 2...), so that a change
+    of the machine's load falls on all of them alike; then round trips per turn."""
+    results = [Result(contender) for contender in CONTENDERS]
+    for run in range(runs):
+        for result in results:
+            if result.missing is not None:
+                continue
+            try:
+                sample = asyncio.run(_loop(result.contender, url, turns))
+            except Missing as exc:
+                result.missing = str(exc)
+                continue
             result.turns_per_second.append(turns / sample.seconds)
             result.last_tenth_ms.append(sample.last_tenth_ms)
             result.correct = result.correct and sample.correct
-        result.round_trips = asyncio.run(_round_trips(contender, url))
-    except Missing as exc:
-        result.missing = str(exc)
-    return result
+        print(f"  run {run + 1} of {runs} done", flush=True)
+    for result in results:
+        if result.missing is None:
+            result.round_trips = asyncio.run(_round_trips(result.contender, url))
+    return results
 
 
 # -- the report -----------------------------------------------------------------------------
@@ -552,7 +563,7 @@ def markdown(results: list[Result], turns: int, runs: int) -> str:
     by_name = {r.contender.name: r for r in results}
     own = {r.contender.framework: r for r in results if r.contender.own_store}
     lines = [
-        f"| framework | store | turns/s | ms/turn, last {max(1, turns // 10)} turns "
+        f"| framework | store | turns/s | ms/turn, last {max(1, turns // 10)} turns (median) "
         "| round trips/turn | vs the framework's store | vs raw redis-py |",
         "|---|---|---:|---:|---:|---:|---:|",
     ]
@@ -601,12 +612,10 @@ def main(argv: list[str] | None = None) -> list[Result]:
             url = stack.enter_context(EphemeralServer(binary)).url
         version = redis.Redis.from_url(url).info("server").get("redis_version")
         print(f"agent loop: {turns} turns x {runs} runs, server {version} at {url}", flush=True)
-        results = []
-        for contender in CONTENDERS:
-            result = measure(contender, url, turns, runs)
-            figure = "not installed" if result.median is None else f"{result.median:,.0f} turns/s"
-            print(f"  {contender.framework}, {contender.name}: {figure}", flush=True)
-            results.append(result)
+        results = measure(url, turns, runs)
+        for result in results:
+            if result.missing is not None:
+                print(f"  {result.contender.name}: not installed ({result.missing})")
     table = markdown(results, turns, runs)
     print(table)
     if args.markdown:

@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import orjson
+import pytest
 
 
 def test_benchmarks_smoke_run(tmp_path: Path) -> None:
@@ -67,11 +68,17 @@ def test_edits_benchmark_smoke_run() -> None:
     assert all(value > 0 for value in results.values())
 
 
-def test_agent_loop_smoke_run() -> None:
+def test_agent_loop_smoke_run(monkeypatch: pytest.MonkeyPatch) -> None:
     from benchmarks import agent_loop
 
+    def absent(url: str, conversation: str) -> None:
+        raise agent_loop.Missing("No module named 'absent_framework'")
+
+    ghost = agent_loop.Contender("Absent", "absent store", absent, own_store=True)
+    monkeypatch.setattr(agent_loop, "CONTENDERS", [*agent_loop.CONTENDERS, ghost])
     results = agent_loop.main(["--smoke"])
     assert [r.contender.name for r in results] == [c.name for c in agent_loop.CONTENDERS]
+    assert results[-1].missing and results[-1].median is None  # reported, not a failure
     installed = [r for r in results if r.missing is None]
     # the raw baselines need nothing but redis-py; a missing peer is reported, not run
     assert {agent_loop.RAW_SYNC, agent_loop.RAW_ASYNC} <= {r.contender.name for r in installed}
@@ -83,3 +90,4 @@ def test_agent_loop_smoke_run() -> None:
     assert all(r.round_trips == 2 for r in ours if "Pydantic" not in r.contender.framework)
     table = agent_loop.markdown(results, 4, 1)
     assert table.count("\n|") == len(results) + 1  # the header's rule, then one row each
+    assert "| Absent | absent store | not installed |" in table
