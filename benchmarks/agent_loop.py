@@ -25,10 +25,11 @@ for it as the conversation grows.
   one pipeline (the least a client can do for this loop), sync and asyncio.
 
 Every figure is a median of ``--runs`` runs, each on a new conversation (run 1 of every
-contender, then run 2...: a change of the machine's load falls on all); round trips per
-turn are counted (what redis-py sends) over a few turns of a separate run. A contender
-whose package is not installed (the ``bench`` extra) is reported as such. With no
-``--url`` it starts a private server.
+contender, then run 2...: a change of the machine's load falls on all; the objects the
+process holds before a run are frozen out of the garbage collector, as in a worker that
+loads one framework, not four); round trips per turn are counted (what redis-py sends)
+over a few turns of a separate run. A contender whose package is not installed (the
+``bench`` extra) is reported as such. With no ``--url`` it starts a private server.
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import gc
 import inspect
 import statistics
 import time
@@ -535,6 +537,11 @@ def measure(url: str, turns: int, runs: int) -> list[Result]:
         for result in results:
             if result.missing is not None:
                 continue
+            # What this process holds before the run (four frameworks' modules) is frozen
+            # out of the garbage collector's full collections, so that they cost what the
+            # contender's own objects make them cost, as in a worker with one framework.
+            gc.collect()
+            gc.freeze()
             try:
                 sample = asyncio.run(_loop(result.contender, url, turns))
             except Missing as exc:
