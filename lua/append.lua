@@ -8,57 +8,177 @@
 --
 -- KEYS[1]   seq counter: a string holding the last assigned seq (absent = 0)
 -- KEYS[2]   stream: one entry per message, entry ID "<seq>-0", fields "at" and "msg"
--- KEYS[3]   blobs: a hash of large binaries stored off the rows, field = SHA-256 (hex)
--- KEYS[4]   optional idempotency record: "<last_seq> <at> <count> <fingerprint> <call>"
+-- KEYS[3]   blobs: a hash of large binaries stored off the rows, field = SHA-256 (hex);
+--           touched only when the batch stores blobs or ARGV[6] sets a lifetime, and
+--           otherwise passed as KEYS[2] again (see "Slot moves" below)
+-- KEYS[4]   producers: a hash, field = a producer id, value = its recent results (see
+--           "The idempotent producer" below)
+-- KEYS[5]   optional idempotency record of a caller's key:
+--           "<last_seq> <at> <count> <fingerprint> <call>"
 -- ARGV[1]   publish command: "PUBLISH", "SPUBLISH" (cluster) or "" for no event
 -- ARGV[2]   channel for the post-commit event
--- ARGV[3]   idempotency record lifetime in milliseconds (ignored without KEYS[4])
--- ARGV[4]   fingerprint of the batch (ignored without KEYS[4])
--- ARGV[5]   "1": look KEYS[4] up first; "0": skip that (the first try of a key generated
---           for this call: nobody can have used it yet)
+-- ARGV[3]   how long the exactly-once record lives, in milliseconds: KEYS[5], or (with a
+--           producer) the producer's results after its last write
+-- ARGV[4]   fingerprint of the batch (ignored without KEYS[5])
+-- ARGV[5]   "1": look the record up first (KEYS[5], or this pseq among the producer's
+--           results); "0": skip that (the first try of a call: nothing can have
+--           committed it yet)
 -- ARGV[6]   the conversation's lifetime in milliseconds, refreshed on every key it owns
 --           by each append ("" for none: keys live until deleted)
 -- ARGV[7]   a token naming this call (every try of one call sends the same token), kept
---           in the idempotency record so a replay can tell its own commit from another's
+--           in the record so a replay can tell its own commit from another's ("" is a
+--           token too: a producer's own calls use it)
 -- ARGV[8]   B, the number of blobs this batch stores (0 for most appends)
 -- ARGV[9]   the seq the log must end at for this append to commit (a compare-and-set:
 --           "" for none); otherwise MSGLOG_CONFLICT and nothing is written
--- ARGV[10..] B pairs of a blob's SHA-256 (hex) and its bytes, then the encoded messages
+-- ARGV[10]  the producer id (12 hex digits) of the log object making the call, or "" for
+--           none (a caller's key, or retries off)
+-- ARGV[11]  the producer's call number (pseq) of this call, the same on every try
+-- ARGV[12..] B pairs of a blob's SHA-256 (hex) and its bytes, then the encoded messages
 --           (JSON), in order; at least one
 --
 -- Returns {last_seq, at, replayed, call}: the seq of the last message written, the commit
 -- time in microseconds since the Unix epoch (a string) read once from the server's clock,
--- 1 when KEYS[4] already recorded this batch (nothing written; the first call's result),
--- and the token of the call that wrote it ("" for a record written before tokens existed).
+-- 1 when KEYS[5] or the producer already recorded this call (nothing written; the first
+-- result), and the token of the call that wrote it ("" for a record written before tokens
+-- existed, or by a producer's own call). MSGLOG_STALE (nothing written): the producer no
+-- longer holds this pseq's result, so whether it committed cannot be told.
 --
 -- Nothing is written unless everything can be: the counter is checked to be exactly what
 -- INCRBY accepts and to end where the stream ends, then the first XADD (which can still
 -- fail on a wrong type) runs before any other change. Later XADDs use larger IDs, and
--- INCRBY, SET, HSETNX and PEXPIRE cannot fail on keys already checked.
+-- INCRBY, SET, HSET, HSETNX and PEXPIRE cannot fail on keys already checked.
+--
+-- Slot moves: while a Redis Cluster slot migrates, a multi-key command runs only on a
+-- node holding every key it names (else TRYAGAIN until the move ends), so an append
+-- names only keys that exist once the conversation does: KEYS[3] only when it is used,
+-- and no per-append key (KEYS[5] only with a caller's key).
 
 local BLOBS = tonumber(ARGV[8])
-local HEADER = 9 + 2 * BLOBS
+local HEADER = 11 + 2 * BLOBS
 local n = #ARGV - HEADER
 
-if KEYS[4] and ARGV[5] == '1' then
-  local record = redis.pcall('GET', KEYS[4])
+if KEYS[5] and ARGV[5] == '1' then
+  local record = redis.pcall('GET', KEYS[5])
   if type(record) == 'table' and record.err then
-    return redis.error_reply('WRONGTYPE idempotency record ' .. KEYS[4] .. ' is not a string')
+    return redis.error_reply('WRONGTYPE idempotency record ' .. KEYS[5] .. ' is not a string')
   end
   if record then
     local last, at, count, fingerprint, call =
       string.match(record, '^(%d+) (%d+) (%d+) (%x+) ?(%x*)$')
     if not last then
-      return redis.error_reply('MSGLOG_BADRECORD idempotency record ' .. KEYS[4] .. ' holds ' ..
+      return redis.error_reply('MSGLOG_BADRECORD idempotency record ' .. KEYS[5] .. ' holds ' ..
         record)
     end
     if fingerprint ~= ARGV[4] or tonumber(count) ~= n then
-      return redis.error_reply('MSGLOG_KEYREUSED idempotency key ' .. KEYS[4] ..
+      return redis.error_reply('MSGLOG_KEYREUSED idempotency key ' .. KEYS[5] ..
         ' was used for a different batch')
     end
     return {tonumber(last), at, 1, call}
   end
 end
+
+-- The idempotent producer: exactly-once without a caller's key ------------------------
+-- Each log object is a producer (ARGV[10]) numbering its calls (ARGV[11], the pseq); every
+-- try of a call carries the same pair. KEYS[4] holds one field per producer:
+--   "<expires_ms> <result> <result> ..."   result = "<pseq>,<last_seq>,<at>,<call>"
+-- with at most WINDOW results, in ascending pseq order, and the server time (ms) after
+-- which the producer is idle enough to prune. Only the lowest pseq is ever dropped, so a
+-- pseq below the lowest held may have committed (MSGLOG_STALE: cannot tell), and one
+-- above it that is not held never did (calls of one asyncio log object may commit out of
+-- order: pseq 6 before pseq 5's first try arrives). Memory grows with the producers, not
+-- with the appends; idle ones are pruned a few at a time once there are PRUNE_ABOVE.
+local WINDOW = 16
+local PRUNE_ABOVE = 32
+local PRUNE_SAMPLE = 4
+
+-- The results part of a producer's value (" <result>...") and how many; nil for a value
+-- this script does not write.
+local function producer_results(value)
+  local results = string.match(value, '^%d+( .+)$')
+  if not results then
+    return nil
+  end
+  local rest, count = string.gsub(results, ' %d+,%d+,%d+,%x*', '')
+  if rest ~= '' then
+    return nil
+  end
+  return results, count
+end
+
+-- This producer's results (nil: none yet) and how many, or an error reply: the held
+-- result of this pseq (a replay) or MSGLOG_STALE, when the caller asks to look it up.
+local function producer_lookup()
+  local value = redis.pcall('HGET', KEYS[4], ARGV[10])
+  if type(value) == 'table' and value.err then
+    return nil, 0, redis.error_reply('WRONGTYPE producers ' .. KEYS[4] .. ' is not a hash')
+  end
+  if not value then
+    return nil, 0
+  end
+  local results, count = producer_results(value)
+  if not results then
+    return nil, 0, redis.error_reply('MSGLOG_BADRECORD producer ' .. ARGV[10] .. ' of ' ..
+      KEYS[4] .. ' holds ' .. string.format('%q', string.sub(value, 1, 80)))
+  end
+  if ARGV[5] == '1' then
+    local last, at, call = string.match(results, ' ' .. ARGV[11] .. ',(%d+),(%d+),(%x*)')
+    if last then
+      return nil, 0, {tonumber(last), at, 1, call}
+    end
+    if tonumber(ARGV[11]) < tonumber(string.match(results, '^ (%d+),')) then
+      return nil, 0, redis.error_reply('MSGLOG_STALE producer ' .. ARGV[10] .. ' of ' ..
+        KEYS[4] .. ' no longer holds the result of call ' .. ARGV[11])
+    end
+  end
+  return results, count
+end
+
+-- Record this call's result (after the write), then prune a few idle producers.
+local function producer_record(results, count, new_last, at, now_ms)
+  local pseq = tonumber(ARGV[11])
+  local result = ' ' .. ARGV[11] .. ',' .. string.format('%d', new_last) .. ',' .. at .. ',' ..
+    ARGV[7]
+  if not results then
+    results = result
+  elseif pseq > tonumber(string.match(results, ' (%d+),%d+,%d+,%x*$')) then
+    results = results .. result
+  else  -- committed after a later call of the same producer: keep pseq order
+    local parts, placed = {}, false
+    for part, held in string.gmatch(results, '( (%d+),[^ ]*)') do
+      if not placed and tonumber(held) > pseq then
+        parts[#parts + 1] = result
+        placed = true
+      end
+      parts[#parts + 1] = part
+    end
+    results = table.concat(parts)
+  end
+  if count >= WINDOW then  -- drop the lowest pseq
+    results = string.sub(results, (string.find(results, ' ', 2, true)))
+  end
+  redis.call('HSET', KEYS[4], ARGV[10], string.format('%d', now_ms + tonumber(ARGV[3])) ..
+    results)
+  if redis.call('HLEN', KEYS[4]) > PRUNE_ABOVE then
+    local sample = redis.call('HRANDFIELD', KEYS[4], PRUNE_SAMPLE, 'WITHVALUES')
+    for i = 1, #sample, 2 do
+      local expires = tonumber(string.match(sample[i + 1], '^(%d+) '))
+      if expires and expires < now_ms then
+        redis.call('HDEL', KEYS[4], sample[i])
+      end
+    end
+  end
+end
+
+local producer_held, producer_count = nil, 0
+if ARGV[10] ~= '' then
+  local answer
+  producer_held, producer_count, answer = producer_lookup()
+  if answer then
+    return answer
+  end
+end
+-- ------------------------------------------------------------------------------------
 
 local time = redis.call('TIME')
 local at = time[1] .. string.format('%06d', tonumber(time[2]))
@@ -148,7 +268,7 @@ for i = 2, n do
   redis.call('XADD', KEYS[2], string.format('%d-0', last + i), 'at', at, 'msg', ARGV[HEADER + i])
 end
 for i = 0, BLOBS - 1 do  -- content-addressed: the same bytes are stored once
-  redis.call('HSETNX', KEYS[3], ARGV[10 + 2 * i], ARGV[11 + 2 * i])
+  redis.call('HSETNX', KEYS[3], ARGV[12 + 2 * i], ARGV[13 + 2 * i])
 end
 local new_last = last + n
 if raw then
@@ -157,14 +277,19 @@ else
   redis.call('SET', KEYS[1], new_last)  -- a new counter, or one healed from the stream
 end
 
-if KEYS[4] then
-  redis.call('SET', KEYS[4], string.format('%d', new_last) .. ' ' .. at .. ' ' .. n .. ' ' ..
+if KEYS[5] then
+  redis.call('SET', KEYS[5], string.format('%d', new_last) .. ' ' .. at .. ' ' .. n .. ' ' ..
     ARGV[4] .. ' ' .. ARGV[7], 'PX', ARGV[3])
+end
+if ARGV[10] ~= '' then
+  local now_ms = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
+  producer_record(producer_held, producer_count, new_last, at, now_ms)
 end
 if ARGV[6] ~= '' then
   redis.call('PEXPIRE', KEYS[1], ARGV[6])
   redis.call('PEXPIRE', KEYS[2], ARGV[6])
   redis.call('PEXPIRE', KEYS[3], ARGV[6])  -- blobs live exactly as long as their rows
+  redis.call('PEXPIRE', KEYS[4], ARGV[6])
 end
 
 if ARGV[1] ~= '' then

@@ -13,13 +13,14 @@ from ._keys import ConversationKeys
 from ._scripts import LuaScript, load_script
 from ._steps import Command, Refused
 
-KEY_NAMES = ("seq", "stream", "blobs", "record")
-"""``KEYS[1..4]`` of the script, in order (``record`` only with an idempotency key)."""
+KEY_NAMES = ("seq", "stream", "blobs", "producers", "record")
+"""``KEYS[1..5]`` of the script, in order (``record`` only with a caller's idempotency key;
+``blobs`` is the stream's name again when the append does not touch it)."""
 ARGV_NAMES = (
     "publish", "channel", "record_ttl_ms", "fingerprint", "look_up", "ttl_ms", "call", "blobs",
-    "expected_seq",
+    "expected_seq", "producer", "pseq",
 )  # fmt: skip
-"""``ARGV[1..9]`` of the script, in order; the blobs (digest, bytes) and the encoded
+"""``ARGV[1..11]`` of the script, in order; the blobs (digest, bytes) and the encoded
 messages follow."""
 
 
@@ -36,30 +37,39 @@ class AppendCall:
     call: str  # a token naming this call, the same on every try
     blobs: tuple[tuple[str, bytes], ...] = ()  # (SHA-256 hex, bytes) stored off the rows
     publish: str = ""  # "PUBLISH", "SPUBLISH" (cluster) or "": no event
-    record: str | None = None  # the idempotency record's key
-    record_ttl_ms: int = 0
+    record: str | None = None  # the caller's idempotency record's key
+    record_ttl_ms: int = 0  # how long the record (or the producer's results) lives
     fingerprint: str = ""
-    look_up: bool = True  # look the record up first (False: a key generated for this call)
+    look_up: bool = True  # look the record up first (False: the first try of a call)
     ttl_ms: int | None = None  # the conversation's lifetime, refreshed by every append
     expected_seq: int | None = None  # commit only if the log ends at this seq
+    producer: str = ""  # the idempotent producer making the call ("": none)
+    pseq: int = 0  # the producer's number of this call, the same on every try
 
     def keys_and_args(self) -> Command:
         """``numkeys, KEYS..., ARGV...`` for ``EVALSHA``/``EVAL``."""
-        keys: tuple[str, ...] = (self.keys.seq, self.keys.stream, self.keys.blobs)
+        # The blobs hash only when the script touches it: during a cluster slot move a
+        # declared key that does not exist holds the append up (TRYAGAIN).
+        uses_blobs = bool(self.blobs) or self.ttl_ms is not None
+        blobs = self.keys.blobs if uses_blobs else self.keys.stream
+        keys: tuple[str, ...] = (self.keys.seq, self.keys.stream, blobs, self.keys.producers)
         keys += () if self.record is None else (self.record,)
+        recorded = self.record is not None or bool(self.producer)
         argv = (
             self.publish,
             self.keys.channel,
-            self.record_ttl_ms if self.record is not None else "",
+            self.record_ttl_ms if recorded else "",
             self.fingerprint if self.record is not None else "",
             "1" if self.look_up else "0",
             "" if self.ttl_ms is None else self.ttl_ms,
             self.call,
             len(self.blobs),
             "" if self.expected_seq is None else self.expected_seq,
+            self.producer,
+            self.pseq if self.producer else "",
         )
-        blobs = tuple(part for blob in self.blobs for part in blob)
-        return (len(keys), *keys, *argv, *blobs, *self.messages)
+        stored = tuple(part for blob in self.blobs for part in blob)
+        return (len(keys), *keys, *argv, *stored, *self.messages)
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,6 +99,7 @@ ERRORS: dict[str, type[errors.MessageLogError]] = {
     "MSGLOG_BADRECORD": errors.CorruptLogError,  # an idempotency record we did not write
     "MSGLOG_KEYREUSED": errors.IdempotencyConflictError,
     "MSGLOG_CONFLICT": errors.SeqConflictError,  # an expected_seq the log has moved past
+    "MSGLOG_STALE": errors.AppendInDoubtError,  # a producer's result no longer held
 }
 """What each error code of the script (and of the server, for its keys) means."""
 
@@ -110,6 +121,13 @@ def error_for(refused: Refused, keys: ConversationKeys) -> errors.MessageLogErro
             f"{refused.text.split(' ', 1)[1]}: another writer appended first. Nothing was "
             "written; read what changed and decide again.",
             current_seq=current,
+        )
+    if kind is errors.AppendInDoubtError:
+        return kind(
+            f"{refused.text}: an earlier try of this append may have committed, and the server "
+            "no longer remembers (more than 16 later appends of the same log object committed "
+            "since, or it was idle past the retry window). This try wrote nothing; read the "
+            "log to find out whether the first did."
         )
     if kind is not None:
         return kind(refused.text)

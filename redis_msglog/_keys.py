@@ -7,6 +7,10 @@ Layout, for a prefix ``msglog`` and conversation id ``conv-42``::
     msglog:{conv-42}:events   pub/sub channel: one event per committed append
     msglog:{conv-42}:blobs    hash: large binaries stored off the rows, field = the
                               SHA-256 (hex) of the bytes, value = the bytes
+    msglog:{conv-42}:producers  hash: exactly-once state of the appends made without a
+                              key, field = a producer id (one per log object), value =
+                              "<expires_ms> <pseq>,<last_seq>,<at>,<call> ..." (its last
+                              16 results)
     msglog:{conv-42}:idem:K   string, expiring: the result of the append made with
                               idempotency key K ("<last_seq> <at> <count> <fingerprint> <call>")
 
@@ -68,6 +72,7 @@ class ConversationKeys:
     stream: str
     channel: str
     blobs: str
+    producers: str
 
     @classmethod
     def build(cls, prefix: str, conversation: str) -> ConversationKeys:
@@ -84,6 +89,7 @@ class ConversationKeys:
             stream=f"{base}:stream",
             channel=f"{base}:events",
             blobs=f"{base}:blobs",
+            producers=f"{base}:producers",
         )
 
     def idempotency_record(self, idempotency_key: str) -> str:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import multiprocessing
 import socket
 import time
@@ -24,6 +25,8 @@ from redis_msglog import (
     ServerUnavailableError,
     StoredMessage,
 )
+from redis_msglog._append_script import AppendReply, error_for
+from redis_msglog._steps import Refused
 from redis_msglog.testing import EphemeralServer
 
 from .conftest import Env, new_id
@@ -92,15 +95,79 @@ def test_the_window_expires(env: Env) -> None:
     assert log.add("user", "x", idempotency_key="k") == 2  # forgotten: a new append
 
 
-def test_generated_keys_live_briefly_and_only_with_retries_on(env: Env) -> None:
-    with_retries = env.log()
-    with_retries.add("user", "x")
-    (record,) = _records(env, with_retries)
-    ttl = RetryPolicy().generated_key_ttl / timedelta(milliseconds=1)
-    assert ttl - 60_000 < env.raw.pttl(record) <= ttl
+def test_appends_without_a_key_keep_a_producer_record_not_a_key_per_append(env: Env) -> None:
+    log = env.log()
+    for i in range(40):
+        log.add("user", str(i))
+    assert _records(env, log) == []
+    (value,) = env.raw.hgetall(log.keys.producers).values()
+    expires, *results = _text(value).split(" ")
+    assert [r.split(",")[:2] for r in results] == [[str(i), str(i)] for i in range(25, 41)]
+    seconds, micros = env.raw.time()
+    now_ms = int(seconds) * 1000 + int(micros) // 1000
+    window = RetryPolicy().generated_key_ttl / timedelta(milliseconds=1)
+    assert now_ms + window - 60_000 < int(expires) <= now_ms + window
+    other = env.log(log.conversation)  # another log object: another producer
+    other.add("user", "40")
+    assert len(env.raw.hgetall(log.keys.producers)) == 2
     without = env.log(retry=NO_RETRY)
     without.add("user", "x")
-    assert _records(env, without) == []
+    assert _records(env, without) == [] and not env.raw.exists(without.keys.producers)
+
+
+def _text(value: bytes | str) -> str:
+    return value.decode() if isinstance(value, bytes) else value
+
+
+def _try(log: Any, pseq: int, *, look_up: bool, content: str = "m") -> Any:
+    """Send one try of call ``pseq`` of ``log``'s producer straight to the script: its
+    reply (last seq, at, replayed, writer), or the library's error for a refusal."""
+    core = log._core if isinstance(log, MessageLog) else log.inner._core
+    call = core._prepare(core.batch([{"role": "user", "content": content}]), None, None).call
+    call = dataclasses.replace(call, pseq=pseq, look_up=look_up)
+    try:
+        return AppendReply.parse(log._run(core._eval(call.keys_and_args(), None)))
+    except Refused as refused:
+        return error_for(refused, core.keys)
+
+
+def test_a_producer_s_calls_may_commit_out_of_order(env: Env) -> None:
+    log = env.log()
+    assert _try(log, 2, look_up=False).last_seq == 1  # call 2 overtakes call 1
+    assert _try(log, 1, look_up=False).last_seq == 2  # call 1's first try: written
+    again = _try(log, 1, look_up=True)  # its re-send: the result, nothing written
+    assert (again.last_seq, again.replayed, again.writer) == (2, True, "")
+    assert _try(log, 2, look_up=True).last_seq == 1
+    assert log.count() == 2
+    (value,) = env.raw.hgetall(log.keys.producers).values()
+    assert [r.split(",")[:2] for r in _text(value).split(" ")[1:]] == [["1", "2"], ["2", "1"]]
+
+
+def test_a_producer_remembers_its_last_16_results_and_refuses_to_guess(env: Env) -> None:
+    log = env.log()
+    for pseq in [*range(1, 10), *range(11, 20)]:  # call 10 never reaches the server
+        _try(log, pseq, look_up=False, content=str(pseq))
+    assert log.count() == 18
+    stale = _try(log, 2, look_up=True)  # dropped: it may have committed, cannot tell
+    assert isinstance(stale, AppendInDoubtError) and stale.idempotency_key is None
+    assert "MSGLOG_STALE" in str(stale) and "read the log" in str(stale)
+    assert _try(log, 3, look_up=True).last_seq == 3  # the oldest held, replayed
+    assert _try(log, 10, look_up=True).last_seq == 19  # within the window, never written
+    assert _try(log, 10, look_up=True).replayed  # ... and now it is
+    assert log.count() == 19
+
+
+def test_idle_producers_are_pruned_a_few_per_append(env: Env) -> None:
+    log = env.log()
+    log.add("user", "first")
+    idle = {f"{i:012x}": "1 1,1,1700000000000000," for i in range(60)}  # expired long ago
+    env.raw.hset(log.keys.producers, mapping=idle)
+    for _ in range(30):
+        log.add("user", "x")
+    assert len(env.raw.hgetall(log.keys.producers)) <= 33
+    assert log._core._producer.encode() in env.raw.hkeys(log.keys.producers) or (
+        log.inner._core._producer.encode() in env.raw.hkeys(log.keys.producers)
+    )
 
 
 @pytest.mark.parametrize("key", ["", 42, "k" * 257], ids=["empty", "not a str", "too long"])

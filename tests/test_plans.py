@@ -91,8 +91,8 @@ def drive(plan: Plan[Any], server: Server, clock: Clock | None = None) -> tuple[
 def script_reply(step: Step, *, last: int = 1, replayed: int = 0, writer: str | None = None) -> Any:
     """The append script's reply to ``step``, written by this call unless ``writer``."""
     assert isinstance(step, Write)
-    call = str(step.command[-4])  # ARGV[7]; then ARGV[8] (no blobs), ARGV[9], the message
-    return [last, AT, replayed, (writer or call).encode()]
+    call = str(step.command[-6])  # ARGV[7]; then ARGV[8] (no blobs) to ARGV[11], the message
+    return [last, AT, replayed, (call if writer is None else writer).encode()]
 
 
 def commands(steps: list[Step]) -> list[tuple[Any, ...]]:
@@ -308,8 +308,63 @@ def test_a_lost_reply_is_re_sent_with_the_same_key_and_recognised_as_ours() -> N
     assert commit.fresh  # our own commit, seen late: the hook fires once
     assert commands(steps) == [("EVALSHA",), ("pause",), ("EVALSHA",)]
     first, second = (step.command for step in sent)
-    assert first[2] == 4 and first[6] == second[6]  # the same idempotency record (KEYS[4])
-    assert (first[-6], second[-6]) == ("0", "1")  # a generated key is looked up on re-sends
+    assert first[2] == 4 and first[6] == "msglog:{conv}:producers"  # KEYS[4], no KEYS[5]
+    # The same producer and call number (ARGV[10], ARGV[11]) on every try.
+    assert first[-3] == second[-3] != "" and first[-2] == second[-2] == 1
+    assert (first[-8], second[-8]) == ("0", "1")  # looked up on re-sends only
+
+
+def test_a_producer_numbers_its_calls_and_each_log_is_its_own_producer() -> None:
+    log, other = core(), core()
+    sent: list[tuple[Any, ...]] = []
+
+    def server(step: Step) -> Any:
+        assert isinstance(step, Write)
+        sent.append(step.command)
+        return script_reply(step)
+
+    for each in (log, log, log, other):
+        drive(each.append_plan(each.batch(BATCH_MSG), None), server)
+    assert [c[-2] for c in sent] == [1, 2, 3, 1]
+    assert sent[0][-3] == sent[1][-3] == sent[2][-3] != sent[3][-3]
+    assert len(str(sent[0][-3])) == 12
+    # No per-append key, and the blobs hash only when the script touches it (slot moves).
+    assert sent[0][3:7] == (
+        "msglog:{conv}:seq", "msglog:{conv}:stream", "msglog:{conv}:stream",
+        "msglog:{conv}:producers",
+    )  # fmt: skip
+    drive(core(ttl=timedelta(hours=1)).append_plan(log.batch(BATCH_MSG), None), server)
+    assert sent[-1][5] == "msglog:{conv}:blobs"
+    drive(core(retry=NO_RETRY).append_plan(log.batch(BATCH_MSG), None), server)
+    assert sent[-1][-3:-1] == ("", "")  # retries off: no producer
+
+
+def test_the_key_of_an_in_doubt_append_is_a_try_of_the_same_call() -> None:
+    clock = Clock()
+    log = core(clock, retry=RetryPolicy(attempts=1, backoff=0.1, max_backoff=0.1))
+    sent: list[tuple[Any, ...]] = []
+
+    def lost(step: Step) -> Any:
+        assert isinstance(step, Write)
+        sent.append(step.command)
+        raise ReplyLost("reset")
+
+    with pytest.raises(AppendInDoubtError, match="msglog-retry:") as caught:
+        drive(log.append_plan(log.batch(BATCH_MSG), None), lost, clock)
+    key = caught.value.idempotency_key
+    assert key is not None and key.startswith("msglog-retry:")
+    elsewhere = core()  # another process, say
+    commit, steps = drive(
+        elsewhere.append_plan(elsewhere.batch(BATCH_MSG), key),
+        lambda step: script_reply(step, replayed=1, writer=""),  # the first call's result
+    )
+    assert not commit.fresh  # its hook is not this call's to fire
+    (again,) = [step.command for step in steps if isinstance(step, Write)]
+    assert again[-3:-1] == sent[0][-3:-1]  # the original producer and call number
+    assert again[-8] == "1" and again[-6] != ""  # looked up, with this call's own token
+    assert len(again) == len(sent[0])  # no idempotency record key: not a caller's key
+    with pytest.raises(IdempotencyConflictError, match="different batch"):
+        drive(elsewhere.append_plan(elsewhere.batch([{"role": "user", "content": "x"}]), key), lost)
 
 
 def test_a_replay_of_another_calls_commit_is_not_fresh() -> None:
@@ -385,6 +440,7 @@ ERRORS: list[tuple[str, type[MessageLogError]]] = [
     ("NOPERM this user has no permissions to run the 'evalsha' command", StorageError),
     ("ERR Error running script: @user_script:1: MSGLOG_AHEAD seq counter", CorruptLogError),
     ("MSGLOG_CONFLICT 5 is the last seq of k, not 3", SeqConflictError),
+    ("MSGLOG_STALE producer p of k no longer holds the result of call 3", AppendInDoubtError),
 ]
 
 
