@@ -160,7 +160,7 @@ def test_a_producer_remembers_its_last_16_results_and_refuses_to_guess(env: Env)
 def test_idle_producers_are_pruned_a_few_per_append(env: Env) -> None:
     log = env.log()
     log.add("user", "first")
-    idle = {f"{i:012x}": "1 1,1,1700000000000000," for i in range(60)}  # expired long ago
+    idle: dict[Any, Any] = {f"{i:012x}": "1 1,1,1700000000000000," for i in range(60)}  # expired
     env.raw.hset(log.keys.producers, mapping=idle)
     for _ in range(30):
         log.add("user", "x")
