@@ -308,6 +308,10 @@ class LogCore:
     ) -> errors.MessageLogError:
         tried = f"{tries} {'try' if tries == 1 else 'tries'}"
         key, cause = prepared.retry_key(), failure.origin or failure
+        if maybe_committed and prepared.call.producer == self._producer:
+            # Go on as a new producer, so later appends of this log object do not push the
+            # call's result out of the old producer's window before the caller retries it.
+            self._producer = os.urandom(6).hex()
         if maybe_committed:
             advice = (
                 f"Retrying with idempotency_key={key!r} within {prepared.window} of the first "

@@ -314,6 +314,35 @@ def test_lost_replies_beyond_the_policy_raise_in_doubt_with_a_key_that_is_safe_t
     assert (summary.length, summary.in_doubt_written) == (1, 1)  # written once, not twice
 
 
+@pytest.mark.parametrize("committed", [True, False], ids=["reply lost", "request lost"])
+def test_an_in_doubt_key_stays_good_while_its_log_goes_on_appending(
+    real_backend: str, committed: bool, shared_server: Callable[[str], EphemeralServer]
+) -> None:
+    server = shared_server(real_backend)
+    conversation = new_id()
+    history = History(conversation)
+    MessageLog(redis.Redis.from_url(server.url), new_id()).add("user", "x")  # script cached
+    with ReplyDroppingProxy(server.port, after_execute=committed) as proxy:
+        log = MessageLog(redis.Redis.from_url(proxy.url), conversation, retry=FAST_RETRY)
+        proxy.drops = 100
+        with pytest.raises(AppendInDoubtError) as caught, history.append("w", ["doubt"]) as op:
+            op.committed(log.add("user", "doubt"))
+        proxy.drops = 0
+        for i in range(40):  # far more than a producer's window of results
+            with history.append("w", [f"after {i}"]) as op:
+                op.committed(log.add("user", f"after {i}"))
+        key = caught.value.idempotency_key
+        assert key is not None
+        elsewhere = MessageLog(redis.Redis.from_url(server.url), conversation)
+        with history.append("w", ["doubt"]) as op:
+            op.committed(elsewhere.add("user", "doubt", idempotency_key=key))
+        assert op.last_seq == (1 if committed else 41)
+        with pytest.raises(IdempotencyConflictError):
+            elsewhere.add("user", "not the same", idempotency_key=key)
+    summary = history.check(redis.Redis.from_url(server.url))
+    assert (summary.length, summary.in_doubt_written) == (41, 1)  # written once, not twice
+
+
 @pytest.mark.parametrize("drops", [0, 1, 3])
 def test_a_replay_never_fires_the_hook_whatever_happened_to_its_replies(
     real_backend: str, flavor: str, drops: int, shared_server: Callable[[str], EphemeralServer]

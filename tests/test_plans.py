@@ -353,6 +353,16 @@ def test_the_key_of_an_in_doubt_append_is_a_try_of_the_same_call() -> None:
         drive(log.append_plan(log.batch(BATCH_MSG), None), lost, clock)
     key = caught.value.idempotency_key
     assert key is not None and key.startswith("msglog-retry:")
+
+    # The log goes on as a new producer: its later appends leave the old one's window as
+    # it was, so the key stays answerable.
+    def answer(step: Step) -> Any:
+        assert isinstance(step, Write)
+        sent.append(step.command)
+        return script_reply(step)
+
+    drive(log.append_plan(log.batch(BATCH_MSG), None), answer)
+    assert sent[-1][-3] != sent[0][-3] and sent[-1][-2] == sent[0][-2] + 1
     elsewhere = core()  # another process, say
     commit, steps = drive(
         elsewhere.append_plan(elsewhere.batch(BATCH_MSG), key),
