@@ -81,67 +81,79 @@ end
 -- The idempotent producer: exactly-once without a caller's key ------------------------
 -- Each log object is a producer (ARGV[10]) numbering its calls (ARGV[11], the pseq); every
 -- try of a call carries the same pair. KEYS[4] holds one field per producer:
---   "<expires_ms> <result> <result> ..."   result = "<pseq>,<last_seq>,<at>,<call>"
+--   "<expires_ms> <count> <result> <result> ..."
+--   result = "<pseq>,<last_seq>", or "<pseq>,<last_seq>,<call>" for a call with a token
 -- with at most WINDOW results, in ascending pseq order, and the server time (ms) after
 -- which the producer is idle enough to prune. Only the lowest pseq is ever dropped, so a
 -- pseq below the lowest held may have committed (MSGLOG_STALE: cannot tell), and one
 -- above it that is not held never did (calls of one asyncio log object may commit out of
--- order: pseq 6 before pseq 5's first try arrives). Memory grows with the producers, not
--- with the appends; idle ones are pruned a few at a time once there are PRUNE_ABOVE.
+-- order: pseq 6 before pseq 5's first try arrives). A replay reads its commit time from
+-- the stream entry. Memory grows with the producers, not with the appends; idle ones are
+-- pruned a few at a time when a new one joins more than PRUNE_ABOVE. Everything that can fail
+-- is parsed here, before the first write; `msglog verify` checks every result.
 local WINDOW = 16
 local PRUNE_ABOVE = 32
 local PRUNE_SAMPLE = 4
 
--- The results part of a producer's value (" <result>...") and how many; nil for a value
--- this script does not write.
-local function producer_results(value)
-  local results = string.match(value, '^%d+( .+)$')
-  if not results then
+-- The commit time of the entry `seq` ("0" if it is gone), or nil if KEYS[2] is no stream.
+local function committed_at(seq)
+  local entry = redis.pcall('XRANGE', KEYS[2], seq .. '-0', seq .. '-0')
+  if type(entry) == 'table' and entry.err then
     return nil
   end
-  local rest, count = string.gsub(results, ' %d+,%d+,%d+,%x*', '')
-  if rest ~= '' then
-    return nil
+  local fields = entry[1] and entry[1][2] or {}
+  for i = 1, #fields - 1, 2 do
+    if fields[i] == 'at' then
+      return fields[i + 1]
+    end
   end
-  return results, count
+  return '0'
 end
 
--- This producer's results (nil: none yet) and how many, or an error reply: the held
--- result of this pseq (a replay) or MSGLOG_STALE, when the caller asks to look it up.
+-- This producer's results (nil: none yet), their count and newest pseq; or, as the fourth
+-- value, the reply to return at once: an error, or (when ARGV[5] asks to look the call
+-- up) its held result (a replay) or MSGLOG_STALE.
 local function producer_lookup()
   local value = redis.pcall('HGET', KEYS[4], ARGV[10])
   if type(value) == 'table' and value.err then
-    return nil, 0, redis.error_reply('WRONGTYPE producers ' .. KEYS[4] .. ' is not a hash')
+    return nil, 0, 0, redis.error_reply('WRONGTYPE producers ' .. KEYS[4] .. ' is not a hash')
   end
   if not value then
-    return nil, 0
+    return nil, 0, 0
   end
-  local results, count = producer_results(value)
-  if not results then
-    return nil, 0, redis.error_reply('MSGLOG_BADRECORD producer ' .. ARGV[10] .. ' of ' ..
+  local count, results = string.match(value, '^%d+ (%d+)( %d+,%d+,?%x*.*)$')
+  local newest = results and string.match(results, '.* (%d+),%d+,?%x*$')
+  if not newest then
+    return nil, 0, 0, redis.error_reply('MSGLOG_BADRECORD producer ' .. ARGV[10] .. ' of ' ..
       KEYS[4] .. ' holds ' .. string.format('%q', string.sub(value, 1, 80)))
   end
   if ARGV[5] == '1' then
-    local last, at, call = string.match(results, ' ' .. ARGV[11] .. ',(%d+),(%d+),(%x*)')
+    local last, call = string.match(results, ' ' .. ARGV[11] .. ',(%d+),?(%x*)')
     if last then
-      return nil, 0, {tonumber(last), at, 1, call}
+      local at = committed_at(last)
+      if not at then
+        return nil, 0, 0, redis.error_reply('WRONGTYPE stream ' .. KEYS[2] .. ' is not a stream')
+      end
+      return nil, 0, 0, {tonumber(last), at, 1, call}
     end
     if tonumber(ARGV[11]) < tonumber(string.match(results, '^ (%d+),')) then
-      return nil, 0, redis.error_reply('MSGLOG_STALE producer ' .. ARGV[10] .. ' of ' ..
+      return nil, 0, 0, redis.error_reply('MSGLOG_STALE producer ' .. ARGV[10] .. ' of ' ..
         KEYS[4] .. ' no longer holds the result of call ' .. ARGV[11])
     end
   end
-  return results, count
+  return results, tonumber(count), tonumber(newest)
 end
 
 -- Record this call's result (after the write), then prune a few idle producers.
-local function producer_record(results, count, new_last, at, now_ms)
+local function producer_record(results, count, newest, new_last, now_ms)
   local pseq = tonumber(ARGV[11])
-  local result = ' ' .. ARGV[11] .. ',' .. string.format('%d', new_last) .. ',' .. at .. ',' ..
-    ARGV[7]
+  local result = ' ' .. ARGV[11] .. ',' .. string.format('%d', new_last)
+  if ARGV[7] ~= '' then
+    result = result .. ',' .. ARGV[7]
+  end
   if not results then
     results = result
-  elseif pseq > tonumber(string.match(results, ' (%d+),%d+,%d+,%x*$')) then
+  elseif pseq > newest then
     results = results .. result
   else  -- committed after a later call of the same producer: keep pseq order
     local parts, placed = {}, false
@@ -154,12 +166,15 @@ local function producer_record(results, count, new_last, at, now_ms)
     end
     results = table.concat(parts)
   end
-  if count >= WINDOW then  -- drop the lowest pseq
+  count = count + 1
+  if count > WINDOW then  -- drop the lowest pseq
     results = string.sub(results, (string.find(results, ' ', 2, true)))
+    count = count - 1
   end
-  redis.call('HSET', KEYS[4], ARGV[10], string.format('%d', now_ms + tonumber(ARGV[3])) ..
-    results)
-  if redis.call('HLEN', KEYS[4]) > PRUNE_ABOVE then
+  local added = redis.call('HSET', KEYS[4], ARGV[10],
+    string.format('%d', now_ms + tonumber(ARGV[3])) .. ' ' .. count .. results)
+  -- Only a new producer grows the hash: prune then.
+  if added == 1 and redis.call('HLEN', KEYS[4]) > PRUNE_ABOVE then
     local sample = redis.call('HRANDFIELD', KEYS[4], PRUNE_SAMPLE, 'WITHVALUES')
     for i = 1, #sample, 2 do
       local expires = tonumber(string.match(sample[i + 1], '^(%d+) '))
@@ -170,10 +185,10 @@ local function producer_record(results, count, new_last, at, now_ms)
   end
 end
 
-local producer_held, producer_count = nil, 0
+local producer_held, producer_count, producer_newest = nil, 0, 0
 if ARGV[10] ~= '' then
   local answer
-  producer_held, producer_count, answer = producer_lookup()
+  producer_held, producer_count, producer_newest, answer = producer_lookup()
   if answer then
     return answer
   end
@@ -283,7 +298,7 @@ if KEYS[5] then
 end
 if ARGV[10] ~= '' then
   local now_ms = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
-  producer_record(producer_held, producer_count, new_last, at, now_ms)
+  producer_record(producer_held, producer_count, producer_newest, new_last, now_ms)
 end
 if ARGV[6] ~= '' then
   redis.call('PEXPIRE', KEYS[1], ARGV[6])

@@ -222,9 +222,9 @@ def verify_conversation(
     return report
 
 
-# What the append script writes in the producers hash: "<expires_ms> <result> ...", each
-# result " <pseq>,<last_seq>,<at>,<call>" (lua/append.lua, "The idempotent producer").
-_PRODUCER_VALUE = re.compile(rb"[0-9]+(?: [0-9]+,[0-9]+,[0-9]+,[0-9a-fA-F]*)+")
+# What the append script writes in the producers hash: "<expires_ms> <count> <result>...",
+# each result "<pseq>,<last_seq>[,<call>]" (lua/append.lua, "The idempotent producer").
+_PRODUCER_VALUE = re.compile(rb"[0-9]+ [0-9]+(?: [0-9]+,[0-9]+(?:,[0-9a-f]+)?)+")
 
 
 def _check_producers(
