@@ -17,7 +17,10 @@ Layout, for a prefix ``msglog`` and conversation id ``conv-42``::
 The braces are a Redis Cluster hash tag: every key and the channel of one conversation
 hash to the same slot. Ids containing ``{``, ``}`` or ``%`` are percent-escaped
 (``%7B``, ``%7D``, ``%25``) so the tag is always the whole id and two different ids never
-share keys. The idempotency key K follows the hash tag, so it needs no escaping.
+share keys. The idempotency key K follows the hash tag, so it needs no escaping. An
+append names only keys that exist once the conversation does (the counter, the stream,
+the producers hash; the blobs hash only when it uses it; a record only for a caller's
+key), so a Redis Cluster serves it in the middle of a slot move.
 """
 
 from __future__ import annotations
