@@ -12,17 +12,20 @@
 --           touched only when the batch stores blobs or ARGV[6] sets a lifetime, and
 --           otherwise passed as KEYS[2] again (see "Slot moves" below)
 -- KEYS[4]   producers: a hash, field = a producer id, value = its recent results (see
---           "The idempotent producer" below)
--- KEYS[5]   optional idempotency record of a caller's key:
---           "<last_seq> <at> <count> <fingerprint> <call>"
+--           "The idempotent producer" below); KEYS[2] again when ARGV[13] is ""
+-- KEYS[5]   optional idempotency record: "<last_seq> <at> <count> <fingerprint> <call>"
+--           For an edit (ARGV[10] not "") or a conversation with a lifetime (ARGV[6] not
+--           ""), KEYS[5] is the view hash, KEYS[6] the hidden ranges (see view_lib.lua)
+--           and KEYS[7] the optional idempotency record. (Plain appends leave them out: a
+--           key that does not exist would stall the call during a cluster slot move.)
 -- ARGV[1]   publish command: "PUBLISH", "SPUBLISH" (cluster) or "" for no event
 -- ARGV[2]   channel for the post-commit event
--- ARGV[3]   how long the exactly-once record lives, in milliseconds: KEYS[5], or (with a
---           producer) the producer's results after its last write
--- ARGV[4]   fingerprint of the batch (ignored without KEYS[5])
--- ARGV[5]   "1": look the record up first (KEYS[5], or this pseq among the producer's
---           results); "0": skip that (the first try of a call: nothing can have
---           committed it yet)
+-- ARGV[3]   how long the exactly-once record lives, in milliseconds: the idempotency
+--           record, or (with a producer) the producer's results after its last write
+-- ARGV[4]   fingerprint of the batch (ignored without an idempotency record)
+-- ARGV[5]   "1": look the record up first (the idempotency record, or this pseq among the
+--           producer's results); "0": skip that (the first try of a producer's call:
+--           nothing can have committed it yet)
 -- ARGV[6]   the conversation's lifetime in milliseconds, refreshed on every key it owns
 --           by each append ("" for none: keys live until deleted)
 -- ARGV[7]   a token naming this call (every try of one call sends the same token), kept
@@ -31,18 +34,26 @@
 -- ARGV[8]   B, the number of blobs this batch stores (0 for most appends)
 -- ARGV[9]   the seq the log must end at for this append to commit (a compare-and-set:
 --           "" for none); otherwise MSGLOG_CONFLICT and nothing is written
--- ARGV[10]  the producer id (12 hex digits) of the log object making the call, or "" for
+-- ARGV[10]  the edit this call makes (docs/edits.md), written as one entry before the
+--           messages: "" (none: a plain append), "retract", "pop", "compact", "archive"
+--           or "fork"
+-- ARGV[11]  the edit's argument: retract: the seqs ("7,9"); compact: the seq it compacts
+--           through ("end": everything); archive: the watermark seq; else ""
+-- ARGV[12]  fork only: the fork entry's JSON (a fork is a compaction of an empty log)
+-- ARGV[13]  the producer id (12 hex digits) of the log object making the call, or "" for
 --           none (a caller's key, or retries off)
--- ARGV[11]  the producer's call number (pseq) of this call, the same on every try
--- ARGV[12..] B pairs of a blob's SHA-256 (hex) and its bytes, then the encoded messages
---           (JSON), in order; at least one
+-- ARGV[14]  the producer's call number (pseq) of this call, the same on every try
+-- ARGV[15..] B pairs of a blob's SHA-256 (hex) and its bytes, then the encoded messages
+--           (JSON), in order; at least one unless this is an edit
 --
--- Returns {last_seq, at, replayed, call}: the seq of the last message written, the commit
--- time in microseconds since the Unix epoch (a string) read once from the server's clock,
--- 1 when KEYS[5] or the producer already recorded this call (nothing written; the first
--- result), and the token of the call that wrote it ("" for a record written before tokens
--- existed, or by a producer's own call). MSGLOG_STALE (nothing written): the producer no
--- longer holds this pseq's result, so whether it committed cannot be told.
+-- Returns {last_seq, at, replayed, call, popped}: the seq of the last entry written, the
+-- commit time in microseconds since the Unix epoch (a string) read once from the server's
+-- clock, 1 when the record or the producer already held this call (nothing written; the
+-- first call's result), the token of the call that wrote it ("" for a record written
+-- before tokens existed, or by a producer's own call), and for a pop the popped entry
+-- ({id, fields}; 0 when the view was empty: nothing written). MSGLOG_STALE (nothing
+-- written): the producer no longer holds this pseq's result, so whether it committed
+-- cannot be told.
 --
 -- Nothing is written unless everything can be: the counter is checked to be exactly what
 -- INCRBY accepts and to end where the stream ends, then the first XADD (which can still
@@ -52,26 +63,34 @@
 -- Slot moves: while a Redis Cluster slot migrates, a multi-key command runs only on a
 -- node holding every key it names (else TRYAGAIN until the move ends), so an append
 -- names only keys that exist once the conversation does: KEYS[3] only when it is used,
--- and no per-append key (KEYS[5] only with a caller's key).
+-- the producers hash, and no per-append key (a record only with a caller's key).
+
+-- @include view_lib.lua
 
 local BLOBS = tonumber(ARGV[8])
-local HEADER = 11 + 2 * BLOBS
+local HEADER = 14 + 2 * BLOBS
 local n = #ARGV - HEADER
+local OP = ARGV[10]
+local PRODUCERS = KEYS[4]
+local VIEW, HIDDEN, RECORD = nil, nil, KEYS[5]
+if OP ~= '' or ARGV[6] ~= '' then
+  VIEW, HIDDEN, RECORD = KEYS[5], KEYS[6], KEYS[7]
+end
 
-if KEYS[5] and ARGV[5] == '1' then
-  local record = redis.pcall('GET', KEYS[5])
+if RECORD and ARGV[5] == '1' then
+  local record = redis.pcall('GET', RECORD)
   if type(record) == 'table' and record.err then
-    return redis.error_reply('WRONGTYPE idempotency record ' .. KEYS[5] .. ' is not a string')
+    return redis.error_reply('WRONGTYPE idempotency record ' .. RECORD .. ' is not a string')
   end
   if record then
     local last, at, count, fingerprint, call =
       string.match(record, '^(%d+) (%d+) (%d+) (%x+) ?(%x*)$')
     if not last then
-      return redis.error_reply('MSGLOG_BADRECORD idempotency record ' .. KEYS[5] .. ' holds ' ..
+      return redis.error_reply('MSGLOG_BADRECORD idempotency record ' .. RECORD .. ' holds ' ..
         record)
     end
     if fingerprint ~= ARGV[4] or tonumber(count) ~= n then
-      return redis.error_reply('MSGLOG_KEYREUSED idempotency key ' .. KEYS[5] ..
+      return redis.error_reply('MSGLOG_KEYREUSED idempotency key ' .. RECORD ..
         ' was used for a different batch')
     end
     return {tonumber(last), at, 1, call}
@@ -79,8 +98,8 @@ if KEYS[5] and ARGV[5] == '1' then
 end
 
 -- The idempotent producer: exactly-once without a caller's key ------------------------
--- Each log object is a producer (ARGV[10]) numbering its calls (ARGV[11], the pseq); every
--- try of a call carries the same pair. KEYS[4] holds one field per producer:
+-- Each log object is a producer (ARGV[13]) numbering its calls (ARGV[14], the pseq); every
+-- try of a call carries the same pair. PRODUCERS (KEYS[4]) holds one field per producer:
 --   "<expires_ms> <count> <result> <result> ..."
 --   result = "<pseq>,<last_seq>", or "<pseq>,<last_seq>,<call>" for a call with a token
 -- with at most WINDOW results, in ascending pseq order, and the server time (ms) after
@@ -114,9 +133,10 @@ end
 -- value, the reply to return at once: an error, or (when ARGV[5] asks to look the call
 -- up) its held result (a replay) or MSGLOG_STALE.
 local function producer_lookup()
-  local value = redis.pcall('HGET', KEYS[4], ARGV[10])
+  local value = redis.pcall('HGET', PRODUCERS, ARGV[13])
   if type(value) == 'table' and value.err then
-    return nil, 0, 0, redis.error_reply('WRONGTYPE producers ' .. KEYS[4] .. ' is not a hash')
+    return nil, 0, 0, redis.error_reply('WRONGTYPE producers ' .. PRODUCERS ..
+      ' is not a hash')
   end
   if not value then
     return nil, 0, 0
@@ -124,21 +144,22 @@ local function producer_lookup()
   local count, results = string.match(value, '^%d+ (%d+)( %d+,%d+,?%x*.*)$')
   local newest = results and string.match(results, '.* (%d+),%d+,?%x*$')
   if not newest then
-    return nil, 0, 0, redis.error_reply('MSGLOG_BADRECORD producer ' .. ARGV[10] .. ' of ' ..
-      KEYS[4] .. ' holds ' .. string.format('%q', string.sub(value, 1, 80)))
+    return nil, 0, 0, redis.error_reply('MSGLOG_BADRECORD producer ' .. ARGV[13] .. ' of ' ..
+      PRODUCERS .. ' holds ' .. string.format('%q', string.sub(value, 1, 80)))
   end
   if ARGV[5] == '1' then
-    local last, call = string.match(results, ' ' .. ARGV[11] .. ',(%d+),?(%x*)')
+    local last, call = string.match(results, ' ' .. ARGV[14] .. ',(%d+),?(%x*)')
     if last then
       local at = committed_at(last)
       if not at then
-        return nil, 0, 0, redis.error_reply('WRONGTYPE stream ' .. KEYS[2] .. ' is not a stream')
+        return nil, 0, 0, redis.error_reply('WRONGTYPE stream ' .. KEYS[2] ..
+          ' is not a stream')
       end
       return nil, 0, 0, {tonumber(last), at, 1, call}
     end
-    if tonumber(ARGV[11]) < tonumber(string.match(results, '^ (%d+),')) then
-      return nil, 0, 0, redis.error_reply('MSGLOG_STALE producer ' .. ARGV[10] .. ' of ' ..
-        KEYS[4] .. ' no longer holds the result of call ' .. ARGV[11])
+    if tonumber(ARGV[14]) < tonumber(string.match(results, '^ (%d+),')) then
+      return nil, 0, 0, redis.error_reply('MSGLOG_STALE producer ' .. ARGV[13] .. ' of ' ..
+        PRODUCERS .. ' no longer holds the result of call ' .. ARGV[14])
     end
   end
   return results, tonumber(count), tonumber(newest)
@@ -146,8 +167,8 @@ end
 
 -- Record this call's result (after the write), then prune a few idle producers.
 local function producer_record(results, count, newest, new_last, now_ms)
-  local pseq = tonumber(ARGV[11])
-  local result = ' ' .. ARGV[11] .. ',' .. string.format('%d', new_last)
+  local pseq = tonumber(ARGV[14])
+  local result = ' ' .. ARGV[14] .. ',' .. string.format('%d', new_last)
   if ARGV[7] ~= '' then
     result = result .. ',' .. ARGV[7]
   end
@@ -171,22 +192,22 @@ local function producer_record(results, count, newest, new_last, now_ms)
     results = string.sub(results, (string.find(results, ' ', 2, true)))
     count = count - 1
   end
-  local added = redis.call('HSET', KEYS[4], ARGV[10],
+  local added = redis.call('HSET', PRODUCERS, ARGV[13],
     string.format('%d', now_ms + tonumber(ARGV[3])) .. ' ' .. count .. results)
   -- Only a new producer grows the hash: prune then.
-  if added == 1 and redis.call('HLEN', KEYS[4]) > PRUNE_ABOVE then
-    local sample = redis.call('HRANDFIELD', KEYS[4], PRUNE_SAMPLE, 'WITHVALUES')
+  if added == 1 and redis.call('HLEN', PRODUCERS) > PRUNE_ABOVE then
+    local sample = redis.call('HRANDFIELD', PRODUCERS, PRUNE_SAMPLE, 'WITHVALUES')
     for i = 1, #sample, 2 do
       local expires = tonumber(string.match(sample[i + 1], '^(%d+) '))
       if expires and expires < now_ms then
-        redis.call('HDEL', KEYS[4], sample[i])
+        redis.call('HDEL', PRODUCERS, sample[i])
       end
     end
   end
 end
 
 local producer_held, producer_count, producer_newest = nil, 0, 0
-if ARGV[10] ~= '' then
+if ARGV[13] ~= '' then
   local answer
   producer_held, producer_count, producer_newest, answer = producer_lookup()
   if answer then
@@ -267,8 +288,162 @@ if ARGV[9] ~= '' and last ~= tonumber(ARGV[9]) then
     ' is the last seq of ' .. KEYS[2] .. ', not ' .. ARGV[9])
 end
 
-local first_id = string.format('%d-0', last + 1)
-local added = redis.pcall('XADD', KEYS[2], first_id, 'at', at, 'msg', ARGV[HEADER + 1])
+-- Edits (docs/edits.md): everything is checked before the first write.
+
+local function bad_edit(text)
+  return {err = 'MSGLOG_BADEDIT ' .. text}
+end
+
+-- An error unless seq s is a row of the view: a message, not hidden, in a segment.
+local function check_row(segments, s, what)
+  if s < 1 or s > last then
+    return bad_edit(what .. ' ' .. s .. ' is not in the log (last seq ' .. last .. ')')
+  end
+  if is_hidden(HIDDEN, s) or not segment_of(segments, s) then
+    return bad_edit(what .. ' ' .. s .. ' is not in the view: an edit entry, or already ' ..
+      'retracted or compacted away')
+  end
+  local entry = redis.call('XRANGE', KEYS[2], s .. '-0', s .. '-0')
+  if not entry[1] then
+    return bad_edit(what .. ' ' .. s .. ' is missing from the stream (deleted by hand?)')
+  end
+  return nil
+end
+
+-- The view after a compaction through `through` (nil: everything; 0: nothing) whose
+-- entry is seq c, followed by its k messages: those first, then what followed `through`.
+local function compacted(segments, through, c, k)
+  local rest = {}
+  if through == 0 then
+    rest = segments
+  elseif through then
+    local i = segment_of(segments, through)
+    if segments[i][2] == nil or through < segments[i][2] then
+      rest[1] = {through + 1, segments[i][2]}
+    end
+    for j = i + 1, #segments do
+      rest[#rest + 1] = segments[j]
+    end
+  end
+  local result = {}
+  if k > 0 then
+    result[1] = {c + 1, c + k}
+  end
+  for _, segment in ipairs(rest) do
+    if segment[2] ~= nil then
+      result[#result + 1] = segment
+    elseif c - 1 >= segment[1] then
+      result[#result + 1] = {segment[1], c - 1}  -- the open run ends before this entry
+    end
+  end
+  local tail = result[#result]
+  if tail and (tail[2] == c + k or (k == 0 and tail[2] == c - 1)) then
+    tail[2] = nil  -- nothing visible in between (the entry itself is hidden): one run
+  else
+    result[#result + 1] = {c + k + 1, nil}
+  end
+  return result
+end
+
+-- Whether row a comes before row b in the view (both in a segment).
+local function before(segments, a, b)
+  local sa, sb = segment_of(segments, a), segment_of(segments, b)
+  return sa < sb or (sa == sb and a < b)
+end
+
+-- The edit to make: {marker, segments, archived ("" to clear, nil to keep), hide,
+-- popped}; nil for a pop of an empty view; or an error reply.
+local function plan_edit()
+  local segments, edited = load_segments(VIEW)
+  if segments.err then
+    return segments
+  end
+  local kind = redis.call('TYPE', HIDDEN)['ok']
+  if kind ~= 'none' and kind ~= 'zset' then
+    return {err = 'WRONGTYPE hidden ranges ' .. HIDDEN .. ' is not a sorted set'}
+  end
+  local archived = edited and tonumber(redis.call('HGET', VIEW, 'archived') or '') or nil
+  local c = last + 1
+  if OP == 'retract' then
+    local seqs = {}
+    for text in string.gmatch(ARGV[11], '%d+') do
+      local s = tonumber(text)
+      local problem = check_row(segments, s, 'retract: seq')
+      if problem then
+        return problem
+      end
+      seqs[#seqs + 1] = s
+    end
+    return {'{"op":"retract","seqs":[' .. ARGV[11] .. ']}', segments, nil, seqs}
+  elseif OP == 'pop' then
+    local found = {}
+    for i = #segments, 1, -1 do
+      if walk_down(KEYS[2], HIDDEN, segments[i][1], segments[i][2] or last, 1, found) == 0 then
+        break
+      end
+    end
+    if not found[1] then
+      return nil
+    end
+    local s = string.match(found[1][1], '^(%d+)')
+    return {'{"op":"retract","seqs":[' .. s .. ']}', segments, nil, {tonumber(s)}, found[1]}
+  elseif OP == 'archive' then
+    local w = tonumber(ARGV[11])
+    local problem = check_row(segments, w, 'archive: seq')
+    if problem then
+      return problem
+    end
+    if archived and segment_of(segments, archived) and not before(segments, archived, w) then
+      return bad_edit('archive: seq ' .. w .. ' is not after the archive watermark (seq ' ..
+        archived .. '): the watermark only moves forward')
+    end
+    return {'{"op":"archive","through":' .. w .. '}', segments, string.format('%d', w), {}}
+  end
+  -- compact, or fork: a compaction of everything on an empty log
+  local through = nil
+  if ARGV[11] ~= 'end' then
+    through = tonumber(ARGV[11])
+    if through ~= 0 then
+      local problem = check_row(segments, through, 'compact: seq')
+      if problem then
+        return problem
+      end
+    end
+  end
+  local keep = nil
+  if archived and (through == nil or (through ~= 0 and segment_of(segments, archived)
+      and not before(segments, through, archived))) then
+    keep = ''  -- the watermark row is replaced: nothing is archived any more
+  end
+  local marker = ARGV[12]
+  if OP == 'compact' then
+    local what = through and ('"through":' .. through .. ',') or ''  -- none: everything
+    marker = '{"op":"compact",' .. what .. '"count":' .. n .. '}'
+  end
+  return {marker, compacted(segments, through, c, n), keep, {}}
+end
+
+local edit = nil
+if OP ~= '' then
+  edit = plan_edit()
+  if edit == nil then
+    return {last, at, 0, ARGV[7], 0}  -- a pop of an empty view: nothing to do
+  end
+  if edit.err then
+    return edit
+  end
+end
+
+local entries = {}
+if edit then
+  entries[1] = {'edit', edit[1]}
+end
+for i = HEADER + 1, #ARGV do
+  entries[#entries + 1] = {'msg', ARGV[i]}
+end
+
+local added = redis.pcall('XADD', KEYS[2], string.format('%d-0', last + 1), 'at', at,
+  entries[1][1], entries[1][2])
 if type(added) == 'table' and added.err then
   local err = tostring(added.err)  -- fakeredis hands over a userdata, not a string
   if string.find(err, 'equal or smaller', 1, true) then
@@ -279,24 +454,38 @@ if type(added) == 'table' and added.err then
   end
   return redis.error_reply(err)
 end
-for i = 2, n do
-  redis.call('XADD', KEYS[2], string.format('%d-0', last + i), 'at', at, 'msg', ARGV[HEADER + i])
+for i = 2, #entries do
+  redis.call('XADD', KEYS[2], string.format('%d-0', last + i), 'at', at, entries[i][1],
+    entries[i][2])
 end
 for i = 0, BLOBS - 1 do  -- content-addressed: the same bytes are stored once
-  redis.call('HSETNX', KEYS[3], ARGV[12 + 2 * i], ARGV[13 + 2 * i])
+  redis.call('HSETNX', KEYS[3], ARGV[15 + 2 * i], ARGV[16 + 2 * i])
 end
-local new_last = last + n
+local new_last = last + #entries
 if raw then
-  redis.call('INCRBY', KEYS[1], n)
+  redis.call('INCRBY', KEYS[1], #entries)
 else
   redis.call('SET', KEYS[1], new_last)  -- a new counter, or one healed from the stream
 end
 
-if KEYS[5] then
-  redis.call('SET', KEYS[5], string.format('%d', new_last) .. ' ' .. at .. ' ' .. n .. ' ' ..
+if edit then
+  for _, s in ipairs(edit[4]) do
+    hide(HIDDEN, s, s)
+  end
+  hide(HIDDEN, last + 1, last + 1)  -- the edit entry itself is in no view
+  redis.call('HSET', VIEW, 'segments', format_segments(edit[2]), 'version', last + 1)
+  if edit[3] == '' then
+    redis.call('HDEL', VIEW, 'archived')
+  elseif edit[3] then
+    redis.call('HSET', VIEW, 'archived', edit[3])
+  end
+end
+
+if RECORD then
+  redis.call('SET', RECORD, string.format('%d', new_last) .. ' ' .. at .. ' ' .. n .. ' ' ..
     ARGV[4] .. ' ' .. ARGV[7], 'PX', ARGV[3])
 end
-if ARGV[10] ~= '' then
+if ARGV[13] ~= '' then
   local now_ms = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
   producer_record(producer_held, producer_count, producer_newest, new_last, now_ms)
 end
@@ -304,14 +493,20 @@ if ARGV[6] ~= '' then
   redis.call('PEXPIRE', KEYS[1], ARGV[6])
   redis.call('PEXPIRE', KEYS[2], ARGV[6])
   redis.call('PEXPIRE', KEYS[3], ARGV[6])  -- blobs live exactly as long as their rows
-  redis.call('PEXPIRE', KEYS[4], ARGV[6])
+  redis.call('PEXPIRE', PRODUCERS, ARGV[6])
+  redis.call('PEXPIRE', VIEW, ARGV[6])  -- the view lives as long as the entries
+  redis.call('PEXPIRE', HIDDEN, ARGV[6])
 end
 
 if ARGV[1] ~= '' then
   local first = string.format('%d', last + 1)
+  local messages = table.concat(ARGV, ',', HEADER + 1)
   local payload = '{"first":' .. first .. ',"last":' .. string.format('%d', new_last) ..
-    ',"at":' .. at .. ',"messages":[' .. table.concat(ARGV, ',', HEADER + 1) .. ']}'
-  redis.call(ARGV[1], ARGV[2], payload)
+    ',"at":' .. at
+  if edit then
+    payload = payload .. ',"edit":' .. edit[1]
+  end
+  redis.call(ARGV[1], ARGV[2], payload .. ',"messages":[' .. messages .. ']}')
 end
 
-return {new_last, at, 0, ARGV[7]}
+return {new_last, at, 0, ARGV[7], edit and edit[5] or 0}

@@ -6,7 +6,7 @@ through one table."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 from . import errors
 from ._keys import ConversationKeys
@@ -14,14 +14,18 @@ from ._scripts import LuaScript, load_script
 from ._steps import Command, Refused
 
 KEY_NAMES = ("seq", "stream", "blobs", "producers", "record")
-"""``KEYS[1..5]`` of the script, in order (``record`` only with a caller's idempotency key;
-``blobs`` is the stream's name again when the append does not touch it)."""
+"""``KEYS[1..5]`` of a plain append, in order (``record`` only with a caller's idempotency
+key; ``blobs`` is the stream's name again when the append does not touch it, and so is
+``producers`` when the call has no producer). An edit, or a log with a ``ttl``, passes
+``view`` and ``hidden`` before ``record``."""
 ARGV_NAMES = (
     "publish", "channel", "record_ttl_ms", "fingerprint", "look_up", "ttl_ms", "call", "blobs",
-    "expected_seq", "producer", "pseq",
+    "expected_seq", "op", "op_arg", "fork_entry", "producer", "pseq",
 )  # fmt: skip
-"""``ARGV[1..11]`` of the script, in order; the blobs (digest, bytes) and the encoded
+"""``ARGV[1..14]`` of the script, in order; the blobs (digest, bytes) and the encoded
 messages follow."""
+
+EditOp = Literal["", "retract", "pop", "compact", "archive", "fork"]
 
 
 def script() -> LuaScript:
@@ -43,16 +47,23 @@ class AppendCall:
     look_up: bool = True  # look the record up first (False: the first try of a call)
     ttl_ms: int | None = None  # the conversation's lifetime, refreshed by every append
     expected_seq: int | None = None  # commit only if the log ends at this seq
+    op: EditOp = ""  # the edit this call makes ("": a plain append)
+    op_arg: str = ""  # retract: "7,9"; compact: the seq or "end"; archive: the seq
+    fork_entry: bytes = b""  # fork only: the fork entry's JSON
     producer: str = ""  # the idempotent producer making the call ("": none)
     pseq: int = 0  # the producer's number of this call, the same on every try
 
     def keys_and_args(self) -> Command:
         """``numkeys, KEYS..., ARGV...`` for ``EVALSHA``/``EVAL``."""
-        # The blobs hash only when the script touches it: during a cluster slot move a
-        # declared key that does not exist holds the append up (TRYAGAIN).
+        # Only keys that exist once the conversation does (or that the script needs):
+        # during a cluster slot move a declared key that does not exist holds the
+        # append up (TRYAGAIN). Unused positions repeat the stream's name.
         uses_blobs = bool(self.blobs) or self.ttl_ms is not None
         blobs = self.keys.blobs if uses_blobs else self.keys.stream
-        keys: tuple[str, ...] = (self.keys.seq, self.keys.stream, blobs, self.keys.producers)
+        producers = self.keys.producers if self.producer else self.keys.stream
+        keys: tuple[str, ...] = (self.keys.seq, self.keys.stream, blobs, producers)
+        if self.op or self.ttl_ms is not None:
+            keys += (self.keys.view, self.keys.hidden)
         keys += () if self.record is None else (self.record,)
         recorded = self.record is not None or bool(self.producer)
         argv = (
@@ -65,6 +76,9 @@ class AppendCall:
             self.call,
             len(self.blobs),
             "" if self.expected_seq is None else self.expected_seq,
+            self.op,
+            self.op_arg,
+            self.fork_entry,
             self.producer,
             self.pseq if self.producer else "",
         )
@@ -75,18 +89,22 @@ class AppendCall:
 @dataclass(frozen=True, slots=True)
 class AppendReply:
     """The script's reply: the last seq written (or recorded), the commit time in
-    microseconds, whether it replayed an idempotency record, and the call that wrote it."""
+    microseconds, whether it replayed an idempotency record, the call that wrote it, and
+    for a pop the popped entry (raw ``[id, fields]``; ``None``: nothing popped, or a
+    replay, which does not carry it)."""
 
     last_seq: int
     at_micros: int
     replayed: bool
     writer: str
+    popped: Any = None
 
     @classmethod
     def parse(cls, reply: Any) -> AppendReply:
-        last_seq, at, replayed, writer = reply
+        last_seq, at, replayed, writer, *rest = reply
         text = writer.decode() if isinstance(writer, bytes) else str(writer)
-        return cls(int(last_seq), int(at), bool(int(replayed)), text)
+        popped = rest[0] if rest and isinstance(rest[0], list) else None
+        return cls(int(last_seq), int(at), bool(int(replayed)), text, popped)
 
 
 ERRORS: dict[str, type[errors.MessageLogError]] = {
@@ -99,6 +117,8 @@ ERRORS: dict[str, type[errors.MessageLogError]] = {
     "MSGLOG_BADRECORD": errors.CorruptLogError,  # an idempotency record we did not write
     "MSGLOG_KEYREUSED": errors.IdempotencyConflictError,
     "MSGLOG_CONFLICT": errors.SeqConflictError,  # an expected_seq the log has moved past
+    "MSGLOG_BADEDIT": errors.InvalidEditError,  # an edit of a seq that is not in the view
+    "MSGLOG_BADVIEW": errors.CorruptLogError,  # a view hash we did not write
     "MSGLOG_STALE": errors.AppendInDoubtError,  # a producer's result no longer held
 }
 """What each error code of the script (and of the server, for its keys) means."""
@@ -122,6 +142,8 @@ def error_for(refused: Refused, keys: ConversationKeys) -> errors.MessageLogErro
             "written; read what changed and decide again.",
             current_seq=current,
         )
+    if kind is errors.InvalidEditError:
+        return kind(f"{refused.text.split(' ', 1)[1]}. Nothing was written.")
     if kind is errors.AppendInDoubtError:
         return kind(
             f"{refused.text}: an earlier try of this append may have committed, and the server "

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import functools
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import IO, Any, TypeVar, cast
@@ -24,8 +24,8 @@ from ._codec import encode_row
 from ._render import format_row, human_bytes, json_line, safe_text, visible
 from ._retry import RetryPolicy
 from ._sync import MessageLog
+from .edits import Entry
 from .errors import MessageLogError
-from .models import StoredMessage
 
 DEFAULT_URL = "redis://localhost:6379/0"
 # An operator at a terminal wants a one-line error soon, not the workers' 30 s patience
@@ -175,15 +175,29 @@ def list_command(settings: Settings, match: str, limit: int | None, as_json: boo
 @click.option("--last", "last_n", type=click.IntRange(0), help="Only the last N messages.")
 @click.option("--after", type=click.IntRange(0), help="Only messages with seq > AFTER.")
 @click.option("--json", "as_json", is_flag=True, help="JSON lines (the export format).")
+@click.option("--physical", is_flag=True, help="Every entry, edits included, instead of the view.")
 @connection_options
 def show(
-    settings: Settings, conversation: str, last_n: int | None, after: int | None, as_json: bool
+    settings: Settings,
+    conversation: str,
+    last_n: int | None,
+    after: int | None,
+    as_json: bool,
+    physical: bool,
 ) -> None:
-    """A conversation's messages, readable or as JSON lines."""
+    """A conversation's messages as its view shows them (docs/edits.md: retracted and
+    compacted messages left out), or with --physical every entry, edits included;
+    readable or as JSON lines."""
     if last_n is not None and after is not None:
         raise click.UsageError("--last and --after cannot be combined")
     log = _existing_log(settings, conversation)
-    rows = iter(log.last(last_n)) if last_n is not None else _pages(log, after or 0)
+    rows: Iterable[Entry]
+    if last_n is not None:
+        rows = log.last(last_n, view="physical") if physical else log.last(last_n)
+    elif physical:
+        rows = _pages(log, after or 0)
+    else:
+        rows = log.read(after or 0)
     for row in rows:
         _print_row(row, as_json)
 
@@ -201,7 +215,7 @@ def tail(settings: Settings, conversation: str, count: int, follow: bool, as_jso
     log = settings.log(conversation, client)
     if not follow:  # -f may wait for a conversation that does not exist yet
         admin.require_conversation(client, log.keys, conversation)
-    rows = log.last(count)
+    rows = log.last(count, view="physical")  # edits too: the log as it grows
     for row in rows:
         _print_row(row, as_json)
     if follow:
@@ -362,18 +376,18 @@ def _existing_log(settings: Settings, conversation: str) -> MessageLog:
     return log
 
 
-def _pages(log: MessageLog, after: int) -> Iterator[StoredMessage]:
-    """Every message after ``after``, read a page at a time (bounded memory)."""
+def _pages(log: MessageLog, after: int) -> Iterator[Entry]:
+    """Every entry after ``after``, edits too, read a page at a time (bounded memory)."""
     end = log.count()
     while after < end:
-        page = log.read(after=after, limit=log.page_size)
+        page = log.read(after=after, limit=log.page_size, view="physical")
         if not page:
             return
         yield from page
         after = page[-1].seq
 
 
-def _print_row(row: StoredMessage, as_json: bool) -> None:
+def _print_row(row: Entry, as_json: bool) -> None:
     if as_json:
         sys.stdout.buffer.write(json_line(encode_row(row)) + b"\n")
         sys.stdout.flush()

@@ -26,6 +26,7 @@ from typing import Any
 import orjson
 from pydantic import ValidationError
 
+from .edits import EditEntry
 from .errors import CodecError, CorruptEntryError
 from .models import AgentMessage, StoredMessage, ToolCall, describe_errors, json_equal
 from .parts import BINARY_PARTS, ContentPart, decode_base64, encode_base64
@@ -156,9 +157,17 @@ def decode_entry(seq: int, at_micros: bytes | str, body: bytes | str) -> StoredM
         ) from exc
 
 
-def encode_row(row: StoredMessage) -> bytes:
-    """One line of a JSON Lines export: ``seq``, ``at`` (ISO 8601, UTC) and the document."""
+def encode_row(row: StoredMessage | EditEntry) -> bytes:
+    """One line of a JSON Lines export: ``seq``, ``at`` (ISO 8601, UTC) and the message
+    document, or for an edit entry ``edit``: its JSON (docs/edits.md)."""
+    if isinstance(row, EditEntry):
+        return orjson.dumps({"seq": row.seq, "at": row.at.isoformat(), "edit": edit_document(row)})
     return orjson.dumps({"seq": row.seq, "at": row.at.isoformat(), **to_document(row)})
+
+
+def edit_document(entry: EditEntry) -> dict[str, Any]:
+    """An edit entry's stored JSON document."""
+    return entry.model_dump(by_alias=True, exclude={"seq", "at"}, exclude_none=True, mode="json")
 
 
 def decode_row(line: bytes | str) -> dict[str, Any]:
@@ -196,3 +205,31 @@ def micros_to_datetime(at_micros: int) -> datetime:
     """Convert the stored commit time to an aware UTC datetime (``OverflowError`` when it
     is beyond the years 1..9999)."""
     return _EPOCH + timedelta(microseconds=at_micros)
+
+
+def decode_edit(seq: int, at_micros: bytes | str, body: bytes | str) -> EditEntry:
+    """Build an :class:`EditEntry` from an edit entry's fields (``at``, ``edit``); one
+    that does not decode raises :class:`CorruptEntryError` naming its seq."""
+    try:
+        doc = orjson.loads(body)
+        if type(doc) is not dict:
+            raise CorruptEntryError(f"stream entry {seq} is not a JSON object", seq=seq)
+        return EditEntry.model_validate(
+            {**doc, "seq": seq, "at": micros_to_datetime(int(at_micros))}
+        )
+    except CorruptEntryError:
+        raise
+    except ValidationError as exc:
+        raise CorruptEntryError(
+            f"stream entry {seq} does not decode to an edit: {describe_errors(exc, doc)}",
+            seq=seq,
+        ) from exc
+    except (ValueError, OverflowError) as exc:
+        raise CorruptEntryError(
+            f"stream entry {seq} does not decode to an edit: {exc}", seq=seq
+        ) from exc
+
+
+def encode_edit(doc: dict[str, Any]) -> bytes:
+    """The stored JSON of an edit entry the client builds (a fork's)."""
+    return orjson.dumps(doc)

@@ -18,7 +18,7 @@ import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any
+from typing import Any, TypeVar
 
 from pydantic import ValidationError
 
@@ -32,12 +32,14 @@ from ._blobs import (
     offload,
     references,
 )
-from ._codec import decode_entry, encode_message
+from ._codec import decode_edit, decode_entry, encode_message
 from ._durability import Durability
 from ._keys import ConversationKeys
 from ._retry import DEFAULT_RETRY, RetryPolicy
-from ._scripts import LuaScript
+from ._scripts import LuaScript, load_script
 from ._steps import Command, NotSent, Pause, Plan, Read, Refused, ReplyLost, StepFailure, Write
+from ._views import Edit, ViewReads, window_start
+from .edits import VIEWS, EditEntry, Entry, View
 from .models import AgentMessage, StoredMessage, describe_errors
 
 DEFAULT_MAX_MESSAGE_BYTES = 8 * 1024 * 1024
@@ -62,11 +64,14 @@ class Batch:
     messages: tuple[AgentMessage, ...]
     encoded: tuple[bytes, ...]  # as stored: large binaries replaced by references
     blobs: tuple[tuple[str, bytes], ...] = ()  # (SHA-256 hex, bytes) to store off the rows
+    edit: Edit | None = None  # the edit written before the messages (docs/edits.md)
 
     def fingerprint(self) -> str:
         """A digest of the batch, stored with an idempotency record so that a key reused
         for a different batch is refused instead of answered with the wrong seqs."""
         digest = hashlib.blake2b(digest_size=16)
+        if self.edit is not None:
+            digest.update(repr(self.edit).encode())
         for data in self.encoded:
             digest.update(len(data).to_bytes(8, "big"))
             digest.update(data)
@@ -83,6 +88,8 @@ class Commit:
     fresh: bool
     not_durable: str | None = None  # what the log's durability found missing
     eviction_risk: str | None = None  # why the server may evict the log's keys (to warn)
+    popped: Any = None  # a pop's entry, raw ([id, fields]), when the reply carries it
+    replayed: bool = False  # answered from an idempotency record
 
 
 @dataclass(frozen=True, slots=True)
@@ -153,14 +160,21 @@ class LogCore:
         # The idempotent producer: this log object's id and the number of its next call.
         self._producer = os.urandom(6).hex()
         self._pseqs = itertools.count(1)
-        self._script: LuaScript = script.script()
+        self._scripts: dict[str, LuaScript] = {
+            name: load_script(name) for name in ("append.lua", "view.lua")
+        }
+        self.edited = False  # seen to have edits: view reads go to the view script
+        self.views = ViewReads(self)
         # Sharded pub/sub on a cluster: the event goes to the conversation's own shard.
         self._publish = "SPUBLISH" if sharded_events else "PUBLISH"
 
     # -- writing -------------------------------------------------------------------
 
-    def batch(self, msgs: Iterable[AgentMessage | Mapping[str, Any]]) -> Batch:
-        """Validate and encode ``msgs``; raise before anything is sent if any is bad."""
+    def batch(
+        self, msgs: Iterable[AgentMessage | Mapping[str, Any]], edit: Edit | None = None
+    ) -> Batch:
+        """Validate and encode ``msgs`` (written after ``edit``, if any); raise before
+        anything is sent if any is bad."""
         if isinstance(msgs, (str, bytes, Mapping, AgentMessage)):
             raise errors.InvalidMessageError(
                 f"expected a sequence of messages, got {type(msgs).__name__}"
@@ -182,7 +196,7 @@ class LogCore:
                     f"over {self.blob_threshold} bytes off the row)"
                 )
             encoded.append(data)
-        return Batch(messages, tuple(encoded), tuple(blobs.items()))
+        return Batch(messages, tuple(encoded), tuple(blobs.items()), edit)
 
     def append_plan(
         self,
@@ -203,7 +217,7 @@ class LogCore:
         if not self._durability_checked:
             yield from self._check_durability_support()
         commit = yield from self._send_until_answered(prepared)
-        return Commit(commit.last_seq, commit.at_micros, commit.fresh, commit.not_durable, risk)
+        return dataclasses.replace(commit, eviction_risk=risk)
 
     def _prepare(
         self, batch: Batch, idempotency_key: str | None, expected_seq: int | None
@@ -250,6 +264,11 @@ class LogCore:
             producer=producer,
             pseq=pseq,
         )
+        if batch.edit is not None:
+            edit = batch.edit
+            call = dataclasses.replace(
+                call, op=edit.op, op_arg=edit.arg, fork_entry=edit.fork_entry
+            )
         return _Prepared(call, batch, idempotency_key, window, first_try_new)
 
     def _send_until_answered(self, prepared: _Prepared) -> Plan[Commit]:
@@ -290,7 +309,14 @@ class LogCore:
         # replay of another call's is not: its hook has already fired there.
         fresh = not parsed.replayed or parsed.writer == call
         missing = None if self.durability is None else self.durability.shortfall(waited)
-        return Commit(parsed.last_seq, parsed.at_micros, fresh, missing)
+        return Commit(
+            parsed.last_seq,
+            parsed.at_micros,
+            fresh,
+            missing,
+            popped=parsed.popped,
+            replayed=parsed.replayed,
+        )
 
     def _record_outlives(self, first_sent: float, delay: float, prepared: _Prepared) -> bool:
         """Whether an idempotency record written by the first try is surely still there
@@ -333,12 +359,24 @@ class LogCore:
         return error
 
     def _eval(self, keys_and_args: Command, then: Command | None) -> Plan[Any]:
-        """Run the append script: EVALSHA, falling back to EVAL when it is not cached."""
-        lua, send_body = self._script, False
+        """Run the append script once (a write): see :meth:`run_script`."""
+
+        def write(command: Command) -> Plan[Any]:
+            reply = yield Write(command, then)
+            return reply
+
+        return (yield from self.run_script("append.lua", keys_and_args, write))
+
+    def run_script(
+        self, name: str, keys_and_args: Command, send: Callable[[Command], Plan[Any]]
+    ) -> Plan[Any]:
+        """Run a script through ``send``: EVALSHA, falling back to EVAL when it is not
+        cached, and to the script without its shebang on servers that cannot parse one."""
+        lua, send_body = self._scripts[name], False
         while True:
             command = ("EVAL", lua.body) if send_body else ("EVALSHA", lua.sha)
             try:
-                reply = yield Write((*command, *keys_and_args), then)
+                reply = yield from send((*command, *keys_and_args))
                 return reply
             except Refused as refused:
                 if refused.code == "NOSCRIPT" and not send_body:
@@ -350,7 +388,7 @@ class LogCore:
                 # fakeredis and Redis < 7 compile the `#!lua` line as Lua and fail on it.
                 if plain is lua or "near '#'" not in refused.text:
                     raise
-                self._script = lua = plain
+                self._scripts[name] = lua = plain
                 send_body = True
 
     def _check_durability_support(self) -> Plan[None]:
@@ -394,7 +432,7 @@ class LogCore:
         """The reply, or ``None`` if the server refuses the command (ACL, unknown). Re-sent
         under the retry policy if ``patient``, else tried once."""
         try:
-            (reply,) = yield from self._read_raw((command,), patient=patient)
+            (reply,) = yield from self.read_raw((command,), patient=patient)
         except Refused:
             return None
         except NotSent as failure:
@@ -430,6 +468,25 @@ class LogCore:
         rows = [decode_entry(first + i, at, data) for i, data in enumerate(batch.encoded)]
         return hydrate(rows, dict(batch.blobs)) if batch.blobs else rows
 
+    def popped_plan(self, commit: Commit, blobs: BlobMode) -> Plan[StoredMessage | None]:
+        """The message a pop hid: from the script's reply, or, for a replay (whose reply
+        does not carry it), read back through the retract entry the pop wrote."""
+        if commit.popped is not None:
+            rows = self.decode_entries([commit.popped])
+        elif commit.replayed:
+            (entries,) = yield from self._read(self._xrange(commit.last_seq, 1))
+            edit = self.decode_physical(entries)[0]
+            if not isinstance(edit, EditEntry) or not edit.seqs:
+                raise errors.CorruptLogError(
+                    f"entry {commit.last_seq} of {self.keys.stream}, recorded as a pop, is "
+                    "not a retraction"
+                )
+            (entries,) = yield from self._read(self._xrange(edit.seqs[0], 1))
+            rows = self.decode_entries(entries)
+        else:
+            return None  # the view was empty: nothing written
+        return (yield from self.with_blobs(rows, blobs))[0]
+
     def with_blobs(self, rows: list[StoredMessage], mode: BlobMode) -> Plan[list[StoredMessage]]:
         """``rows`` with the binaries stored off them put back (``mode="hydrate"``: one more
         round trip, only when a row refers to one), or as references (``"refs"``)."""
@@ -449,15 +506,30 @@ class LogCore:
 
     # -- reading -------------------------------------------------------------------
 
-    def count_plan(self) -> Plan[int]:
-        """The seq counter, checked against the stream in the same round trip: garbage, or
-        a counter that disagrees with the number of entries, is a
-        :class:`~redis_msglog.CorruptLogError`. A missing counter (deleted or evicted)
-        counts to the stream's last entry, where the next append continues."""
-        before, raw, after = yield from self._read(*self._counter_commands())
-        if raw is None:
-            return 0 if not after else (yield from self._stream_end())
-        return self._checked_counter(raw, before, after)
+    def count_plan(self, view: View | None = None) -> Plan[int]:
+        """The seq counter (``view`` None or ``"physical"``), checked against the stream
+        in the same round trip: garbage, or a counter that disagrees with the number of
+        entries, is a :class:`~redis_msglog.CorruptLogError`. A missing counter (deleted
+        or evicted) counts to the stream's last entry, where the next append continues.
+
+        With another ``view``: the number of its rows (on an edit-free log, the counter;
+        ``"archived"``: 0)."""
+        if view is not None:
+            check_view(view, physical=True)
+        if view in (None, "physical") or not self.edited:
+            probe = view not in (None, "physical")
+            try:
+                before, raw, after = yield from self._first_read(probe, *self._counter_commands())
+            except EditsPresent:
+                self.edited = True
+            else:
+                if view == "archived":
+                    return 0
+                if raw is None:
+                    return 0 if not after else (yield from self._stream_end())
+                return self._checked_counter(raw, before, after)
+        assert view in ("visible", "active", "archived")
+        return (yield from self.views.count_plan(view))
 
     def _counter_commands(self) -> tuple[Command, Command, Command]:
         # A sound log has one entry per seq: XLEN == counter. Other workers may append
@@ -481,39 +553,73 @@ class LogCore:
         return high
 
     def read_plan(
-        self, after: int, limit: int | None, blobs: BlobMode = "hydrate"
+        self, after: int, limit: int | None, blobs: BlobMode = "hydrate", view: View = "visible"
     ) -> Plan[list[StoredMessage]]:
-        """Messages with seq > ``after``, in order, at most ``limit``: a gap-free run
+        """The rows of ``view`` whose seq is above ``after``, in view order, at most
+        ``limit`` (docs/edits.md). An edit-free log's view is its stream: read with
+        ``XRANGE``, a gap-free run or an error (see :meth:`_range_plan`); a log with edits
+        is read by the view script."""
+        check_view(view, physical=False)
+        require_non_negative("after", after)
+        if limit is not None:
+            require_non_negative("limit", limit)
+        if not self.edited:
+            try:
+                rows = yield from self._range_plan(after, limit, self.decode_entries, probe=True)
+                return [] if view == "archived" else (yield from self.with_blobs(rows, blobs))
+            except EditsPresent:
+                self.edited = True
+        rows = yield from self.views.read_plan(view, after, limit)
+        return (yield from self.with_blobs(rows, blobs))
+
+    def physical_read_plan(
+        self, after: int, limit: int | None, blobs: BlobMode = "hydrate"
+    ) -> Plan[list[Entry]]:
+        """Every entry with seq above ``after``, messages and edits, in seq order."""
+        require_non_negative("after", after)
+        if limit is not None:
+            require_non_negative("limit", limit)
+        entries = yield from self._range_plan(after, limit, self.decode_physical, probe=False)
+        return (yield from self.entries_with_blobs(entries, blobs))
+
+    def _range_plan(
+        self,
+        after: int,
+        limit: int | None,
+        decode: Callable[[list[Any]], list[R]],
+        *,
+        probe: bool,
+    ) -> Plan[list[R]]:
+        """Entries with seq > ``after``, in order, at most ``limit``: a gap-free run
         that starts at ``after + 1``, or an error; never a silent gap or truncation.
 
         One page is one ``XRANGE`` (atomic). Longer reads are bounded by the seq counter
         read in the first round trip, so they end even while other workers append, and
         they reach it: a stream that ends before its counter is a
         :class:`~redis_msglog.CorruptLogError`, as is a counter behind the stream.
+        ``probe``: also ask, in the first round trip, whether the log has edits (then
+        :class:`EditsPresent` is raised: the caller reads the view instead).
         """
-        require_non_negative("after", after)
-        if limit is not None:
-            require_non_negative("limit", limit)
-            if limit == 0:
-                return []
-            if limit <= self.page_size:
-                (entries,) = yield from self._read(self._xrange(after + 1, limit))
-                rows = self._contiguous(self.decode_entries(entries), after + 1)
-                if not rows and after:
-                    yield from self._check_cursor(after)
-                return (yield from self.with_blobs(rows, blobs))
+        if limit == 0:
+            return []
+        if limit is not None and limit <= self.page_size:
+            (entries,) = yield from self._first_read(probe, self._xrange(after + 1, limit))
+            rows = self._contiguous(decode(entries), after + 1)
+            if not rows and after:
+                yield from self._check_cursor(after)
+            return rows
         want = self.page_size if limit is None else min(limit, self.page_size)
-        before, raw_high, length, entries = yield from self._read(
-            *self._counter_commands(), self._xrange(after + 1, want)
+        before, raw_high, length, entries = yield from self._first_read(
+            probe, *self._counter_commands(), self._xrange(after + 1, want)
         )
         high = None if raw_high is None else self._checked_counter(raw_high, before, length)
-        rows = self._contiguous(self.decode_entries(entries), after + 1)
+        rows = self._contiguous(decode(entries), after + 1)
         while len(entries) == want and (limit is None or len(rows) < limit):
             if high is not None and rows[-1].seq >= high:
                 break
             want = self.page_size if limit is None else min(self.page_size, limit - len(rows))
             (entries,) = yield from self._read(self._xrange(rows[-1].seq + 1, want))
-            rows.extend(self._contiguous(self.decode_entries(entries), rows[-1].seq + 1))
+            rows.extend(self._contiguous(decode(entries), rows[-1].seq + 1))
         if not rows and after:
             yield from self._check_cursor(after)
         reached = rows[-1].seq if rows else after
@@ -522,7 +628,17 @@ class LogCore:
                 f"stream {self.keys.stream} ends at seq {reached} but its seq counter says "
                 f"{high}: entries were deleted, or the counter was moved ahead"
             )
-        return (yield from self.with_blobs(rows, blobs))
+        return rows
+
+    def _first_read(self, probe: bool, *commands: Command) -> Plan[list[Any]]:
+        """One round trip of ``commands``, with (``probe``) the question whether the log
+        has edits in front: :class:`EditsPresent` if it has."""
+        if not probe:
+            return (yield from self._read(*commands))
+        edited, *replies = yield from self._read(("EXISTS", self.keys.view), *commands)
+        if edited:
+            raise EditsPresent
+        return replies
 
     def _check_cursor(self, after: int) -> Plan[None]:
         """An empty read after ``after``: fine if the log ends exactly there; an error if
@@ -538,33 +654,79 @@ class LogCore:
     def _stream_end(self) -> Plan[int]:
         """The seq of the stream's last entry (0 when there is none)."""
         (newest,) = yield from self._read(("XREVRANGE", self.keys.stream, "+", "-", "COUNT", 1))
-        rows = self.decode_entries(newest)
+        rows = self.decode_physical(newest)
         return rows[0].seq if rows else 0
 
-    def last_plan(self, n: int, blobs: BlobMode = "hydrate") -> Plan[list[StoredMessage]]:
-        """The last ``n`` messages in chronological order: a gap-free run that ends at the
-        stream's last entry (fewer only when the log has fewer)."""
+    def last_plan(
+        self, n: int, blobs: BlobMode = "hydrate", view: View = "visible"
+    ) -> Plan[list[StoredMessage]]:
+        """The last ``n`` rows of ``view`` in view order (fewer only when it has fewer).
+        On an edit-free log: a gap-free run that ends at the stream's last entry."""
+        check_view(view, physical=False)
         require_non_negative("n", n)
         if n == 0:
             return []
+        if not self.edited:
+            try:
+                rows = yield from self._tail_plan(n, self.decode_entries, probe=True)
+                return [] if view == "archived" else (yield from self.with_blobs(rows, blobs))
+            except EditsPresent:
+                self.edited = True
+        rows = yield from self.views.last_plan(view, n)
+        return (yield from self.with_blobs(rows, blobs))
+
+    def physical_last_plan(self, n: int, blobs: BlobMode = "hydrate") -> Plan[list[Entry]]:
+        """The last ``n`` entries, messages and edits, in seq order."""
+        require_non_negative("n", n)
+        if n == 0:
+            return []
+        entries = yield from self._tail_plan(n, self.decode_physical, probe=False)
+        return (yield from self.entries_with_blobs(entries, blobs))
+
+    def _tail_plan(
+        self, n: int, decode: Callable[[list[Any]], list[R]], *, probe: bool
+    ) -> Plan[list[R]]:
+        """The last ``n`` entries in seq order: a gap-free run that ends at the stream's
+        last entry (fewer only when the log has fewer)."""
         want = min(n, self.page_size)
-        (entries,) = yield from self._read(("XREVRANGE", self.keys.stream, "+", "-", "COUNT", want))
-        newest_first = self._contiguous(self.decode_entries(entries), None, step=-1)
+        (entries,) = yield from self._first_read(
+            probe, ("XREVRANGE", self.keys.stream, "+", "-", "COUNT", want)
+        )
+        newest_first = self._contiguous(decode(entries), None, step=-1)
         while len(entries) == want and len(newest_first) < n and newest_first[-1].seq > 1:
             want = min(self.page_size, n - len(newest_first))
             below = newest_first[-1].seq - 1
             (entries,) = yield from self._read(
                 ("XREVRANGE", self.keys.stream, f"{below}-0", "-", "COUNT", want)
             )
-            newest_first.extend(self._contiguous(self.decode_entries(entries), below, step=-1))
+            newest_first.extend(self._contiguous(decode(entries), below, step=-1))
         if len(newest_first) < n and newest_first and newest_first[-1].seq > 1:
             self._gap(1, newest_first[-1].seq - 1)  # the log starts after seq 1
         newest_first.reverse()
-        return (yield from self.with_blobs(newest_first, blobs))
+        return newest_first
 
-    def _contiguous(
-        self, rows: list[StoredMessage], first: int | None, *, step: int = 1
-    ) -> list[StoredMessage]:
+    def window_plan(
+        self,
+        view: View,
+        *,
+        turns: int | None = None,
+        budget: int | None = None,
+        counter: Callable[[StoredMessage], int] | None = None,
+    ) -> Plan[list[StoredMessage]]:
+        """A window of the view's tail that never splits a tool call from its result (see
+        :func:`._views.window_start`): reads a page of the tail, and twice as much
+        until the window fits or the view is read whole."""
+        want = self.page_size
+        while True:
+            rows = yield from self.last_plan(want, "hydrate", view)
+            start = window_start(rows, turns=turns, budget=budget, counter=counter)
+            if start is not None:
+                return rows[start:]
+            if len(rows) < want:
+                return rows  # the whole view fits
+            want *= 2
+
+    def _contiguous(self, rows: list[R], first: int | None, *, step: int = 1) -> list[R]:
         """``rows`` if their seqs run ``first, first + step, ...`` (``first`` None: from
         the first row's); a missing seq is a :class:`~redis_msglog.CorruptLogError`."""
         expected = rows[0].seq if first is None and rows else first
@@ -608,11 +770,11 @@ class LogCore:
         """One round trip, re-sent under the retry policy while the server cannot serve
         it; a failure for good raises this library's error."""
         try:
-            return (yield from self._read_raw(commands, patient=True))
+            return (yield from self.read_raw(commands, patient=True))
         except StepFailure as failure:
             raise self.error_for(failure) from (failure.origin or failure)
 
-    def _read_raw(self, commands: tuple[Command, ...], *, patient: bool) -> Plan[list[Any]]:
+    def read_raw(self, commands: tuple[Command, ...], *, patient: bool) -> Plan[list[Any]]:
         """One round trip; re-sent (when ``patient``) after failures that left it unrun.
         Reads are idempotent, so any such failure may be retried."""
         started, tries = self.clock(), 0
@@ -642,9 +804,11 @@ class LogCore:
             seq_part, _, tail = entry_id.partition(sep)
             if len(fields) == 4 and fields[0] == at_key and fields[2] == msg_key:
                 at, body = fields[1], fields[3]
-            else:  # other field orders, missing or foreign fields
+            else:  # other field orders, edits, missing or foreign fields
                 named = dict(zip(fields[::2], fields[1::2], strict=False))
                 at, body = named.get(at_key), named.get(msg_key)
+                if body is None and at is not None and _EDIT_FIELDS & named.keys():
+                    raise EditsPresent  # a view read of a log with edits: see read_plan
             if at is None or body is None or tail not in ("0", b"0"):
                 raise errors.CorruptEntryError(
                     f"stream {self.keys.stream} entry {_text(entry_id)} was not written by "
@@ -654,8 +818,52 @@ class LogCore:
             rows.append(decode_entry(int(seq_part), at, body))
         return rows
 
+    def decode_physical(self, entries: list[Any]) -> list[Entry]:
+        """Entries of a raw ``XRANGE``/``XREVRANGE`` reply, messages and edits."""
+        rows: list[Entry] = []
+        start = 0
+        for index, (entry_id, fields) in enumerate(entries):
+            named = dict(zip(fields[::2], fields[1::2], strict=False))
+            edit = named.get("edit", named.get(b"edit"))
+            if edit is None:
+                continue
+            rows.extend(self.decode_entries(entries[start:index]))
+            seq, _, tail = _text(entry_id).partition("-")
+            at = named.get("at", named.get(b"at"))
+            if at is None or len(named) != 2 or tail != "0" or not seq.isdigit():
+                raise errors.CorruptEntryError(
+                    f"stream {self.keys.stream} entry {_text(entry_id)} was not written by "
+                    f"redis-msglog (expected ID <seq>-0 and fields 'at' and 'edit')",
+                    seq=int(seq) if seq.isdigit() else None,
+                )
+            rows.append(decode_edit(int(seq), at, edit))
+            start = index + 1
+        rows.extend(self.decode_entries(entries[start:]))
+        return rows
+
+    def entries_with_blobs(self, entries: list[Entry], mode: BlobMode) -> Plan[list[Entry]]:
+        """:meth:`with_blobs` for a physical read: the messages' binaries put back."""
+        messages = [e for e in entries if isinstance(e, StoredMessage)]
+        hydrated = iter((yield from self.with_blobs(messages, mode)))
+        return [next(hydrated) if isinstance(e, StoredMessage) else e for e in entries]
+
+
+class EditsPresent(Exception):
+    """Raised inside the core when a fast read of an edit-free log meets an edit: the
+    log has edits after all, and the read is made again through the view script."""
+
 
 _BYTES = (b"at", b"msg", b"-")
+_EDIT_FIELDS = frozenset(("edit", b"edit"))
+R = TypeVar("R", bound=Entry)
+
+
+def check_view(view: object, *, physical: bool) -> None:
+    """``ValueError`` unless ``view`` is one of the views (``"physical"`` where a
+    physical read is meant to go through its own method)."""
+    allowed = VIEWS if physical else tuple(v for v in VIEWS if v != "physical")
+    if view not in allowed:
+        raise ValueError(f"view must be one of {', '.join(map(repr, allowed))}; got {view!r}")
 
 
 def _coerce(msg: AgentMessage | Mapping[str, Any], index: int) -> AgentMessage:

@@ -36,6 +36,7 @@ from ._render import format_row  # the same line format as `msglog show`
 from ._retry import NO_RETRY
 from ._sync import MessageLog
 from .admin import verify_conversation
+from .edits import Entry
 from .errors import MessageLogError
 from .models import StoredMessage
 from .parts import ImagePart, ThinkingPart
@@ -161,7 +162,7 @@ def run_demo(
 
         printed: list[int] = []
 
-        def show(rows: list[StoredMessage]) -> None:
+        def show(rows: list[Entry]) -> None:
             for row in rows:
                 printed.append(row.seq)
                 console.print(format_row(row, width=max(20, console.width - 36)))

@@ -12,7 +12,7 @@ from ._blobs import BlobMode, check_blob_mode
 from ._core import LogCore, require_non_negative
 from ._retry import follow_backoff
 from ._steps import Command, NotSent, Pause, Plan, Read, Refused, StepFailure
-from .models import StoredMessage
+from .edits import Entry
 
 
 class FollowCursor:
@@ -51,7 +51,7 @@ class FollowCursor:
         self._reconnect_within = reconnect_within
         self._failing_since: float | None = None
         self._failures = 0
-        self._last: StoredMessage | None = None  # the row at ``position``, once seen
+        self._last: Entry | None = None  # the row at ``position``, once seen
         self._verify = after > 0  # read the entry at ``position`` back before going on
 
     def command(self) -> Command:
@@ -65,7 +65,7 @@ class FollowCursor:
             "STREAMS", self._core.keys.stream, f"{self.position}-0",
         )  # fmt: skip
 
-    def accept(self, reply: Any) -> list[StoredMessage]:
+    def accept(self, reply: Any) -> list[Entry]:
         """The rows of an ``XREAD`` reply (none on a timeout); advances ``position``."""
         self._failing_since, self._failures = None, 0
         if self._verify:
@@ -76,7 +76,7 @@ class FollowCursor:
             return []
         # Raw replies: RESP2 [[stream, entries]]; RESP3 {stream: entries}.
         entries = next(iter(reply.values())) if isinstance(reply, Mapping) else reply[0][1]
-        rows = self._core.decode_entries(entries)
+        rows = self._core.decode_physical(entries)
         if rows and rows[0].seq != self.position + 1:
             raise errors.CorruptLogError(
                 f"stream {self._core.keys.stream} has a gap: expected seq {self.position + 1}, "
@@ -91,7 +91,7 @@ class FollowCursor:
 
     def _check_position(self, entries: Any) -> None:
         self._verify = False
-        rows = self._core.decode_entries(entries or [])
+        rows = self._core.decode_physical(entries or [])
         if not rows:
             raise errors.LogRewoundError(
                 f"follow of {self._core.keys.stream} is at seq {self.position}, beyond the end "
@@ -105,7 +105,7 @@ class FollowCursor:
                 "log was rewound and its seqs reused (a failover lost acknowledged appends?)"
             )
 
-    def page_plan(self) -> Plan[list[StoredMessage]]:
+    def page_plan(self) -> Plan[list[Entry]]:
         """One read of the follow: the next rows (none after an idle wait). A read the
         server could not serve is made again after a pause (see :meth:`failed`)."""
         while True:
@@ -116,7 +116,7 @@ class FollowCursor:
                     raise self._core.error_for(failure) from (failure.origin or failure)
                 yield Pause(self.failed(failure))
                 continue
-            return (yield from self._core.with_blobs(self.accept(reply), self._blobs))
+            return (yield from self._core.entries_with_blobs(self.accept(reply), self._blobs))
 
     @staticmethod
     def retryable(failure: StepFailure) -> bool:

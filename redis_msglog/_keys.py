@@ -75,7 +75,9 @@ class ConversationKeys:
     stream: str
     channel: str
     blobs: str
-    producers: str
+    view: str  # the view's segments, archive watermark and version (after an edit)
+    hidden: str  # seq ranges no view shows: retracted messages and edit entries
+    producers: str  # exactly-once records of the appends made without a key
 
     @classmethod
     def build(cls, prefix: str, conversation: str) -> ConversationKeys:
@@ -92,6 +94,8 @@ class ConversationKeys:
             stream=f"{base}:stream",
             channel=f"{base}:events",
             blobs=f"{base}:blobs",
+            view=f"{base}:view",
+            hidden=f"{base}:hidden",
             producers=f"{base}:producers",
         )
 

@@ -19,10 +19,12 @@ same characters typed literally. Text is built as rich ``Text``, never parsed as
 from __future__ import annotations
 
 import re
+from typing import Any
 
 import orjson
 from rich.text import Text
 
+from .edits import EditEntry
 from .models import StoredMessage
 from .parts import (
     AudioPart,
@@ -162,6 +164,12 @@ def _content(row: StoredMessage) -> Text:
     and what is next to it (text parts join as :attr:`AgentMessage.text` does)."""
     if isinstance(row.content, str):
         return _multiline(row.content)
+    if not row.content and (native := _native_item(row)) is not None:
+        kind, item_id = native.get("type"), native.get("id")
+        label = f"{kind if isinstance(kind, str) else 'item'}" + (
+            f" {_clip(item_id)}" if isinstance(item_id, str) else ""
+        )
+        return safe_text(f"[{label}]", style=PART_STYLE)
     text = Text()
     after_label = False
     for part in row.content:
@@ -173,11 +181,42 @@ def _content(row: StoredMessage) -> Text:
     return text
 
 
-def format_row(row: StoredMessage, width: int | None = None) -> Text:
+def _native_item(row: StoredMessage) -> dict[str, Any] | None:
+    """A Responses item a row carries verbatim (an Agents SDK session's hosted-tool or
+    unknown item: see ``formats.responses.item_messages``), shown as ``[web_search_call
+    ws_1]``."""
+    patch = (row.extras or {}).get("responses")
+    item = patch.get("$item") if isinstance(patch, dict) else None
+    return item if isinstance(item, dict) else None
+
+
+def format_edit(entry: EditEntry) -> Text:
+    """An edit entry as a line: seq, time, ``edit`` and what it changed."""
+    if entry.op == "retract":
+        what = "retract " + ", ".join(map(str, entry.seqs or ()))
+    elif entry.op == "archive":
+        what = f"archive through {entry.through_seq}"
+    elif entry.op == "compact":
+        through = "everything" if entry.through_seq is None else entry.through_seq
+        what = f"compact through {through}: the next {entry.count} messages replace it"
+    else:
+        what = f"fork of {entry.source!r} at seq {entry.source_seq}: {entry.count} messages"
+    return Text.assemble(
+        (f"{entry.seq:>6}  {entry.at:%H:%M:%S.%f}", "dim"),
+        "  ",
+        (f"{'edit':<9}", "red"),
+        "  ",
+        safe_text(what),
+    )
+
+
+def format_row(row: StoredMessage | EditEntry, width: int | None = None) -> Text:
     """One message as a line: seq, time, role, content and tool calls. The content is
     shown exactly, with control characters made visible (see :mod:`._render`), and
     parts other than text as labels (:func:`part_label`); it is never interpreted as
-    markup."""
+    markup. An edit entry: what it changed (:func:`format_edit`)."""
+    if isinstance(row, EditEntry):
+        return format_edit(row)
     text = Text()
     if row.tool_call_id:
         text.append_text(Text.assemble("[", safe_text(row.tool_call_id), "] "))

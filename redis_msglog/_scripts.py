@@ -4,6 +4,7 @@ wheel, the top-level ``lua/`` folder in a source checkout)."""
 from __future__ import annotations
 
 import hashlib
+import re
 from dataclasses import dataclass
 from functools import cache
 from importlib import resources
@@ -40,10 +41,19 @@ def script_location(name: str) -> Traversable:
     return packaged if packaged.is_file() else _SOURCE_TREE_LUA / name
 
 
-@cache
-def load_script(name: str) -> LuaScript:
-    """The script ``name`` (e.g. ``"append.lua"``), read once per process."""
+_INCLUDE = re.compile(r"^-- @include (\S+)$", re.MULTILINE)
+
+
+def _read(name: str) -> str:
     location = script_location(name)
     if not location.is_file():
         raise FileNotFoundError(f"Lua script {name} is missing from the installed package")
-    return LuaScript.from_body(name, location.read_text(encoding="utf-8"))
+    return location.read_text(encoding="utf-8")
+
+
+@cache
+def load_script(name: str) -> LuaScript:
+    """The script ``name`` (e.g. ``"append.lua"``), read once per process, with each
+    ``-- @include <file>`` line replaced by that file (Redis scripts cannot import)."""
+    body = _INCLUDE.sub(lambda match: _read(match[1]), _read(name))
+    return LuaScript.from_body(name, body)

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 
 from . import _io_async
 from ._follow import FollowCursor
+from .edits import Entry
 from .models import StoredMessage
 
 if TYPE_CHECKING:
@@ -22,6 +23,10 @@ OnAppend = Callable[[list[StoredMessage]], object]
 """A hook or callback of the sync client: called with the committed rows."""
 AsyncOnAppend = Callable[[list[StoredMessage]], "Awaitable[object] | object"]
 """A hook or callback of the asyncio client: plain or async."""
+OnCommit = Callable[[list[Entry]], object]
+"""A subscription's callback (sync client): called with committed entries, edits too."""
+AsyncOnCommit = Callable[[list[Entry]], "Awaitable[object] | object"]
+"""A subscription's callback (asyncio client): plain or async."""
 
 
 class Subscription:
@@ -33,12 +38,12 @@ class Subscription:
 
     WAIT_MS = 500
 
-    def __init__(self, log: MessageLog, callback: OnAppend, cursor: FollowCursor) -> None:
+    def __init__(self, log: MessageLog, callback: OnCommit, cursor: FollowCursor) -> None:
         self.position = cursor.position
         self.error: BaseException | None = None
         self._callback = callback
         self._stop = threading.Event()
-        self._pages: Iterator[list[StoredMessage]] = log._pages(cursor, self._stop.is_set)
+        self._pages: Iterator[list[Entry]] = log._pages(cursor, self._stop.is_set)
         self._thread = threading.Thread(
             target=self._deliver, name=f"msglog-subscription-{log.conversation}", daemon=True
         )
@@ -88,12 +93,12 @@ class AsyncSubscription:
 
     WAIT_MS = 5000  # a cancel interrupts the wait: no need to wake up often
 
-    def __init__(self, log: AsyncMessageLog, callback: AsyncOnAppend, cursor: FollowCursor) -> None:
+    def __init__(self, log: AsyncMessageLog, callback: AsyncOnCommit, cursor: FollowCursor) -> None:
         self.position = cursor.position
         self.error: BaseException | None = None
         self._callback = callback
         self._closing = False
-        self._pages: AsyncIterator[list[StoredMessage]] = log._pages(cursor, lambda: self._closing)
+        self._pages: AsyncIterator[list[Entry]] = log._pages(cursor, lambda: self._closing)
         self._task = asyncio.get_running_loop().create_task(
             self._deliver(), name=f"msglog-subscription-{log.conversation}"
         )

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Callable, Iterable, Mapping, Sequence
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any, TypeVar, overload
+from typing import TYPE_CHECKING, Any, Literal, TypeVar, overload
 
 from redis import exceptions as redis_errors
 from redis import Redis
@@ -22,6 +22,8 @@ from ._core import (
     DEFAULT_MAX_MESSAGE_BYTES,
     DEFAULT_PAGE_SIZE,
     Batch,
+    Commit,
+    require_non_negative,
 )
 from ._durability import Durability
 from ._follow import FollowCursor, follow_block_ms
@@ -29,7 +31,10 @@ from ._retry import DEFAULT_RETRY, RetryPolicy
 from ._routing import Router, asking_before_each, socket_timeout, without_asking
 from ._shell import CLIENT_FAILURES, ShellBase, step_failure
 from ._steps import Command, Pause, Plan, Read, ReplyLost, StepFailure, Write
-from ._subscription import OnAppend, Subscription
+from ._subscription import OnAppend, OnCommit, Subscription
+from ._views import Edit, fork_edit, retract_edit, through_edit
+from .edits import Entry, LogView, MessageView, View
+from .errors import InvalidEditError
 from .models import AgentMessage, Role, StoredMessage
 
 if TYPE_CHECKING:
@@ -110,6 +115,16 @@ class MessageLog(ShellBase):
         self._redis = redis
         self._router = Router(redis, self._core.keys.stream)
         self._on_append = on_append
+        self._options: dict[str, Any] = {
+            "prefix": prefix,
+            "max_message_bytes": max_message_bytes,
+            "page_size": page_size,
+            "retry": retry,
+            "idempotency_window": idempotency_window,
+            "ttl": ttl,
+            "durability": durability,
+            "blob_threshold": blob_threshold,
+        }  # for fork(): the new log is configured like this one
 
     # -- writing -------------------------------------------------------------------
 
@@ -183,49 +198,231 @@ class MessageLog(ShellBase):
     def _commit(
         self, batch: Batch, idempotency_key: str | None, expected_seq: int | None = None
     ) -> int:
+        return (self._commit_batch(batch, idempotency_key, expected_seq)).last_seq
+
+    def _commit_batch(
+        self, batch: Batch, idempotency_key: str | None, expected_seq: int | None
+    ) -> Commit:
         commit = self._run(self._append_plan(batch, idempotency_key, expected_seq))
         self._warn(commit)
-        if commit.fresh and self._on_append is not None:
+        if commit.fresh and batch.encoded and self._on_append is not None:
             io.call_hook(self._on_append, self._core.committed_rows(batch, commit))
         self._core.raise_if_not_durable(batch, commit)
-        return commit.last_seq
+        return commit
+
+    # -- edits: entries of the log, never rewrites (docs/edits.md) ------------------
+    #
+    # Each is one atomic call of the append script, like an append: idempotency_key,
+    # expected_seq, retries after a lost reply, durability and ttl work the same way. A
+    # bad argument, or a seq the view does not hold, raises InvalidEditError and writes
+    # nothing.
+
+    def retract(
+        self,
+        seqs: Iterable[int],
+        *,
+        idempotency_key: str | None = None,
+        expected_seq: int | None = None,
+    ) -> int:
+        """Hide the messages ``seqs`` from every view (they stay in the physical log)
+        with one edit entry; return its seq. Each must be a row of the view: a seq that
+        is beyond the end, an edit, or already retracted or compacted away raises
+        :class:`~redis_msglog.InvalidEditError`."""
+        batch = self._core.batch((), retract_edit(seqs))
+        return self._commit(batch, idempotency_key, expected_seq)
+
+    def pop(
+        self,
+        *,
+        idempotency_key: str | None = None,
+        expected_seq: int | None = None,
+        blobs: BlobMode = "hydrate",
+    ) -> StoredMessage | None:
+        """Retract the newest row of the view and return it, atomically: two workers
+        popping at once pop two different messages. ``None`` (nothing written) when the
+        view is empty."""
+        batch = self._core.batch((), Edit("pop"))
+        commit = self._commit_batch(batch, idempotency_key, expected_seq)
+        return self._run(self._core.popped_plan(commit, blobs))
+
+    def compact(
+        self,
+        messages: Iterable[AgentMessage | Mapping[str, Any]],
+        *,
+        through_seq: int,
+        idempotency_key: str | None = None,
+        expected_seq: int | None = None,
+    ) -> int:
+        """Replace the rows of the view up to and including ``through_seq`` (by position
+        in the view; 0: none) with ``messages`` (a summary, say), which are appended
+        as new entries and shown first; the rows after ``through_seq`` follow them.
+        Nothing is deleted: the compacted rows stay in the physical log. Returns the last
+        seq written."""
+        batch = self._core.batch(messages, through_edit("compact", through_seq, zero_ok=True))
+        return self._commit(batch, idempotency_key, expected_seq)
+
+    def replace(
+        self,
+        messages: Iterable[AgentMessage | Mapping[str, Any]],
+        *,
+        idempotency_key: str | None = None,
+        expected_seq: int | None = None,
+    ) -> int:
+        """Make ``messages`` the whole view, atomically (a compaction of everything);
+        return the last seq written."""
+        batch = self._core.batch(messages, Edit("compact", "end"))
+        return self._commit(batch, idempotency_key, expected_seq)
+
+    def clear(
+        self, *, idempotency_key: str | None = None, expected_seq: int | None = None
+    ) -> int:
+        """Empty the view with one edit entry (``replace([])``); nothing is deleted."""
+        return self.replace((), idempotency_key=idempotency_key, expected_seq=expected_seq)
+
+    def archive(
+        self,
+        through_seq: int,
+        *,
+        idempotency_key: str | None = None,
+        expected_seq: int | None = None,
+    ) -> int:
+        """Mark the rows of the view up to and including ``through_seq`` (by position)
+        archived: ``view="active"`` reads leave them out, ``view="archived"`` reads
+        return them. The watermark only moves forward. Returns the edit's seq."""
+        batch = self._core.batch((), through_edit("archive", through_seq, zero_ok=False))
+        return self._commit(batch, idempotency_key, expected_seq)
+
+    def fork(
+        self,
+        new_conversation: str,
+        *,
+        at_seq: int | None = None,
+        idempotency_key: str | None = None,
+    ) -> MessageLog:
+        """Start ``new_conversation`` as a copy of this log's view as it was at seq
+        ``at_seq`` (default: now), and return its log (same client and options, no
+        hook). Its first entry records the source and seq; this log is untouched. A
+        target that already has entries raises :class:`~redis_msglog.SeqConflictError`
+        and nothing is written."""
+        if new_conversation == self.conversation:
+            raise ValueError("fork: the new conversation must differ from this one")
+        target = MessageLog(self._redis, new_conversation, **self._options)
+        if at_seq is not None:
+            require_non_negative("at_seq", at_seq)
+        entries = self._run(self._core.physical_read_plan(0, at_seq))
+        if at_seq is not None and len(entries) < at_seq:
+            raise InvalidEditError(f"fork: at_seq {at_seq} is beyond the end ({len(entries)})")
+        view = LogView(entries)
+        edit = fork_edit(self.conversation, view.last_seq, len(view.rows))
+        batch = target._core.batch(view.rows, edit)
+        target._commit(batch, idempotency_key, expected_seq=0)
+        return target
 
     # -- reading -------------------------------------------------------------------
 
-    def all(self, *, blobs: BlobMode = "hydrate") -> list[StoredMessage]:
-        """The full history in seq order (paged internally, no cap): a gap-free prefix,
-        consistent even while others append, or :class:`~redis_msglog.CorruptLogError`.
+    @overload
+    def all(
+        self, *, blobs: BlobMode = ..., view: MessageView = ...
+    ) -> list[StoredMessage]: ...
+    @overload
+    def all(self, *, blobs: BlobMode = ..., view: Literal["physical"]) -> list[Entry]: ...
+    def all(
+        self, *, blobs: BlobMode = "hydrate", view: View = "visible"
+    ) -> list[StoredMessage] | list[Entry]:
+        """The full history in view order (paged internally, no cap). ``view``:
+        ``"visible"`` (every message not retracted or compacted away), ``"active"``
+        (visible, after the archive watermark), ``"archived"`` or ``"physical"`` (every
+        entry, edits included: :class:`~redis_msglog.EditEntry` rows); see
+        docs/edits.md. On an edit-free log: a gap-free prefix, consistent even while others
+        append, or :class:`~redis_msglog.CorruptLogError`.
 
         ``blobs``: binaries stored off the rows come back as bytes (``"hydrate"``, one
         more round trip when there are any) or as references (``"refs"``: the part's
         ``blob`` is the SHA-256 of the bytes, ``data`` is ``None``); likewise below."""
-        return self._run(self._core.read_plan(0, None, blobs))
+        return self.read(0, None, blobs=blobs, view=view)
 
+    @overload
     def read(
-        self, after: int = 0, limit: int | None = None, *, blobs: BlobMode = "hydrate"
-    ) -> list[StoredMessage]:
-        """Messages with seq > ``after``, in order, at most ``limit``: a cursor whose cost
-        does not grow with the history's length."""
-        return self._run(self._core.read_plan(after, limit, blobs))
+        self,
+        after: int = ...,
+        limit: int | None = ...,
+        *,
+        blobs: BlobMode = ...,
+        view: MessageView = ...,
+    ) -> list[StoredMessage]: ...
+    @overload
+    def read(
+        self,
+        after: int = ...,
+        limit: int | None = ...,
+        *,
+        blobs: BlobMode = ...,
+        view: Literal["physical"],
+    ) -> list[Entry]: ...
+    def read(
+        self,
+        after: int = 0,
+        limit: int | None = None,
+        *,
+        blobs: BlobMode = "hydrate",
+        view: View = "visible",
+    ) -> list[StoredMessage] | list[Entry]:
+        """The rows of ``view`` whose seq is above ``after``, in view order, at most
+        ``limit``: a cursor whose cost does not grow with the history's length."""
+        if view == "physical":
+            return self._run(self._core.physical_read_plan(after, limit, blobs))
+        return self._run(self._core.read_plan(after, limit, blobs, view))
 
     @overload
-    def last(self, *, blobs: BlobMode = ...) -> StoredMessage | None: ...
-    @overload
-    def last(self, n: int, *, blobs: BlobMode = ...) -> list[StoredMessage]: ...
     def last(
-        self, n: int | None = None, *, blobs: BlobMode = "hydrate"
-    ) -> StoredMessage | list[StoredMessage] | None:
-        """The most recent message (``None`` on an empty log), or the last ``n`` in
-        chronological order (``ValueError`` for a negative ``n``)."""
+        self, *, blobs: BlobMode = ..., view: MessageView = ...
+    ) -> StoredMessage | None: ...
+    @overload
+    def last(
+        self, n: int, *, blobs: BlobMode = ..., view: MessageView = ...
+    ) -> list[StoredMessage]: ...
+    @overload
+    def last(
+        self, n: int, *, blobs: BlobMode = ..., view: Literal["physical"]
+    ) -> list[Entry]: ...
+    def last(
+        self, n: int | None = None, *, blobs: BlobMode = "hydrate", view: View = "visible"
+    ) -> StoredMessage | list[StoredMessage] | list[Entry] | None:
+        """The newest row of ``view`` (``None`` when it is empty), or its last ``n`` in
+        view order (``ValueError`` for a negative ``n``). Costs what it returns, not the
+        history's length."""
+        if view == "physical":
+            if n is None:
+                raise ValueError('last(view="physical") needs n')
+            return self._run(self._core.physical_last_plan(n, blobs))
+        rows = self._run(self._core.last_plan(1 if n is None else n, blobs, view))
         if n is None:
-            rows = self._run(self._core.last_plan(1, blobs))
             return rows[0] if rows else None
-        return self._run(self._core.last_plan(n, blobs))
+        return rows
 
-    def count(self) -> int:
-        """Total messages ever appended: the seq high-water mark (one round trip of
-        ``XLEN``, ``GET``, ``XLEN``, checked against each other)."""
-        return self._run(self._core.count_plan())
+    def count(self, view: View | None = None) -> int:
+        """Total entries ever appended: the last seq (one round trip of ``XLEN``,
+        ``GET``, ``XLEN``, checked against each other). With ``view``: the number of rows
+        of that view (``"physical"``: the last seq)."""
+        return self._run(self._core.count_plan(view))
+
+    def last_turns(self, n: int, *, view: MessageView = "visible") -> list[StoredMessage]:
+        """The last ``n`` user turns of ``view``: each user message with everything after
+        it, so a tool call is never split from its result."""
+        require_non_negative("n", n)
+        return self._run(self._core.window_plan(view, turns=n))
+
+    def last_tokens(
+        self,
+        budget: int,
+        count_tokens: Callable[[StoredMessage], int],
+        *,
+        view: MessageView = "visible",
+    ) -> list[StoredMessage]:
+        """The longest suffix of ``view`` whose messages' ``count_tokens`` fit in
+        ``budget``, moved forward past any tool result whose call it would cut off."""
+        require_non_negative("budget", budget)
+        return self._run(self._core.window_plan(view, budget=budget, counter=count_tokens))
 
     # -- following commits from every worker -----------------------------------------
 
@@ -235,9 +432,11 @@ class MessageLog(ShellBase):
         *,
         reconnect_within: float | None = 30.0,
         blobs: BlobMode = "hydrate",
-    ) -> Iterator[StoredMessage]:
-        """Every message with seq > ``after``, in seq order, then each new one as any
-        worker commits it, for as long as the caller iterates.
+    ) -> Iterator[Entry]:
+        """Every entry with seq > ``after``, in seq order, then each new one as any
+        worker commits it, for as long as the caller iterates: messages, and edits as
+        :class:`~redis_msglog.EditEntry` rows (fold them with :class:`~redis_msglog.LogView`
+        to keep a live view; ``isinstance(row, StoredMessage)`` picks the messages).
 
         Never a gap or a duplicate: each read is a blocking ``XREAD`` from the last seq
         seen, so a slow consumer or a lost connection (server restart, ``CLIENT KILL``)
@@ -256,7 +455,7 @@ class MessageLog(ShellBase):
         return self._rows(cursor)
 
     def subscribe(
-        self, callback: OnAppend, *, after: int | None = None
+        self, callback: OnCommit, *, after: int | None = None
     ) -> Subscription:
         """Call ``callback(rows)`` in the background (a thread; asyncio: a task, and the
         callback may be async) for commits made by any worker.
@@ -274,14 +473,14 @@ class MessageLog(ShellBase):
         cursor = FollowCursor(self._core, start, block_ms=wait_ms, reconnect_within=None)
         return Subscription(self, callback, cursor)
 
-    def _rows(self, cursor: FollowCursor) -> Iterator[StoredMessage]:
+    def _rows(self, cursor: FollowCursor) -> Iterator[Entry]:
         for page in self._pages(cursor):
             for row in page:
                 yield row
 
     def _pages(
         self, cursor: FollowCursor, stopped: Callable[[], bool] = lambda: False
-    ) -> Iterator[list[StoredMessage]]:
+    ) -> Iterator[list[Entry]]:
         """Non-empty pages of new rows, in order, until ``stopped()``: each page a plan,
         carried like any other read."""
         while not stopped():

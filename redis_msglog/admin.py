@@ -12,13 +12,16 @@ from datetime import datetime
 from typing import Any
 
 import redis
+from pydantic import ValidationError
 from redis import exceptions as redis_errors
 
 from ._blobs import references
-from ._codec import decode_entry, decode_row, micros_to_datetime
+from ._codec import decode_edit, decode_entry, decode_row, edit_document, micros_to_datetime
 from ._core import parse_seq_counter
 from ._keys import ConversationKeys, conversation_of, key_pattern
 from ._sync import MessageLog
+from ._views import fork_edit
+from .edits import EditEntry, Entry, LogView
 from .errors import (
     CodecError,
     CorruptLogError,
@@ -204,7 +207,9 @@ def verify_conversation(
     max_problems: int = 20,
 ) -> VerifyReport:
     """Check one conversation: the seq counter matches the stream's last entry, entry IDs
-    are ``1-0, 2-0, ...`` with no gap, and every entry decodes to a message."""
+    are ``1-0, 2-0, ...`` with no gap, every entry decodes to a message or an edit, every
+    edit refers to rows of the view before it, and the view keys agree with the entries.
+    (The view's rows are held in memory while checking.)"""
     keys = ConversationKeys.build(prefix, conversation)
     require_conversation(client, keys, conversation)
     report = VerifyReport(conversation, counter=None, entries=0, last_seq=0)
@@ -216,8 +221,11 @@ def verify_conversation(
             report.problems.append("(more problems not shown)")
 
     report.counter = _read_counter(client, keys, problem)
-    _check_stream(client, keys, page, report, problem)
+    view = LogView(strict=True)
+    _check_stream(client, keys, page, report, problem, view)
     _check_counter_against_stream(keys, report, problem)
+    if not report.problems and client.exists(keys.view):
+        _check_view_keys(client, prefix, conversation, view, problem)
     _check_producers(client, keys, page, problem)
     return report
 
@@ -244,6 +252,37 @@ def _check_producers(
         problem(f"producers {keys.producers}: {exc}")
 
 
+def _fold(view: LogView, row: Entry, problem: Callable[[str], None]) -> None:
+    """Apply ``row`` to the fold; an edit that refers to no row of the view is reported."""
+    try:
+        view.apply(row)
+    except ValueError as exc:
+        problem(f"entry {row.seq}: {exc}")
+
+
+def _check_view_keys(
+    client: redis.Redis,
+    prefix: str,
+    conversation: str,
+    view: LogView,
+    problem: Callable[[str], None],
+) -> None:
+    """The view the server reads from its view keys must be the fold of the entries."""
+    log = MessageLog(client, conversation, prefix=prefix)
+    try:
+        for name, served, folded in (
+            ("visible", log.all(blobs="refs"), view.rows),
+            ("active", log.all(blobs="refs", view="active"), view.active()),
+        ):
+            if [r.seq for r in served] != [r.seq for r in folded]:
+                problem(
+                    f"the {name} view read from {log.keys.view} and {log.keys.hidden} is not "
+                    "the fold of the entries (the view keys were changed by hand?)"
+                )
+    except MessageLogError as exc:
+        problem(f"the view keys {log.keys.view} and {log.keys.hidden}: {exc}")
+
+
 def _read_counter(
     client: redis.Redis, keys: ConversationKeys, problem: Callable[[str], None]
 ) -> int | None:
@@ -266,8 +305,10 @@ def _check_stream(
     page: int,
     report: VerifyReport,
     problem: Callable[[str], None],
+    view: LogView,
 ) -> None:
-    """Check every entry, a page at a time, counting them into ``report``."""
+    """Check every entry, a page at a time, counting them into ``report``; fold them into
+    ``view``, checking that every edit refers to rows of the view before it."""
     start = "-"
     expected = 1
     try:
@@ -278,7 +319,9 @@ def _check_stream(
                 seq, expected, row = _check_entry(keys, entry_id, fields, expected, problem)
                 report.entries += 1
                 report.last_seq = max(report.last_seq, seq)
-                rows += [] if row is None else [row]
+                if row is not None:
+                    _fold(view, row, problem)
+                    rows += [row] if isinstance(row, StoredMessage) else []
             _check_blobs(client, keys, rows, problem)
             if len(entries) < page:
                 break
@@ -328,7 +371,7 @@ def _check_entry(
     fields: dict[Any, Any],
     expected: int,
     problem: Callable[[str], None],
-) -> tuple[int, int, StoredMessage | None]:
+) -> tuple[int, int, Entry | None]:
     """Check one entry; return its seq, the next expected seq and the row (``None`` when
     it does not decode)."""
     seq_part, _, tail = _text(entry_id).partition("-")
@@ -340,10 +383,14 @@ def _check_entry(
         missing = f"seq {expected}" if seq == expected + 1 else f"seqs {expected}..{seq - 1}"
         problem(f"stream {keys.stream} is missing {missing}")
     values = {_text(k): v for k, v in fields.items()}
+    row: Entry
     try:
-        if "at" not in values or "msg" not in values:
-            raise CodecError("expected fields 'at' and 'msg'")
-        row = decode_entry(seq, values["at"], values["msg"])
+        if values.keys() == {"at", "edit"}:
+            row = decode_edit(seq, values["at"], values["edit"])
+        elif "at" not in values or "msg" not in values:
+            raise CodecError("expected fields 'at' and 'msg' (or 'at' and 'edit')")
+        else:
+            row = decode_entry(seq, values["at"], values["msg"])
     except (CodecError, CorruptLogError, ValueError) as exc:
         problem(f"entry {seq} does not decode: {exc}")
         return seq, seq + 1, None
@@ -357,41 +404,127 @@ def import_jsonl(
     batch_size: int = 500,
     progress: Callable[[int], object] | None = None,
 ) -> tuple[int, int]:
-    """Append the messages of a JSON Lines export (``seq`` and ``at`` are ignored) in
+    """Append the entries of a JSON Lines export (``seq`` and ``at`` are ignored) in
     batches; return ``(messages, last_seq)``. Memory is bounded by one batch.
 
     The whole file is validated before anything is written (:class:`ImportFileError`
     names the line). Each batch carries an idempotency key made from its position and
     content, so running the same import again after an interruption (within the log's
     ``idempotency_window``) skips the batches that committed and writes the rest once.
-    ``progress(n)`` is called after each batch with the number of messages it held. A
+    ``progress(n)`` is called after each batch with the number of lines it held. A
     batch the server refuses raises :class:`ImportBatchError`, naming its lines.
+
+    Edit lines (``{"seq", "at", "edit"}``, docs/edits.md) are made again as the same
+    edits. They refer to seqs, so a file with edits goes only into a conversation that
+    is empty or holds exactly the file's first entries (an interrupted import of it).
     """
     if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
         raise ValueError(f"batch_size must be a positive int, got {batch_size!r}")
-    total = 0
-    for number, line in _lines(path):
-        try:
-            log.validate([decode_row(line)])
-        except (CodecError, InvalidMessageError, MessageTooLargeError) as exc:
-            raise ImportFileError(f"{os.fspath(path)} line {number}: {exc}") from exc
-        total += 1
-    last_seq = log.count()
-    chunk: list[tuple[int, bytes]] = []
-    batches = 0
-    for numbered in _lines(path):
-        chunk.append(numbered)
-        if len(chunk) == batch_size:
-            last_seq = _import_batch(log, path, chunk, batches)
-            batches += 1
-            if progress is not None:
-                progress(len(chunk))
-            chunk = []
-    if chunk:
-        last_seq = _import_batch(log, path, chunk, batches)
+    total, edits = 0, False
+    for unit in _units(log, path, batch_size):  # validates every line first
+        total += len(unit.messages)
+        edits = edits or unit.edit is not None
+    held = _held_prefix_of(log, path) if edits else 0
+    last_seq, position = log.count(), 0
+    for index, unit in enumerate(_units(log, path, batch_size)):
+        position += len(unit.lines)
+        if position <= held:  # already there (an interrupted import of this file)
+            continue
+        if position - len(unit.lines) < held:
+            raise ImportFileError(
+                f"{log.conversation!r} holds the file's first {held} entries, which end "
+                f"inside the batch of lines {unit.lines[0][0]}..{unit.lines[-1][0]}"
+            )
+        last_seq = _import_unit(log, path, unit, index)
         if progress is not None:
-            progress(len(chunk))
+            progress(len(unit.lines))
     return total, last_seq
+
+
+@dataclass(frozen=True, slots=True)
+class _Unit:
+    """What one call imports: a batch of messages, or one edit with the messages that
+    belong to it (a compaction's, a fork's). ``lines`` are (line number, bytes)."""
+
+    lines: list[tuple[int, bytes]]
+    messages: list[dict[str, Any]]
+    edit: dict[str, Any] | None = None
+
+
+def _units(log: MessageLog, path: str | os.PathLike[str], batch_size: int) -> Iterator[_Unit]:
+    """The file's lines grouped into units, each line validated (ImportFileError)."""
+    chunk: list[tuple[int, bytes]] = []
+    messages: list[dict[str, Any]] = []
+    edit: tuple[int, bytes, dict[str, Any]] | None = None
+    owed = 0  # messages still belonging to ``edit``
+    for number, line in _lines(path):
+        doc = _parse_line(log, path, number, line)
+        if "edit" in doc and owed:
+            raise ImportFileError(
+                f"{os.fspath(path)} line {number}: an edit where a message "
+                f"of the edit on line {edit[0] if edit else '?'} belongs"
+            )
+        if "edit" in doc:
+            if chunk:
+                yield _Unit(chunk, messages)
+            chunk, messages = [(number, line)], []
+            edit, owed = (number, line, doc["edit"]), int(doc["edit"].get("count") or 0)
+        else:
+            chunk.append((number, line))
+            messages.append(doc)
+            owed = max(0, owed - 1)
+        if edit is not None and not owed:
+            yield _Unit(chunk, messages, edit[2])
+            chunk, messages, edit = [], [], None
+        elif edit is None and len(chunk) == batch_size:
+            yield _Unit(chunk, messages)
+            chunk, messages = [], []
+    if owed:
+        raise ImportFileError(
+            f"{os.fspath(path)}: the file ends before the {owed} messages its last edit announces"
+        )
+    if chunk:
+        yield _Unit(chunk, messages)
+
+
+def _parse_line(
+    log: MessageLog, path: str | os.PathLike[str], number: int, line: bytes
+) -> dict[str, Any]:
+    """A line's message document, or ``{"edit": ...}`` for an edit line."""
+    try:
+        doc = decode_row(line)
+        if "edit" in doc:
+            if set(doc) != {"edit"} or not isinstance(doc["edit"], dict):
+                raise CodecError("an edit line holds only seq, at and edit (an object)")
+            EditEntry.model_validate({**doc["edit"], "seq": 1, "at": micros_to_datetime(0)})
+        else:
+            log.validate([doc])
+    except (CodecError, InvalidMessageError, MessageTooLargeError, ValidationError) as exc:
+        raise ImportFileError(f"{os.fspath(path)} line {number}: {exc}") from exc
+    return doc
+
+
+def _held_prefix_of(log: MessageLog, path: str | os.PathLike[str]) -> int:
+    """How many of the file's first entries the log holds: a file with edits goes into
+    an empty log, or one holding exactly its first entries (an interrupted import),
+    where the import goes on after them: its seqs must mean the same entries."""
+    held = log.all(view="physical") if log.count() else []
+    lines = _lines(path)
+    for entry in held:
+        _number, line = next(lines, (0, b""))
+        doc = decode_row(line) if line else None
+        same = doc is not None and (
+            edit_document(entry) == doc.get("edit")
+            if isinstance(entry, EditEntry)
+            else "edit" not in doc and log.validate([doc])[0] == entry.as_message()
+        )
+        if not same:
+            raise ImportFileError(
+                f"{os.fspath(path)} has edits, which refer to seqs, and {log.conversation!r} "
+                f"already holds entries that are not the file's first ones (seq {entry.seq} "
+                "differs): import it into an empty conversation"
+            )
+    return len(held)
 
 
 def _lines(path: str | os.PathLike[str]) -> Iterator[tuple[int, bytes]]:
@@ -402,18 +535,28 @@ def _lines(path: str | os.PathLike[str]) -> Iterator[tuple[int, bytes]]:
                 yield number, line.strip()
 
 
-def _import_batch(
-    log: MessageLog, path: str | os.PathLike[str], numbered: list[tuple[int, bytes]], index: int
-) -> int:
-    lines = [line for _number, line in numbered]
+def _import_unit(log: MessageLog, path: str | os.PathLike[str], unit: _Unit, index: int) -> int:
     digest = hashlib.blake2b(digest_size=16)
-    for line in lines:
+    for _number, line in unit.lines:
         digest.update(line + b"\n")
     key = f"import:{index}:{digest.hexdigest()}"
+    edit = unit.edit
     try:
-        return log.append_many([decode_row(line) for line in lines], idempotency_key=key)
+        if edit is None:
+            return log.append_many(unit.messages, idempotency_key=key)
+        if edit["op"] == "retract":
+            return log.retract(edit["seqs"], idempotency_key=key)
+        if edit["op"] == "archive":
+            return log.archive(edit["through"], idempotency_key=key)
+        if edit["op"] == "fork":
+            # The fork entry again, as fork() writes it (the source need not exist here).
+            fork = fork_edit(edit["source"], edit["sourceSeq"], len(unit.messages))
+            return log._commit(log._core.batch(unit.messages, fork), key, expected_seq=0)
+        if "through" in edit:
+            return log.compact(unit.messages, through_seq=edit["through"], idempotency_key=key)
+        return log.replace(unit.messages, idempotency_key=key)
     except MessageLogError as exc:
-        first, last = numbered[0][0], numbered[-1][0]
+        first, last = unit.lines[0][0], unit.lines[-1][0]
         raise ImportBatchError(
             f"{os.fspath(path)} lines {first}..{last} (batch {index + 1}) were not imported: "
             f"{exc} (the batches before it committed: running the import again writes "

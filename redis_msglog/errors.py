@@ -83,6 +83,13 @@ class SeqConflictError(MessageLogError):
         self.current_seq = current_seq
 
 
+class InvalidEditError(MessageLogError, ValueError):
+    """An edit (``retract``, ``compact``, ``archive``) named a seq that is not a row of the
+    view (beyond the end, an edit entry, already retracted or compacted away), or would
+    move the archive watermark backwards. Checked by the server atomically with the
+    edit: nothing was written."""
+
+
 class LogRewoundError(StorageError):
     """A reader's or follower's cursor is beyond the end of the log, or the message at
     its cursor changed: the log was rewound (a failover promoted a replica that had not

@@ -30,6 +30,7 @@ REPLACEMENTS = [
     (r"AsyncSubscription", "Subscription"),
     (r"AsyncRouter", "Router"),
     (r"AsyncOnAppend", "OnAppend"),
+    (r"AsyncOnCommit", "OnCommit"),
     (r"__aenter__", "__enter__"),
     (r"__aexit__", "__exit__"),
     (r"aclose", "close"),

@@ -53,3 +53,15 @@ def test_benchmarks_smoke_run(tmp_path: Path) -> None:
     assert 200 * 1024 <= offloaded < 200 * 1024 * 4 / 3  # raw bytes in the blobs hash
     assert all(t["ratio"] is not None for t in document["targets"])
     assert "| target | measured | bound | met |" in table.read_text()
+
+
+def test_edits_benchmark_smoke_run() -> None:
+    from benchmarks import edits
+
+    results = edits.main(["--small", "1000", "--large", "2000", "--calls", "3"])
+    assert set(results) >= {
+        "last(50), 2,000 messages, edited",
+        "raw XREVRANGE + orjson.loads, 2,000 messages",
+        "edited: large / small (flat = 1.0)",
+    }
+    assert all(value > 0 for value in results.values())

@@ -26,7 +26,7 @@ import pytest
 import redis
 import redis.asyncio
 
-from redis_msglog import AsyncMessageLog, AsyncSubscription, StoredMessage
+from redis_msglog import AsyncMessageLog, AsyncSubscription, Entry, StoredMessage
 from redis_msglog.testing import EphemeralServer
 
 from .conftest import new_id
@@ -251,7 +251,7 @@ def test_a_subscription_closed_at_every_await_point_stops_and_releases_its_conne
         for k in [k for _ in range(ROUNDS) for k in range(FOLLOW_K)]:
             delivered: list[int] = []
 
-            async def callback(rows: list[StoredMessage], into: list[int] = delivered) -> None:
+            async def callback(rows: list[Entry], into: list[int] = delivered) -> None:
                 await asyncio.sleep(0)
                 into.extend(m.seq for m in rows)
 

@@ -399,3 +399,80 @@ def test_commands_on_a_cluster(shared_cluster: Callable[[], Any], prefix: str) -
     assert msglog(url, prefix, "--cluster", "verify", "--all").exit_code == 0
     stats = msglog(url, prefix, "--cluster", "stats")
     assert stats.exit_code == 0 and "3 primaries" in stats.output
+
+
+# -- edits (docs/edits.md) --------------------------------------------------------------
+
+
+def edited(url: str, prefix: str) -> MessageLog:
+    """A conversation with every kind of edit: 5 messages, a pop, a compaction, an
+    archive watermark, then one more message."""
+    log = seeded(url, prefix)
+    log.pop()  # 6 retracts 5
+    log.compact([{"role": "system", "content": "summary of the start"}], through_seq=2)  # 7, 8
+    log.archive(3)  # 9
+    log.add("user", "after the edits")  # 10
+    return log
+
+
+def test_show_renders_the_view_and_physical_renders_the_edits(url: str, prefix: str) -> None:
+    log = edited(url, prefix)
+    shown = msglog(url, prefix, "show", log.conversation)
+    assert shown.exit_code == 0, shown.output
+    assert "summary of the start" in shown.output and "Found 3." not in shown.output
+    assert "retract" not in shown.output
+    physical = msglog(url, prefix, "show", "--physical", log.conversation)
+    assert physical.exit_code == 0, physical.output
+    assert "retract 5" in physical.output and "archive through 3" in physical.output
+    assert "compact through 2: the next 1 messages replace it" in physical.output
+    tail = msglog(url, prefix, "tail", "-n", "2", log.conversation)
+    assert "archive through 3" in tail.output and "after the edits" in tail.output
+
+
+def test_verify_checks_edits_and_the_view_keys(url: str, prefix: str) -> None:
+    log = edited(url, prefix)
+    assert msglog(url, prefix, "verify", log.conversation).exit_code == 0
+    client = redis.Redis.from_url(url)
+    client.hset(log.keys.view, "segments", "1-")  # the view keys no longer match the entries
+    result = msglog(url, prefix, "verify", log.conversation)
+    assert result.exit_code == 1 and "not the fold of the entries" in result.output
+
+
+def test_an_edit_that_refers_to_no_row_is_a_verify_problem(url: str, prefix: str) -> None:
+    log = seeded(url, prefix)
+    client = redis.Redis.from_url(url)
+    client.xadd(
+        log.keys.stream, {"at": "1700000000000000", "edit": '{"op":"retract","seqs":[9]}'}, id="6-0"
+    )
+    client.incr(log.keys.seq)
+    result = msglog(url, prefix, "verify", log.conversation)
+    assert result.exit_code == 1 and "entry 6: retracts seqs [9]" in result.output
+
+
+def test_export_and_import_carry_the_edits(url: str, prefix: str, tmp_path: Path) -> None:
+    log = edited(url, prefix)
+    out = tmp_path / "edited.jsonl"
+    assert msglog(url, prefix, "export", log.conversation, "-o", str(out)).exit_code == 0
+    lines = out.read_bytes().splitlines()
+    assert len(lines) == 10 and b'"edit":{"op":"retract","seqs":[5]}' in lines[5]
+    copy = new_id()
+    for _ in range(2):  # again: an interrupted import run twice writes everything once
+        result = msglog(url, prefix, "import", str(out), copy, "--batch-size", "2")
+        assert result.exit_code == 0, result.output
+    imported = MessageLog(redis.Redis.from_url(url), copy, prefix=prefix)
+    assert imported.count() == 10
+    assert [m.model_dump(exclude={"at"}) for m in imported.all()] == [
+        m.model_dump(exclude={"at"}) for m in log.all()
+    ]
+    assert [m.seq for m in imported.all(view="active")] == [m.seq for m in log.all(view="active")]
+    # A conversation holding the file's first entries: the import goes on after them.
+    started = seeded(url, prefix)
+    assert msglog(url, prefix, "import", str(out), started.conversation).exit_code == 0
+    assert [m.model_dump(exclude={"at"}) for m in started.all(view="physical")] == [
+        m.model_dump(exclude={"at"}) for m in log.all(view="physical")
+    ]
+    other = MessageLog(redis.Redis.from_url(url), new_id(), prefix=prefix)
+    other.add("user", "something else")
+    refused = msglog(url, prefix, "import", str(out), other.conversation)
+    assert refused.exit_code == 1 and "import it into an empty conversation" in refused.output
+    assert other.count() == 1

@@ -19,6 +19,7 @@ import redis.asyncio
 from redis_msglog import (
     AsyncMessageLog,
     CorruptLogError,
+    Entry,
     MessageLog,
     ServerUnavailableError,
     StoredMessage,
@@ -68,7 +69,7 @@ def test_async_follow_and_subscribe_on_every_backend(async_env: Env, protocol: i
 
     async def scenario() -> None:
         await log.append_many([{"role": "user", "content": str(i)} for i in range(3)])
-        got: list[StoredMessage] = []
+        got: list[Entry] = []
 
         async def consume() -> None:
             async for row in log.follow(after=1):
@@ -199,7 +200,8 @@ def test_follow_survives_a_server_restart(
     assert [next(follower).seq for _ in range(3)] == [3, 4, 5]
     server.restart()
     assert log.add("user", "after the restart") == 6
-    assert next(follower).content == "after the restart"
+    row = next(follower)
+    assert isinstance(row, StoredMessage) and row.content == "after the restart"
 
 
 def test_follow_gives_up_when_the_server_stays_away(
@@ -281,7 +283,7 @@ def test_async_follow_from_another_worker(
         log = AsyncMessageLog(client, conversation)
         writer = MessageLog(redis.Redis.from_url(url), conversation)
         writer.add("user", "old")
-        got: list[StoredMessage] = []
+        got: list[Entry] = []
 
         async def consume() -> None:
             async for row in log.follow():
@@ -321,7 +323,7 @@ def test_subscribe_from_a_stored_position_and_a_failing_callback(sync_env: Env) 
     log.append_many([{"role": "user", "content": str(i)} for i in range(4)])
     delivered: list[int] = []
 
-    def callback(rows: list[StoredMessage]) -> None:
+    def callback(rows: list[Entry]) -> None:
         delivered.extend(m.seq for m in rows)
         if rows[-1].seq >= 4:
             raise RuntimeError("handler failed")
@@ -345,7 +347,7 @@ def test_async_subscribe_with_an_async_callback(
         await log.add("user", "old")
         delivered: list[int] = []
 
-        async def callback(rows: list[StoredMessage]) -> None:
+        async def callback(rows: list[Entry]) -> None:
             await asyncio.sleep(0)
             delivered.extend(m.seq for m in rows)
 
@@ -389,7 +391,7 @@ def test_async_subscribe_delivers_an_append_awaited_right_after_it(
             await writer.count()
             delivered: list[int] = []
 
-            def deliver(rows: list[StoredMessage], into: list[int] = delivered) -> None:
+            def deliver(rows: list[Entry], into: list[int] = delivered) -> None:
                 into.extend(m.seq for m in rows)
 
             subscription = await log.subscribe(deliver)
@@ -471,7 +473,7 @@ def test_an_async_subscription_closed_from_its_callback_stops_cleanly(
         await log.append_many([{"role": "user", "content": str(i)} for i in range(3)])
         delivered: list[int] = []
 
-        async def callback(rows: list[StoredMessage]) -> None:
+        async def callback(rows: list[Entry]) -> None:
             delivered.extend(m.seq for m in rows)
             await subscription.close()
 
@@ -497,7 +499,7 @@ def test_a_subscription_closed_from_its_callback_stops_cleanly(
     delivered: list[int] = []
     assigned = threading.Event()
 
-    def callback(rows: list[StoredMessage]) -> None:
+    def callback(rows: list[Entry]) -> None:
         delivered.extend(m.seq for m in rows)
         assigned.wait(5)
         subscription.close()

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -26,6 +26,7 @@ from redis_msglog import (
     NO_RETRY,
     AsyncMessageLog,
     CorruptLogError,
+    Entry,
     MessageLog,
     MessageLogError,
     StoredMessage,
@@ -178,7 +179,7 @@ class Truth:
     def ids(self) -> list[str]:
         return [entry_id for entry_id, _ in self.entries]
 
-    def expect_rows(self, rows: list[StoredMessage], ids: list[str], what: str) -> None:
+    def expect_rows(self, rows: Sequence[Entry], ids: list[str], what: str) -> None:
         """``rows`` must be exactly the entries ``ids``, each decoded faithfully."""
         assert [f"{row.seq}-0" for row in rows] == ids, (
             f"{what} returned seqs {[r.seq for r in rows]} but the stream holds {self.ids}: "
@@ -187,6 +188,7 @@ class Truth:
         by_id = dict(self.entries)
         for row in rows:
             stored = orjson.loads(by_id[f"{row.seq}-0"][b"msg"])
+            assert isinstance(row, StoredMessage), f"{what}: seq {row.seq} is not a message"
             assert to_document(row) == stored, f"{what}: seq {row.seq} decoded differently"
 
     def sound_prefix(self) -> list[str]:
@@ -366,10 +368,10 @@ DEADLINE = 10.0  # seconds; a follower that neither delivers nor raises by then 
 IDLE = 1.0  # seconds to watch a follower of an empty stream: it must wait, or raise
 
 
-def _follow_sync(log: MessageLog, want: int) -> tuple[list[StoredMessage], BaseException | None]:
+def _follow_sync(log: MessageLog, want: int) -> tuple[list[Entry], BaseException | None]:
     if not want:  # it would wait forever in a thread we cannot stop: watch a subscription
         return _subscribe_sync(log, want)
-    rows: list[StoredMessage] = []
+    rows: list[Entry] = []
     failure: list[BaseException] = []
 
     def consume() -> None:
@@ -390,8 +392,8 @@ def _follow_sync(log: MessageLog, want: int) -> tuple[list[StoredMessage], BaseE
 
 async def _follow_async(
     log: AsyncMessageLog, want: int
-) -> tuple[list[StoredMessage], BaseException | None]:
-    rows: list[StoredMessage] = []
+) -> tuple[list[Entry], BaseException | None]:
+    rows: list[Entry] = []
 
     async def consume() -> None:
         async for row in log.follow(after=0):
@@ -410,11 +412,11 @@ async def _follow_async(
     return rows, None
 
 
-def _subscribe_sync(log: MessageLog, want: int) -> tuple[list[StoredMessage], BaseException | None]:
-    rows: list[StoredMessage] = []
+def _subscribe_sync(log: MessageLog, want: int) -> tuple[list[Entry], BaseException | None]:
+    rows: list[Entry] = []
     done = threading.Event()
 
-    def callback(batch: list[StoredMessage]) -> None:
+    def callback(batch: list[Entry]) -> None:
         rows.extend(batch)
         if len(rows) >= want:
             done.set()
@@ -433,10 +435,10 @@ def _subscribe_sync(log: MessageLog, want: int) -> tuple[list[StoredMessage], Ba
 
 async def _subscribe_async(
     log: AsyncMessageLog, want: int
-) -> tuple[list[StoredMessage], BaseException | None]:
-    rows: list[StoredMessage] = []
+) -> tuple[list[Entry], BaseException | None]:
+    rows: list[Entry] = []
 
-    async def callback(batch: list[StoredMessage]) -> None:
+    async def callback(batch: list[Entry]) -> None:
         rows.extend(batch)
 
     subscription = await log.subscribe(callback, after=0)

@@ -38,6 +38,7 @@ from ._common import (
     tool_call_id,
     with_extras,
 )
+from .responses import join_items
 
 FORMAT = "anthropic"
 PROVIDER = "anthropic"
@@ -156,7 +157,7 @@ def to_anthropic(messages: Sequence[AgentMessage]) -> list[dict[str, Any]]:
         else:
             turns.append({"role": role, "content": blocks})
 
-    for turn in paired(messages):
+    for turn in paired(join_items(messages)):
         msg = turn.message
         if msg.role == "system" and not _in_turns(msg):
             continue  # the system prompt: anthropic_system()
@@ -178,7 +179,7 @@ def anthropic_system(messages: Sequence[AgentMessage]) -> str | list[dict[str, A
     messages (``None`` if there are none). One system message with ``str`` content gives
     that string (as :func:`from_anthropic` got it); otherwise a list of text blocks, in
     order, with their ``extras["anthropic"]`` (``cache_control``...)."""
-    system = [m for m in messages if m.role == "system" and not _in_turns(m)]
+    system = [m for m in join_items(messages) if m.role == "system" and not _in_turns(m)]
     if not system:
         return None
     if len(system) == 1 and isinstance(system[0].content, str):

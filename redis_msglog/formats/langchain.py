@@ -48,6 +48,7 @@ from ._common import (
     sequence,
     with_extras,
 )
+from .responses import join_items
 
 if TYPE_CHECKING:
     from langchain_core.messages import BaseMessage
@@ -204,7 +205,7 @@ def to_langchain_messages(messages: Sequence[AgentMessage]) -> list[BaseMessage]
     langchain-core. For the seed's plain dicts, see :func:`redis_msglog.to_langchain`."""
     require_inline(messages)
     out = []
-    for msg in messages:
+    for msg in join_items(messages):
         data = _render(msg)
         # The patch (and so any message-level field) applies over the whole message;
         # content and calls carry their own.

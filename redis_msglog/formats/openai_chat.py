@@ -46,6 +46,7 @@ from ._common import (
     tool_call_id,
     with_extras,
 )
+from .responses import join_items
 
 FORMAT = "openai"
 _AUDIO_FORMATS = {"audio/wav": "wav", "audio/mpeg": "mp3"}
@@ -143,7 +144,7 @@ def to_openai(messages: Sequence[AgentMessage]) -> list[dict[str, Any]]:
     """OpenAI Chat Completions messages: all roles, ``tool_calls``/``tool_call_id``, content
     parts Chat can hold; see docs/adapters.md for every rule."""
     out: list[dict[str, Any]] = []
-    for turn in paired(messages):
+    for turn in paired(join_items(messages)):
         out.append(_render_message(turn.message))
         out.extend(_render_result(call_id, result) for call_id, result in turn.results)
     return out

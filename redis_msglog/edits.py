@@ -1,0 +1,142 @@
+"""Edits as entries of the log, and the view they make (see docs/edits.md).
+
+The physical log never changes: a pop, a retraction, a compaction, an archive watermark
+or a fork is an entry with its own seq. :class:`EditEntry` is such an entry as a physical
+read or a follower sees it; :class:`LogView` folds entries into the view that
+``all()``/``last()``/``read()`` return, for a follower that keeps its own (a UI that
+removes a popped message live) and as the reference the server's view is tested against.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from datetime import datetime
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, StrictInt, StrictStr
+
+from .models import StoredMessage
+
+EditOp = Literal["retract", "compact", "archive", "fork"]
+View = Literal["visible", "active", "archived", "physical"]
+"""Which rows a read returns: ``visible`` (every row not retracted or compacted away),
+``active`` (visible rows after the archive watermark), ``archived`` (up to it), or
+``physical`` (every entry, edits included, in seq order)."""
+VIEWS: tuple[View, ...] = ("visible", "active", "archived", "physical")
+MessageView = Literal["visible", "active", "archived"]
+"""The views whose rows are messages only."""
+
+
+class EditEntry(BaseModel):
+    """An edit entry of the log: what it changed, its seq and commit time.
+
+    - ``retract``: ``seqs`` left the view (``pop()`` is a retract of one).
+    - ``compact``: the rows up to ``through_seq`` (by position in the view) were replaced
+      by the ``count`` messages that follow this entry.
+    - ``archive``: the rows up to ``through_seq`` (by position) are archived.
+    - ``fork``: this log began as a copy of ``source``'s view at ``source_seq``: the
+      ``count`` messages that follow this entry.
+    """
+
+    model_config = ConfigDict(frozen=True, populate_by_name=True, extra="forbid")
+
+    seq: StrictInt
+    at: datetime
+    op: EditOp
+    seqs: tuple[StrictInt, ...] | None = None
+    through_seq: StrictInt | None = Field(default=None, alias="through")
+    count: StrictInt | None = None
+    source: StrictStr | None = None
+    source_seq: StrictInt | None = Field(default=None, alias="sourceSeq")
+
+
+Entry = StoredMessage | EditEntry
+"""A row of a physical read or a follow: a message or an edit."""
+
+
+class LogView:
+    """The view of a log, folded from its entries in seq order (docs/edits.md).
+
+    ``apply`` each entry a follower receives (``follow()`` delivers edits too); ``rows``
+    is then what ``all(view="visible")`` returns, ``active()`` and ``archived()`` the
+    other views. Raises ``ValueError`` for an entry out of order; with ``strict``, also
+    for an edit that refers to no row of the view (what ``msglog verify`` checks). A
+    follower that starts after seq 0 has not seen every row: leave it off."""
+
+    def __init__(self, entries: Iterable[Entry] = (), *, strict: bool = False) -> None:
+        self._strict = strict
+        # Every row still placed in the view, retracted ones too (flag True): a retracted
+        # archive watermark row still marks where the archived rows end.
+        self._rows: list[tuple[StoredMessage, bool]] = []
+        self._archived: int | None = None  # the watermark row's seq
+        self._absorb = 0  # messages still to place first (after a compaction or fork)
+        self._placed = 0
+        self.last_seq = 0
+        for entry in entries:
+            self.apply(entry)
+
+    @property
+    def rows(self) -> list[StoredMessage]:
+        """Every row of the view, in view order."""
+        return [row for row, retracted in self._rows if not retracted]
+
+    def active(self) -> list[StoredMessage]:
+        """The rows after the archive watermark."""
+        return [row for row, gone in self._rows[self._watermark_index() + 1 :] if not gone]
+
+    def archived(self) -> list[StoredMessage]:
+        """The rows up to and including the archive watermark."""
+        return [row for row, gone in self._rows[: self._watermark_index() + 1] if not gone]
+
+    def apply(self, entry: Entry) -> None:
+        """Fold one more entry (the next seq) into the view."""
+        if entry.seq <= self.last_seq:
+            raise ValueError(f"entry {entry.seq} is not after {self.last_seq}")
+        self.last_seq = entry.seq
+        if isinstance(entry, StoredMessage):
+            if self._absorb:
+                self._rows.insert(self._placed, (entry, False))
+                self._placed += 1
+                self._absorb -= 1
+            else:
+                self._rows.append((entry, False))
+            return
+        if entry.op == "retract":
+            gone = set(entry.seqs or ())
+            if self._strict and not gone <= {row.seq for row in self.rows}:
+                raise ValueError(f"retracts seqs {sorted(gone)}, not all rows of the view")
+            self._rows = [(row, hidden or row.seq in gone) for row, hidden in self._rows]
+        elif entry.op == "archive":
+            if self._strict:
+                index = self._index_of(entry.through_seq or 0)
+                if self._rows[index][1] or index <= self._watermark_index():
+                    raise ValueError(f"archives through {entry.through_seq}, not forward")
+            self._archived = entry.through_seq
+        else:
+            self._compact(entry)
+
+    def _compact(self, entry: EditEntry) -> None:
+        if entry.through_seq is None:  # everything (replace, clear, fork)
+            cut = len(self._rows)
+            if self._strict and entry.op == "fork" and entry.seq != 1:
+                raise ValueError("a fork entry that is not the log's first")
+        elif entry.through_seq == 0:
+            cut = 0
+        else:
+            cut = self._index_of(entry.through_seq) + 1
+            if self._strict and self._rows[cut - 1][1]:
+                raise ValueError(f"compacts through {entry.through_seq}, a retracted row")
+        if self._archived is not None and self._watermark_index() < cut:
+            self._archived = None  # the watermark row was replaced
+        self._rows = self._rows[cut:]
+        self._absorb, self._placed = entry.count or 0, 0
+
+    def _index_of(self, seq: int) -> int:
+        for index, (row, _) in enumerate(self._rows):
+            if row.seq == seq:
+                return index
+        raise ValueError(f"seq {seq} is not a row of the view")
+
+    def _watermark_index(self) -> int:
+        """The index of the watermark row (-1: nothing archived)."""
+        return -1 if self._archived is None else self._index_of(self._archived)

@@ -1,0 +1,469 @@
+"""LlamaIndex: ``MessageLogChatStore``, an ``AsyncDBChatStore`` on the message log, for
+``Memory`` (``pip install 'redis-msglog[llama-index]'``).
+
+::
+
+    from llama_index.core.memory import Memory
+    from redis_msglog.integrations.llama_index import MessageLogChatStore
+
+    store = MessageLogChatStore.from_url(url="redis://localhost:6379")
+    memory = Memory.from_defaults(session_id="conv-42", chat_store=store, token_limit=4000)
+
+A chat store key is the log conversation of that id under the store's ``prefix``, so
+``MessageLog(client, "conv-42")``, ``follow()`` and ``msglog show conv-42`` read what
+``Memory`` writes, and ``Memory`` reads what any other writer appends. How each call maps
+to the log (docs/integrations.md):
+
+- ``ACTIVE``/``ARCHIVED`` are the log's archive watermark: ``get_messages(status=ACTIVE)``
+  reads ``view="active"``, ``ARCHIVED`` ``view="archived"``, ``None`` ``view="visible"``;
+  ``archive_oldest_messages(n)`` moves the watermark with one ``archive()``, a
+  compare-and-set on the log's last seq (retried when another writer got in between:
+  the log has no server-side "oldest n");
+- ``add_message(s)`` is one (atomic) append; ``set_messages`` one ``replace()``;
+- ``delete_*`` are retractions (``retract``; ``delete_messages()`` with no status is a
+  ``clear()``): entries of the log, nothing is deleted; ``delete_message(key, idx)``
+  takes the message's seq as its id (the reference store takes its row id);
+- ``get_keys()`` lists every conversation under the prefix (``SCAN``).
+
+Messages are stored losslessly: each ``ChatMessage`` becomes an
+:class:`~redis_msglog.AgentMessage` (roles, text, images, audio, documents, thinking, tool
+calls and tool results in their neutral places, so ``to_openai()``, ``to_anthropic()``...
+read them), and what has no neutral place (a ``developer`` role, ``additional_kwargs``,
+video, citation and cache blocks, a thinking block's details...) is kept as a JSON merge
+patch in ``extras["llama_index"]``: :func:`to_llama_index` gives back a ``ChatMessage``
+equal to the one stored.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any, cast
+
+from llama_index.core.base.llms.types import ChatMessage
+from llama_index.core.bridge.pydantic import PrivateAttr
+from llama_index.core.storage.chat_store.base_db import AsyncDBChatStore, MessageStatus
+
+from .._aio import AsyncMessageLog
+from .._keys import ConversationKeys, conversation_of, key_pattern
+from ..errors import InvalidEditError, LogRewoundError, SeqConflictError
+from ..formats._common import apply_patch, make_patch
+from ..models import AgentMessage, StoredMessage
+from ..parts import decode_base64, encode_base64
+from ._clients import AsyncClient, LoopClients, client_factory
+
+__all__ = ["FORMAT", "MessageLogChatStore", "from_llama_index", "to_llama_index"]
+
+FORMAT = "llama_index"
+"""The key of this format's merge patches in ``extras``."""
+
+_ROLES = {
+    "system": "system",
+    "developer": "system",
+    "user": "user",
+    "assistant": "assistant",
+    "chatbot": "assistant",
+    "model": "assistant",
+    "tool": "tool",
+    "function": "tool",
+}
+_WHOLE = "$json"  # in a patch: the message's whole JSON, used as it is
+_VIEWS = {None: "visible", MessageStatus.ACTIVE: "active", MessageStatus.ARCHIVED: "archived"}
+
+
+# -- conversion ---------------------------------------------------------------------------
+
+
+def from_llama_index(message: ChatMessage) -> AgentMessage:
+    """The :class:`~redis_msglog.AgentMessage` of a LlamaIndex ``ChatMessage``: the
+    neutral fields filled where they have a place, and a merge patch in
+    ``extras["llama_index"]`` for the rest, so :func:`to_llama_index` gives back an equal
+    ``ChatMessage`` (its ``model_dump(mode="json")`` is the same)."""
+    native: dict[str, Any] = message.model_dump(mode="json")
+    role = str(native.get("role", "user"))
+    neutral: dict[str, Any] = {"role": _ROLES.get(role, "user")}
+    parts: list[dict[str, Any]] = []
+    calls: list[dict[str, Any]] = []
+    for block in native.get("blocks") or []:
+        if block.get("block_type") == "tool_call":
+            call = _tool_call(block)
+            if call is not None:
+                calls.append(call)
+        elif (part := _part(block)) is not None:
+            parts.append(part)
+    if len(parts) == 1 and parts[0]["type"] == "text":
+        neutral["content"] = parts[0]["text"]
+    else:
+        neutral["content"] = parts if parts else ""
+    if calls and neutral["role"] == "assistant":
+        neutral["tool_calls"] = calls
+    kwargs = native.get("additional_kwargs") or {}
+    if neutral["role"] == "tool" and isinstance(kwargs.get("tool_call_id"), str):
+        neutral["tool_call_id"] = kwargs["tool_call_id"]
+    msg = AgentMessage.model_validate(neutral)
+    rendered = _render(msg)
+    patch = make_patch(rendered, native)
+    if patch is not None and _dump(apply_patch(rendered, patch)) != native:
+        # A merge patch cannot say "null" inside an object (``additional_kwargs`` such as
+        # ``{"k": None}``): such a message keeps its whole JSON instead.
+        patch = {_WHOLE: native}
+    return msg if patch is None else msg.model_copy(update={"extras": {FORMAT: patch}})
+
+
+def to_llama_index(message: AgentMessage) -> ChatMessage:
+    """The LlamaIndex ``ChatMessage`` of a message: the one :func:`from_llama_index` took,
+    for a message it made; for any other (a message another worker appended, imported from
+    OpenAI, Anthropic...) its text, images, audio, files, tool calls (``ToolCallBlock``)
+    and tool results (``additional_kwargs["tool_call_id"]``). Thinking and reasoning of
+    other origins are left out (they go back only to the provider that produced them)."""
+    rendered = _render(message)
+    patch = (message.extras or {}).get(FORMAT)
+    if isinstance(patch, dict) and _WHOLE in patch:
+        return ChatMessage.model_validate(patch[_WHOLE])
+    return ChatMessage.model_validate(rendered if patch is None else apply_patch(rendered, patch))
+
+
+def _dump(data: dict[str, Any]) -> dict[str, Any]:
+    dumped: dict[str, Any] = ChatMessage.model_validate(data).model_dump(mode="json")
+    return dumped
+
+
+def _b64(value: Any) -> bytes | None:
+    if not isinstance(value, str):
+        return None
+    try:
+        return decode_base64(value)
+    except ValueError:
+        return None  # not canonical base64: kept by the patch only
+
+
+def _media(block: dict[str, Any], field: str, kind: str) -> dict[str, Any] | None:
+    data = _b64(block.get(field))
+    if data is not None:
+        return {"type": kind, "data": data}
+    if isinstance(block.get("url"), str) and block.get(field) is None:
+        return {"type": kind, "url": block["url"]}
+    return None  # a local path, or nothing: kept by the patch only
+
+
+def _part(block: dict[str, Any]) -> dict[str, Any] | None:
+    kind = block.get("block_type")
+    if kind == "text":
+        return {"type": "text", "text": block.get("text", "")}
+    if kind == "image" and (part := _media(block, "image", "image")) is not None:
+        return {**part, "media_type": block.get("image_mimetype"), "detail": block.get("detail")}
+    if kind == "audio" and (part := _media(block, "audio", "audio")) is not None:
+        fmt = block.get("format")
+        return {**part, "media_type": f"audio/{fmt}" if isinstance(fmt, str) else None}
+    if kind == "document" and (part := _media(block, "data", "file")) is not None:
+        title = block.get("title")
+        return {**part, "media_type": block.get("document_mimetype"), "filename": title}
+    if kind == "thinking":
+        info = block.get("additional_information") or {}
+        signature = info.get("signature")
+        return {
+            "type": "thinking",
+            "thinking": block.get("content") or "",
+            "signature": signature if isinstance(signature, str) else None,
+        }
+    return None  # video, cache, citable, citation: kept by the patch only
+
+
+def _tool_call(block: dict[str, Any]) -> dict[str, Any] | None:
+    if not isinstance(block.get("tool_call_id"), str):
+        return None
+    kwargs = block.get("tool_kwargs")
+    call: dict[str, Any] = {"id": block["tool_call_id"], "name": block.get("tool_name", "")}
+    if isinstance(kwargs, str):
+        call["arguments"] = kwargs
+    else:
+        call["args"] = kwargs
+    return call
+
+
+def _render(msg: AgentMessage) -> dict[str, Any]:
+    """The ``ChatMessage`` JSON of a neutral message (before its patch)."""
+    blocks: list[dict[str, Any]] = []
+    if isinstance(msg.content, str):
+        blocks.append({"block_type": "text", "text": msg.content})
+    else:
+        for part in msg.content:
+            if (block := _block(part.model_dump())) is not None:
+                blocks.append(block)
+    for call in msg.tool_calls or []:
+        kwargs = call.args if isinstance(call.args, dict) else call.arguments or {}
+        blocks.append(
+            {
+                "block_type": "tool_call",
+                "tool_call_id": call.id,
+                "tool_name": call.name,
+                "tool_kwargs": kwargs,
+            }
+        )
+    kwargs_out: dict[str, Any] = {}
+    if msg.role == "tool" and msg.tool_call_id is not None:
+        kwargs_out["tool_call_id"] = msg.tool_call_id
+    return {"role": msg.role, "additional_kwargs": kwargs_out, "blocks": blocks}
+
+
+def _block(part: dict[str, Any]) -> dict[str, Any] | None:
+    kind = part["type"]
+    data = encode_base64(part["data"]) if part.get("data") is not None else None
+    if kind == "text":
+        return {"block_type": "text", "text": part["text"]}
+    if kind == "refusal":
+        return {"block_type": "text", "text": part["refusal"]}
+    if kind == "image":
+        return {
+            "block_type": "image",
+            "image": data,
+            "url": part["url"],
+            "image_mimetype": part["media_type"],
+            "detail": part["detail"],
+        }
+    if kind == "audio":
+        media_type = part["media_type"] or ""
+        fmt = media_type.removeprefix("audio/") if media_type.startswith("audio/") else None
+        return {"block_type": "audio", "audio": data, "url": part["url"], "format": fmt}
+    if kind == "file":
+        return {
+            "block_type": "document",
+            "data": data,
+            "url": part["url"],
+            "title": part["filename"],
+            "document_mimetype": part["media_type"],
+        }
+    # thinking, redacted thinking, reasoning: only their own format's patch restores them
+    # (a ThinkingBlock reaches whatever LLM the memory feeds; never another provider's).
+    return None
+
+
+# -- the chat store -----------------------------------------------------------------------
+
+
+class MessageLogChatStore(AsyncDBChatStore):
+    """An ``AsyncDBChatStore`` whose keys are log conversations (see the module docstring).
+
+    Args:
+        redis: a ``redis.asyncio.Redis`` or ``redis.asyncio.cluster.RedisCluster`` client;
+            or a function making one, called once per event loop the store is used on
+            (what :meth:`from_url` passes).
+        prefix: the log's key prefix (default ``"msglog"``).
+        **log_options: the other options of :class:`~redis_msglog.AsyncMessageLog`
+            (``ttl``, ``durability``, ``retry``, ``blob_threshold``...), for every key.
+    """
+
+    prefix: str = "msglog"
+
+    _clients: LoopClients = PrivateAttr()
+    _options: dict[str, Any] = PrivateAttr(default_factory=dict)
+
+    def __init__(
+        self,
+        redis: AsyncClient | Callable[[], AsyncClient],
+        *,
+        prefix: str = "msglog",
+        **log_options: Any,
+    ) -> None:
+        ConversationKeys.build(prefix, "x")  # validates the prefix
+        super().__init__(prefix=prefix)
+        self._clients = LoopClients(redis)
+        self._options = dict(log_options)
+
+    @classmethod
+    def from_url(
+        cls, url: str, *, cluster: bool = False, prefix: str = "msglog", **log_options: Any
+    ) -> MessageLogChatStore:
+        """A store on the server (``cluster=True``: the Redis Cluster) at ``url``.
+
+        It makes one client per event loop it is used on (LlamaIndex's sync methods run
+        each call on a loop of their own); :meth:`aclose` closes the running loop's."""
+        return cls(client_factory(url, cluster=cluster), prefix=prefix, **log_options)
+
+    @classmethod
+    def class_name(cls) -> str:
+        return "MessageLogChatStore"
+
+    def log(self, key: str) -> AsyncMessageLog:
+        """The log of chat store key ``key`` (on the running event loop's client)."""
+        return AsyncMessageLog(self._clients.get(), key, prefix=self.prefix, **self._options)
+
+    async def aclose(self) -> None:
+        """Close the client :meth:`from_url` made for the running event loop (a client
+        given to the constructor is the caller's to close)."""
+        await self._clients.aclose()
+
+    # -- reads -------------------------------------------------------------------------
+
+    async def get_messages(
+        self,
+        key: str,
+        status: MessageStatus | None = MessageStatus.ACTIVE,
+        limit: int | None = None,
+        offset: int | None = None,
+    ) -> list[ChatMessage]:
+        """The messages of ``key`` with ``status`` (``None``: both), oldest first, after
+        skipping ``offset`` and at most ``limit``."""
+        view = _view(status)
+        log = self.log(key)
+        if not offset:
+            rows = await (log.all(view=view) if limit is None else log.read(0, limit, view=view))
+        else:
+            rows = (await log.all(view=view))[offset:]
+            rows = rows if limit is None else rows[:limit]
+        return [to_llama_index(row) for row in rows]
+
+    async def count_messages(
+        self, key: str, status: MessageStatus | None = MessageStatus.ACTIVE
+    ) -> int:
+        """How many messages of ``key`` have ``status`` (``None``: both)."""
+        return await self.log(key).count(view=_view(status))
+
+    async def get_keys(self) -> list[str]:
+        """Every conversation under the prefix, found with ``SCAN`` (on a cluster, every
+        primary's), not only the keys this store wrote."""
+        found: set[str] = set()
+        async for raw in self._clients.get().scan_iter(match=key_pattern(self.prefix), count=500):
+            name = raw.decode() if isinstance(raw, bytes) else str(raw)
+            for suffix in (":seq", ":stream"):
+                if (conversation := conversation_of(self.prefix, name, suffix)) is not None:
+                    found.add(conversation)
+        return sorted(found)
+
+    # -- writes ------------------------------------------------------------------------
+
+    async def add_message(
+        self, key: str, message: ChatMessage, status: MessageStatus = MessageStatus.ACTIVE
+    ) -> None:
+        """Append one message (one atomic append)."""
+        await self.add_messages(key, [message], status=status)
+
+    async def add_messages(
+        self,
+        key: str,
+        messages: list[ChatMessage],
+        status: MessageStatus = MessageStatus.ACTIVE,
+    ) -> None:
+        """Append the messages with one atomic ``append_many``. With ``ARCHIVED``, which
+        the watermark allows only for a conversation with no active message (archived
+        messages are the oldest), they are then archived: a second call, so a failure in
+        between leaves them active (``ValueError`` if active messages exist)."""
+        log = self.log(key)
+        rows = [from_llama_index(m) for m in messages]
+        if _status(status) is not MessageStatus.ARCHIVED:
+            await log.append_many(rows)
+            return
+        if not rows:
+            return
+        while True:
+            last = await log.count()
+            if await log.count(view="active"):
+                raise ValueError(
+                    f"chat store key {key!r} has active messages: archived ones must be "
+                    "older (the log's archive watermark)"
+                )
+            try:
+                seq = await log.append_many(rows, expected_seq=last)
+            except SeqConflictError:
+                continue
+            await log.archive(seq)
+            return
+
+    async def set_messages(
+        self,
+        key: str,
+        messages: list[ChatMessage],
+        status: MessageStatus = MessageStatus.ACTIVE,
+    ) -> None:
+        """Replace the conversation's messages with one atomic ``replace()`` (the old
+        ones stay in the physical log); ``ARCHIVED`` archives them with a second call."""
+        log = self.log(key)
+        if not messages:
+            await self.delete_messages(key)
+            return
+        seq = await log.replace([from_llama_index(m) for m in messages])
+        if _status(status) is MessageStatus.ARCHIVED:
+            await log.archive(seq)
+
+    async def delete_message(self, key: str, idx: int) -> ChatMessage | None:
+        """Retract the message whose seq is ``idx`` and return it; ``None`` if no visible
+        message has that seq (beyond the end, an edit, already retracted)."""
+        if idx < 1:
+            return None
+        log = self.log(key)
+        try:
+            entries = await log.read(idx - 1, 1, view="physical")
+        except LogRewoundError:
+            return None  # beyond the end
+        found = [row for row in entries if isinstance(row, StoredMessage) and row.seq == idx]
+        if not found:
+            return None
+        try:
+            await log.retract([idx])
+        except InvalidEditError:
+            return None  # not a visible row: retracted already, compacted away...
+        return to_llama_index(found[0])
+
+    async def delete_messages(self, key: str, status: MessageStatus | None = None) -> None:
+        """Retract the messages with ``status``; ``None`` (all of them): one ``clear()``."""
+        log = self.log(key)
+        if status is None:
+            if await log.count(view="visible"):
+                await log.clear()
+            return
+        view = _view(status)
+        await self._retract_where(log, lambda last: log.all(view=view))
+
+    async def delete_oldest_messages(self, key: str, n: int) -> list[ChatMessage]:
+        """Retract the ``n`` oldest active messages and return them: one ``retract()``, a
+        compare-and-set on the log's last seq, retried if another writer got in first."""
+        if n <= 0:
+            return []
+        log = self.log(key)
+        rows = await self._retract_where(log, lambda last: log.read(0, n, view="active"))
+        return [to_llama_index(row) for row in rows]
+
+    async def archive_oldest_messages(self, key: str, n: int) -> list[ChatMessage]:
+        """Archive the ``n`` oldest active messages (all of them if fewer) and return
+        them.
+
+        One ``archive()`` moves the watermark through the ``n``-th active message, as a
+        compare-and-set on the log's last seq read before the messages: if another
+        writer appended or edited in between, nothing is written and it reads and tries
+        again (the log has no server-side "oldest n", so this is the atomic form)."""
+        if n <= 0:
+            return []
+        log = self.log(key)
+        while True:
+            last = await log.count()  # first: a write after it fails the compare-and-set
+            rows = await log.read(0, n, view="active")
+            if not rows:
+                return []
+            try:
+                await log.archive(rows[-1].seq, expected_seq=last)
+            except SeqConflictError:
+                continue
+            return [to_llama_index(row) for row in rows]
+
+    async def _retract_where(
+        self, log: AsyncMessageLog, rows_of: Callable[[int], Any]
+    ) -> list[StoredMessage]:
+        """Retract the rows ``rows_of`` reads, atomically with the compare-and-set on the
+        last seq read before them; retried until it holds. Returns them."""
+        while True:
+            last = await log.count()
+            rows = cast(Sequence[StoredMessage], await rows_of(last))
+            if not rows:
+                return []
+            try:
+                await log.retract([row.seq for row in rows], expected_seq=last)
+            except SeqConflictError:
+                continue
+            return list(rows)
+
+
+def _status(status: MessageStatus | str | None) -> MessageStatus | None:
+    return None if status is None else MessageStatus(status)
+
+
+def _view(status: MessageStatus | str | None) -> Any:
+    return _VIEWS[_status(status)]
