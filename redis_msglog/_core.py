@@ -227,12 +227,13 @@ class LogCore:
             require_non_negative("expected_seq", expected_seq)
         window = self.idempotency_window
         record, producer, pseq, first_try_new = None, "", 0, False
-        # One token per call, kept with the result: a replay then tells "my own lost try
-        # committed" from "another call committed". A producer's own calls need none
-        # (the pair is the call's); their replays carry "".
-        token = os.urandom(8).hex()
+        # A call with a key gets a token, kept with its result: a replay then tells "my own
+        # lost try committed" from "another call committed". A producer's own calls need
+        # none (the pair is the call's: their replays carry ""), nor do unrecorded ones.
+        token = ""
         if idempotency_key is not None:
             _check_idempotency_key(idempotency_key)
+            token = os.urandom(8).hex()
             resumed = _RETRY_KEY.fullmatch(idempotency_key)
             if resumed is None:
                 record = self.keys.idempotency_record(idempotency_key)
@@ -246,7 +247,7 @@ class LogCore:
                 pseq, window = int(pseq_text), self.retry.generated_key_ttl
         elif self.retry.retries:
             producer, pseq, window = self._producer, next(self._pseqs), self.retry.generated_key_ttl
-            first_try_new, token = True, ""
+            first_try_new = True
         if self.ttl is not None:
             window = min(window, self.ttl)  # a record never outlives its conversation
         call = script.AppendCall(
