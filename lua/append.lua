@@ -43,7 +43,9 @@
 -- ARGV[13]  the producer id (12 hex digits) of the log object making the call, or "" for
 --           none (a caller's key, or retries off)
 -- ARGV[14]  the producer's call number (pseq) of this call, the same on every try
--- ARGV[15..] B pairs of a blob's SHA-256 (hex) and its bytes, then the encoded messages
+-- ARGV[15]  the lowest pseq of the producer's calls still in flight (none below it will
+--           be re-sent, so their results can go), or "" if the caller cannot tell
+-- ARGV[16..] B pairs of a blob's SHA-256 (hex) and its bytes, then the encoded messages
 --           (JSON), in order; at least one unless this is an edit
 --
 -- Returns {last_seq, at, replayed, call, popped}: the seq of the last entry written, the
@@ -68,7 +70,7 @@
 -- @include view_lib.lua
 
 local BLOBS = tonumber(ARGV[8])
-local HEADER = 14 + 2 * BLOBS
+local HEADER = 15 + 2 * BLOBS
 local n = #ARGV - HEADER
 local OP = ARGV[10]
 local PRODUCERS = KEYS[4]
@@ -102,15 +104,17 @@ end
 -- try of a call carries the same pair. PRODUCERS (KEYS[4]) holds one field per producer:
 --   "<expires_ms> <count> <result> <result> ..."
 --   result = "<pseq>,<last_seq>", or "<pseq>,<last_seq>,<call>" for a call with a token
--- with at most WINDOW results, in ascending pseq order, and the server time (ms) after
--- which the producer is idle enough to prune. Only the lowest pseq is ever dropped, so a
--- pseq below the lowest held may have committed (MSGLOG_STALE: cannot tell), and one
--- above it that is not held never did (calls of one asyncio log object may commit out of
--- order: pseq 6 before pseq 5's first try arrives). A replay reads its commit time from
--- the stream entry. Memory grows with the producers, not with the appends; idle ones are
--- pruned a few at a time when a new one joins more than PRUNE_ABOVE. Everything that can fail
--- is parsed here, before the first write; `msglog verify` checks every result.
-local WINDOW = 16
+-- in ascending pseq order, and the server time (ms) after which the producer is idle
+-- enough to prune. Results below the caller's floor (ARGV[15]: its lowest call still in
+-- flight) are dropped, and the lowest beyond WINDOW: a sequential caller keeps one, one
+-- with C calls in flight about C. Only the lowest pseq is ever dropped, so a pseq below
+-- the lowest held may have committed (MSGLOG_STALE: cannot tell), and one above it that
+-- is not held never did (calls of one asyncio log object may commit out of order: pseq 6
+-- before pseq 5's first try arrives). A replay reads its commit time from the stream
+-- entry. Memory grows with the producers, not with the appends; idle ones are pruned a
+-- few at a time when a new one joins more than PRUNE_ABOVE. Everything that can fail is
+-- parsed here, before the first write; `msglog verify` checks every result.
+local WINDOW = 64
 local PRUNE_ABOVE = 32
 local PRUNE_SAMPLE = 4
 
@@ -188,8 +192,14 @@ local function producer_record(results, count, newest, new_last, now_ms)
     results = table.concat(parts)
   end
   count = count + 1
-  if count > WINDOW then  -- drop the lowest pseq
-    results = string.sub(results, (string.find(results, ' ', 2, true)))
+  local floor = tonumber(ARGV[15]) or 0
+  while count > 1 do  -- drop the lowest pseq while below the floor or beyond the window
+    local lowest = tonumber(string.match(results, '^ (%d+),') or '')
+    local cut = string.find(results, ' ', 2, true)
+    if not cut or (count <= WINDOW and lowest and lowest >= floor) then
+      break
+    end
+    results = string.sub(results, cut)
     count = count - 1
   end
   local added = redis.call('HSET', PRODUCERS, ARGV[13],
@@ -459,7 +469,7 @@ for i = 2, #entries do
     entries[i][2])
 end
 for i = 0, BLOBS - 1 do  -- content-addressed: the same bytes are stored once
-  redis.call('HSETNX', KEYS[3], ARGV[15 + 2 * i], ARGV[16 + 2 * i])
+  redis.call('HSETNX', KEYS[3], ARGV[16 + 2 * i], ARGV[17 + 2 * i])
 end
 local new_last = last + #entries
 if raw then

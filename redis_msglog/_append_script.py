@@ -20,9 +20,9 @@ key; ``blobs`` is the stream's name again when the append does not touch it, and
 ``view`` and ``hidden`` before ``record``."""
 ARGV_NAMES = (
     "publish", "channel", "record_ttl_ms", "fingerprint", "look_up", "ttl_ms", "call", "blobs",
-    "expected_seq", "op", "op_arg", "fork_entry", "producer", "pseq",
+    "expected_seq", "op", "op_arg", "fork_entry", "producer", "pseq", "floor",
 )  # fmt: skip
-"""``ARGV[1..14]`` of the script, in order; the blobs (digest, bytes) and the encoded
+"""``ARGV[1..15]`` of the script, in order; the blobs (digest, bytes) and the encoded
 messages follow."""
 
 EditOp = Literal["", "retract", "pop", "compact", "archive", "fork"]
@@ -52,6 +52,7 @@ class AppendCall:
     fork_entry: bytes = b""  # fork only: the fork entry's JSON
     producer: str = ""  # the idempotent producer making the call ("": none)
     pseq: int = 0  # the producer's number of this call, the same on every try
+    floor: int | None = None  # the producer's lowest call in flight (None: unknown)
 
     def keys_and_args(self) -> Command:
         """``numkeys, KEYS..., ARGV...`` for ``EVALSHA``/``EVAL``."""
@@ -81,6 +82,7 @@ class AppendCall:
             self.fork_entry,
             self.producer,
             self.pseq if self.producer else "",
+            "" if self.floor is None else self.floor,
         )
         stored = tuple(part for blob in self.blobs for part in blob)
         return (len(keys), *keys, *argv, *stored, *self.messages)

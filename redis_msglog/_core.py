@@ -101,6 +101,7 @@ class _Prepared:
     idempotency_key: str | None  # the caller's key (or a retry key), if any
     window: timedelta  # how long the server remembers the call's result
     first_try_new: bool  # a producer's own call: its first try cannot have committed
+    in_flight: set[int] | None = None  # a producer's own call: its calls in flight
 
     def retry_key(self) -> str | None:
         """The key that makes a later call a try of this one (``None``: there is none,
@@ -160,6 +161,9 @@ class LogCore:
         # The idempotent producer: this log object's id and the number of its next call.
         self._producer = os.urandom(6).hex()
         self._pseqs = itertools.count(1)
+        # Its calls in flight: the lowest is sent with each try, so that the server keeps
+        # the results of those that may still be re-sent, and only those.
+        self._in_flight: set[int] = set()
         self._scripts: dict[str, LuaScript] = {
             name: load_script(name) for name in ("append.lua", "view.lua")
         }
@@ -227,6 +231,7 @@ class LogCore:
             require_non_negative("expected_seq", expected_seq)
         window = self.idempotency_window
         record, producer, pseq, first_try_new = None, "", 0, False
+        in_flight: set[int] | None = None
         # A call with a key gets a token, kept with its result: a replay then tells "my own
         # lost try committed" from "another call committed". A producer's own calls need
         # none (the pair is the call's: their replays carry ""), nor do unrecorded ones.
@@ -247,7 +252,8 @@ class LogCore:
                 pseq, window = int(pseq_text), self.retry.generated_key_ttl
         elif self.retry.retries:
             producer, pseq, window = self._producer, next(self._pseqs), self.retry.generated_key_ttl
-            first_try_new = True
+            first_try_new, in_flight = True, self._in_flight
+            in_flight.add(pseq)
         if self.ttl is not None:
             window = min(window, self.ttl)  # a record never outlives its conversation
         call = script.AppendCall(
@@ -264,17 +270,31 @@ class LogCore:
             expected_seq=expected_seq,
             producer=producer,
             pseq=pseq,
+            floor=None if in_flight is None else _lowest(in_flight),
         )
         if batch.edit is not None:
             edit = batch.edit
             call = dataclasses.replace(
                 call, op=edit.op, op_arg=edit.arg, fork_entry=edit.fork_entry
             )
-        return _Prepared(call, batch, idempotency_key, window, first_try_new)
+        return _Prepared(call, batch, idempotency_key, window, first_try_new, in_flight)
 
     def _send_until_answered(self, prepared: _Prepared) -> Plan[Commit]:
         """Send the script until the server answers, re-sending while the retry policy
         allows and a re-send is safe (the idempotency record surely still there)."""
+        in_doubt = False
+        try:
+            return (yield from self._send_tries(prepared))
+        except errors.AppendInDoubtError as error:
+            in_doubt = error.idempotency_key is not None
+            raise
+        finally:
+            # Settled: no try of it will be sent again. One in doubt stays in flight for
+            # good (its producer retired), so that the server keeps its result for a retry.
+            if prepared.in_flight is not None and not in_doubt:
+                prepared.in_flight.discard(prepared.call.pseq)
+
+    def _send_tries(self, prepared: _Prepared) -> Plan[Commit]:
         call, then = prepared.call, None if self.durability is None else self.durability.command()
         first_sent, tries = self.clock(), 0
         failure: StepFailure | None = None
@@ -288,7 +308,7 @@ class LogCore:
                     break  # the record may be gone by then: a re-send could write twice
                 yield Pause(delay)
                 if prepared.first_try_new:  # from now on it may have committed: look it up
-                    call = _replace_look_up(call)
+                    call = _replace_look_up(call, prepared.in_flight)
             tries += 1
             try:
                 reply = yield from self._eval(call.keys_and_args(), then)
@@ -338,7 +358,7 @@ class LogCore:
         if maybe_committed and prepared.call.producer == self._producer:
             # Go on as a new producer, so later appends of this log object do not push the
             # call's result out of the old producer's window before the caller retries it.
-            self._producer = os.urandom(6).hex()
+            self._producer, self._in_flight = os.urandom(6).hex(), set()
         if maybe_committed:
             advice = (
                 f"Retrying with idempotency_key={key!r} within {prepared.window} of the first "
@@ -905,8 +925,14 @@ def _short(batch: Batch) -> str:
     return batch.fingerprint()[:16]
 
 
-def _replace_look_up(call: script.AppendCall) -> script.AppendCall:
-    return dataclasses.replace(call, look_up=True)
+def _replace_look_up(call: script.AppendCall, in_flight: set[int] | None) -> script.AppendCall:
+    floor = call.floor if in_flight is None else _lowest(in_flight)
+    return dataclasses.replace(call, look_up=True, floor=floor)
+
+
+def _lowest(in_flight: set[int]) -> int:
+    # tuple() copies in one step: other threads may add or discard meanwhile.
+    return min(tuple(in_flight), default=0)
 
 
 def _config_value(reply: Any) -> str:

@@ -102,7 +102,7 @@ def test_appends_without_a_key_keep_a_producer_record_not_a_key_per_append(env: 
     assert _records(env, log) == []
     (value,) = env.raw.hgetall(log.keys.producers).values()
     expires, count, *results = _text(value).split(" ")
-    assert count == "16" and results == [f"{i},{i}" for i in range(25, 41)]  # pseq,last_seq
+    assert (count, results) == ("1", ["40,40"])  # pseq,last_seq: one call at a time
     seconds, micros = env.raw.time()
     now_ms = int(seconds) * 1000 + int(micros) // 1000
     window = RetryPolicy().generated_key_ttl / timedelta(milliseconds=1)
@@ -119,12 +119,15 @@ def _text(value: bytes | str) -> str:
     return value.decode() if isinstance(value, bytes) else value
 
 
-def _try(log: Any, pseq: int, *, look_up: bool, content: str = "m") -> Any:
-    """Send one try of call ``pseq`` of ``log``'s producer straight to the script: its
-    reply (last seq, at, replayed, writer), or the library's error for a refusal."""
+def _try(
+    log: Any, pseq: int, *, look_up: bool, content: str = "m", floor: int | None = None
+) -> Any:
+    """Send one try of call ``pseq`` of ``log``'s producer straight to the script (with
+    ``floor`` as its lowest call in flight): its reply (last seq, at, replayed, writer),
+    or the library's error for a refusal."""
     core = log._core if isinstance(log, MessageLog) else log.inner._core
     call = core._prepare(core.batch([{"role": "user", "content": content}]), None, None).call
-    call = dataclasses.replace(call, pseq=pseq, look_up=look_up)
+    call = dataclasses.replace(call, pseq=pseq, look_up=look_up, floor=floor)
     try:
         return AppendReply.parse(log._run(core._eval(call.keys_and_args(), None)))
     except Refused as refused:
@@ -145,18 +148,30 @@ def test_a_producer_s_calls_may_commit_out_of_order(env: Env) -> None:
     assert _text(value).split(" ")[1:] == ["2", "1,2", "2,1"]
 
 
-def test_a_producer_remembers_its_last_16_results_and_refuses_to_guess(env: Env) -> None:
+def test_a_producer_keeps_the_results_its_calls_in_flight_may_ask_for(env: Env) -> None:
     log = env.log()
-    for pseq in [*range(1, 10), *range(11, 20)]:  # call 10 never reaches the server
+    for pseq in range(1, 6):  # five calls in flight at once
         _try(log, pseq, look_up=False, content=str(pseq))
-    assert log.count() == 18
+    _try(log, 7, look_up=False, floor=4)  # calls below 4 settled; 6 never reaches the server
     stale = _try(log, 2, look_up=True)  # dropped: it may have committed, cannot tell
     assert isinstance(stale, AppendInDoubtError) and stale.idempotency_key is None
     assert "MSGLOG_STALE" in str(stale) and "read the log" in str(stale)
-    assert _try(log, 3, look_up=True).last_seq == 3  # the oldest held, replayed
-    assert _try(log, 10, look_up=True).last_seq == 19  # within the window, never written
-    assert _try(log, 10, look_up=True).replayed  # ... and now it is
-    assert log.count() == 19
+    assert _try(log, 4, look_up=True).last_seq == 4  # the lowest in flight, replayed
+    assert _try(log, 6, look_up=True).last_seq == 7  # above it, never written: written now
+    assert _try(log, 6, look_up=True).replayed  # ... and now it is
+    assert log.count() == 7
+    (value,) = env.raw.hgetall(log.keys.producers).values()
+    assert _text(value).split(" ")[1:] == ["4", "4,4", "5,5", "6,7", "7,6"]
+
+
+def test_a_producer_keeps_at_most_64_results_and_refuses_to_guess(env: Env) -> None:
+    log = env.log()
+    for pseq in [*range(1, 10), *range(11, 71)]:  # 69 in flight; call 10 never arrives
+        _try(log, pseq, look_up=False)
+    assert isinstance(_try(log, 5, look_up=True), AppendInDoubtError)  # dropped
+    assert _try(log, 6, look_up=True).last_seq == 6  # the lowest of the 64 held
+    assert _try(log, 10, look_up=True).last_seq == 70  # within them, never written
+    assert log.count() == 70
 
 
 def test_idle_producers_are_pruned_as_new_ones_join(env: Env) -> None:
@@ -343,6 +358,34 @@ def test_an_in_doubt_key_stays_good_while_its_log_goes_on_appending(
             elsewhere.add("user", "not the same", idempotency_key=key)
     summary = history.check(redis.Redis.from_url(server.url))
     assert (summary.length, summary.in_doubt_written) == (41, 1)  # written once, not twice
+
+
+def test_many_concurrent_calls_of_one_asyncio_log_losing_replies_write_once(
+    real_backend: str, shared_server: Callable[[str], EphemeralServer]
+) -> None:
+    """40 calls of one log object in flight at once (one producer), 10 replies lost: every
+    re-send is answered from the producer's results, however many later calls committed
+    meanwhile, and nothing is written twice."""
+    server = shared_server(real_backend)
+    conversation = new_id()
+    MessageLog(redis.Redis.from_url(server.url), new_id()).add("user", "x")  # script cached
+
+    async def run(url: str) -> list[int]:
+        client = redis.asyncio.Redis.from_url(url, max_connections=100)
+        log = AsyncMessageLog(client, conversation, retry=FAST_RETRY)
+        try:
+            return list(await asyncio.gather(*(log.add("user", str(i)) for i in range(40))))
+        finally:
+            await client.aclose()
+
+    with ReplyDroppingProxy(server.port) as proxy:
+        proxy.drops = 10
+        seqs = asyncio.run(run(proxy.url))
+        assert proxy.dropped == 10
+    rows = MessageLog(redis.Redis.from_url(server.url), conversation).all()
+    assert sorted(seqs) == list(range(1, 41)) == [m.seq for m in rows]
+    assert sorted(m.content for m in rows) == sorted(str(i) for i in range(40))
+    assert {m.content: m.seq for m in rows} == {str(i): seq for i, seq in enumerate(seqs)}
 
 
 @pytest.mark.parametrize("drops", [0, 1, 3])

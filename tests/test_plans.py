@@ -101,7 +101,7 @@ def drive(plan: Plan[Any], server: Server, clock: Clock | None = None) -> tuple[
 def script_reply(step: Step, *, last: int = 1, replayed: int = 0, writer: str | None = None) -> Any:
     """The append script's reply to ``step``, written by this call unless ``writer``."""
     assert isinstance(step, Write)
-    call = str(step.command[-9])  # ARGV[7]; ARGV[8] (no blobs) to [14], then the message
+    call = str(step.command[-10])  # ARGV[7]; ARGV[8] (no blobs) to [15], then the message
     return [last, AT, replayed, (call if writer is None else writer).encode()]
 
 
@@ -320,8 +320,8 @@ def test_a_lost_reply_is_re_sent_with_the_same_key_and_recognised_as_ours() -> N
     first, second = (step.command for step in sent)
     assert first[2] == 4 and first[6] == "msglog:{conv}:producers"  # KEYS[4], no KEYS[5]
     # The same producer and call number (ARGV[13], ARGV[14]) on every try.
-    assert first[-3] == second[-3] != "" and first[-2] == second[-2] == 1
-    assert (first[-11], second[-11]) == ("0", "1")  # looked up on re-sends only
+    assert first[-4] == second[-4] != "" and first[-3] == second[-3] == 1
+    assert (first[-12], second[-12]) == ("0", "1")  # looked up on re-sends only
 
 
 def test_a_producer_numbers_its_calls_and_each_log_is_its_own_producer() -> None:
@@ -335,9 +335,10 @@ def test_a_producer_numbers_its_calls_and_each_log_is_its_own_producer() -> None
 
     for each in (log, log, log, other):
         drive(each.append_plan(each.batch(BATCH_MSG), None), server)
-    assert [c[-2] for c in sent] == [1, 2, 3, 1]
-    assert sent[0][-3] == sent[1][-3] == sent[2][-3] != sent[3][-3]
-    assert len(str(sent[0][-3])) == 12
+    assert [c[-3] for c in sent] == [1, 2, 3, 1]
+    assert [c[-2] for c in sent] == [1, 2, 3, 1]  # the floor: one call at a time
+    assert sent[0][-4] == sent[1][-4] == sent[2][-4] != sent[3][-4]
+    assert len(str(sent[0][-4])) == 12
     # No per-append key, and the blobs hash only when the script touches it (slot moves).
     assert sent[0][3:7] == (
         "msglog:{conv}:seq", "msglog:{conv}:stream", "msglog:{conv}:stream",
@@ -346,7 +347,33 @@ def test_a_producer_numbers_its_calls_and_each_log_is_its_own_producer() -> None
     drive(core(ttl=timedelta(hours=1)).append_plan(log.batch(BATCH_MSG), None), server)
     assert sent[-1][5] == "msglog:{conv}:blobs"
     drive(core(retry=NO_RETRY).append_plan(log.batch(BATCH_MSG), None), server)
-    assert sent[-1][-3:-1] == ("", "")  # retries off: no producer
+    assert sent[-1][-4:-1] == ("", "", "")  # retries off: no producer
+
+
+def test_each_try_carries_the_producer_s_lowest_call_in_flight() -> None:
+    """The floor lets the server drop the results no try will ask for again, and makes
+    it keep those of every call still in flight, however many later calls commit."""
+    clock = Clock()
+    log = core(clock)
+    batch = log.batch(BATCH_MSG)
+    first, second = log.append_plan(batch, None), log.append_plan(batch, None)
+    step_1, step_2 = next(first), next(second)  # both sent, neither answered yet
+    assert isinstance(step_1, Write) and isinstance(step_2, Write)
+    assert (step_1.command[-3:-1], step_2.command[-3:-1]) == ((1, 1), (2, 1))
+    pause = first.throw(ReplyLost("reset"))  # call 1's reply is lost: it will re-send
+    assert isinstance(pause, Pause)
+    with pytest.raises(StopIteration):
+        second.send(script_reply(step_2, last=2))  # call 2 answered: settled
+    clock.now += pause.seconds
+    resent = first.send(None)
+    assert isinstance(resent, Write) and resent.command[-3:-1] == (1, 1)
+    third = log.append_plan(batch, None)
+    step_3 = next(third)
+    assert isinstance(step_3, Write) and step_3.command[-3:-1] == (3, 1)  # 1 still in flight
+    with pytest.raises(StopIteration):
+        first.send(script_reply(resent, last=1, replayed=1, writer=""))
+    fourth = next(log.append_plan(batch, None))
+    assert isinstance(fourth, Write) and fourth.command[-3:-1] == (4, 3)
 
 
 def test_the_key_of_an_in_doubt_append_is_a_try_of_the_same_call() -> None:
@@ -372,7 +399,7 @@ def test_the_key_of_an_in_doubt_append_is_a_try_of_the_same_call() -> None:
         return script_reply(step)
 
     drive(log.append_plan(log.batch(BATCH_MSG), None), answer)
-    assert sent[-1][-3] != sent[0][-3] and sent[-1][-2] == sent[0][-2] + 1
+    assert sent[-1][-4] != sent[0][-4] and sent[-1][-3] == sent[0][-3] + 1
     elsewhere = core()  # another process, say
     commit, steps = drive(
         elsewhere.append_plan(elsewhere.batch(BATCH_MSG), key),
@@ -380,8 +407,9 @@ def test_the_key_of_an_in_doubt_append_is_a_try_of_the_same_call() -> None:
     )
     assert not commit.fresh  # its hook is not this call's to fire
     (again,) = [step.command for step in steps if isinstance(step, Write)]
-    assert again[-3:-1] == sent[0][-3:-1]  # the original producer and call number
-    assert again[-11] == "1" and again[-9] != ""  # looked up, with this call's own token
+    assert again[-4:-2] == sent[0][-4:-2]  # the original producer and call number
+    assert again[-2] == ""  # its floor: the other log cannot know the producer's calls
+    assert again[-12] == "1" and again[-10] != ""  # looked up, with this call's own token
     assert len(again) == len(sent[0])  # no idempotency record key: not a caller's key
     with pytest.raises(IdempotencyConflictError, match="different batch"):
         drive(elsewhere.append_plan(elsewhere.batch([{"role": "user", "content": "x"}]), key), lost)
