@@ -149,9 +149,9 @@ def error_for(refused: Refused, keys: ConversationKeys) -> errors.MessageLogErro
     if kind is errors.AppendInDoubtError:
         return kind(
             f"{refused.text}: an earlier try of this append may have committed, and the server "
-            "no longer remembers (more than 16 later appends of the same log object committed "
-            "since, or it was idle past the retry window). This try wrote nothing; read the "
-            "log to find out whether the first did."
+            "no longer remembers (more than 64 calls of the same log object were in flight, "
+            "or it was idle past the retry window). This try wrote nothing; read the log to "
+            "find out whether the first did."
         )
     if kind is not None:
         return kind(refused.text)
