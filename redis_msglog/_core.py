@@ -103,6 +103,11 @@ class _Prepared:
     first_try_new: bool  # a producer's own call: its first try cannot have committed
     in_flight: set[int] | None = None  # a producer's own call: its calls in flight
 
+    def settle(self) -> None:
+        """No try of this call will be sent again: it leaves its producer's calls in flight."""
+        if self.in_flight is not None:
+            self.in_flight.discard(self.call.pseq)
+
     def retry_key(self) -> str | None:
         """The key that makes a later call a try of this one (``None``: there is none,
         retries being off and no key given)."""
@@ -217,9 +222,13 @@ class LogCore:
         after a lost reply returns the committed result instead of writing the batch twice.
         """
         prepared = self._prepare(batch, idempotency_key, expected_seq)
-        risk = (yield from self._eviction_risk()) if check_eviction else None
-        if not self._durability_checked:
-            yield from self._check_durability_support()
+        try:
+            risk = (yield from self._eviction_risk()) if check_eviction else None
+            if not self._durability_checked:
+                yield from self._check_durability_support()
+        except BaseException:
+            prepared.settle()  # never sent
+            raise
         commit = yield from self._send_until_answered(prepared)
         return dataclasses.replace(commit, eviction_risk=risk)
 
@@ -291,8 +300,8 @@ class LogCore:
         finally:
             # Settled: no try of it will be sent again. One in doubt stays in flight for
             # good (its producer retired), so that the server keeps its result for a retry.
-            if prepared.in_flight is not None and not in_doubt:
-                prepared.in_flight.discard(prepared.call.pseq)
+            if not in_doubt:
+                prepared.settle()
 
     def _send_tries(self, prepared: _Prepared) -> Plan[Commit]:
         call, then = prepared.call, None if self.durability is None else self.durability.command()

@@ -376,6 +376,13 @@ def test_each_try_carries_the_producer_s_lowest_call_in_flight() -> None:
     assert isinstance(fourth, Write) and fourth.command[-3:-1] == (4, 3)
 
 
+def test_a_call_refused_before_it_is_sent_leaves_no_call_in_flight() -> None:
+    log = core(durability=Durability(aof=True))
+    with pytest.raises(MessageLogError):  # no WAITAOF: refused before the script is sent
+        drive(log.append_plan(log.batch(BATCH_MSG), None), lambda step: [[None]])
+    assert log._in_flight == set()  # else every later try would carry a stale floor
+
+
 def test_the_key_of_an_in_doubt_append_is_a_try_of_the_same_call() -> None:
     clock = Clock()
     log = core(clock, retry=RetryPolicy(attempts=1, backoff=0.1, max_backoff=0.1))
