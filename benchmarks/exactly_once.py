@@ -1,6 +1,7 @@
-"""What exactly-once appends and follow() cost: append time with and without an
-idempotency key, server memory per remembered key, and commit-to-delivery latency of a
-follower in another process.
+"""What exactly-once appends and follow() cost: append time with and without exactly-once
+protection, server time per append (``INFO commandstats``), the memory of the producers
+hash (bytes per conversation and per append, by number of writers) and of a caller's
+idempotency record, and commit-to-delivery latency of a follower in another process.
 
     python -m benchmarks.exactly_once [--url redis://...] [--appends 5000]
 
@@ -21,7 +22,7 @@ from typing import Any
 
 import redis
 
-from redis_msglog import NO_RETRY, MessageLog
+from redis_msglog import NO_RETRY, MessageLog, RetryPolicy
 from redis_msglog.testing import EphemeralServer, find_server_binary
 
 RUNS = 5
@@ -41,14 +42,14 @@ def append_costs(client: redis.Redis, calls: int) -> dict[str, float]:
     def log(**options: Any) -> MessageLog:
         return MessageLog(client, f"bench-{uuid.uuid4().hex}", **options)
 
-    no_key, generated, caller = log(retry=NO_RETRY), log(), log()
+    no_key, producer, caller = log(retry=NO_RETRY), log(), log()
     run = uuid.uuid4().hex
     return {
-        "append, no key (retries off)": _median_us_per_call(
+        "append, no protection (retries off)": _median_us_per_call(
             lambda i: no_key.add("user", "hello world"), calls
         ),
-        "append, generated key (default)": _median_us_per_call(
-            lambda i: generated.add("user", "hello world"), calls
+        "append, idempotent producer (default)": _median_us_per_call(
+            lambda i: producer.add("user", "hello world"), calls
         ),
         "append, caller's key": _median_us_per_call(
             lambda i: caller.add("user", "hello world", idempotency_key=f"{run}-{i}-{time.time()}"),
@@ -57,30 +58,78 @@ def append_costs(client: redis.Redis, calls: int) -> dict[str, float]:
     }
 
 
-def record_memory(client: redis.Redis, calls: int) -> dict[str, float]:
-    conversation = f"bench-{uuid.uuid4().hex}"
-    log = MessageLog(client, conversation, retry=NO_RETRY)
+def _usec(client: redis.Redis, command: str) -> tuple[int, int]:
+    """Calls and microseconds of ``command`` so far, from ``INFO commandstats``."""
+    stats = client.info("commandstats").get(f"cmdstat_{command}", {})
+    return int(stats.get("calls", 0)), int(stats.get("usec", 0))
+
+
+def server_time(client: redis.Redis, calls: int) -> dict[str, float]:
+    """Server microseconds per append (``EVALSHA``'s time includes every command the script
+    runs), next to a bare ``XADD``'s, measured as before/after differences."""
+
+    def per_call(command: str, fn: Callable[[int], object]) -> float:
+        fn(-1)  # the script cached, the keys created
+        calls_before, usec_before = _usec(client, command)
+        for i in range(calls):
+            fn(i)
+        calls_after, usec_after = _usec(client, command)
+        return (usec_after - usec_before) / max(1, calls_after - calls_before)
+
+    stream = f"bench-raw-{uuid.uuid4().hex}"
+    body = b'{"role":"user","content":"hello world"}'
+    xadd = per_call("xadd", lambda i: client.xadd(stream, {"msg": body}))
+    logs = {
+        "no protection": MessageLog(client, f"bench-{uuid.uuid4().hex}", retry=NO_RETRY),
+        "producer": MessageLog(client, f"bench-{uuid.uuid4().hex}"),
+    }
+    run = uuid.uuid4().hex
+    caller = MessageLog(client, f"bench-{uuid.uuid4().hex}")
+    return {
+        "server us per XADD (raw)": xadd,
+        **{
+            f"server us per append, {name}": per_call("evalsha", _add(log))
+            for name, log in logs.items()
+        },
+        "server us per append, caller's key": per_call(
+            "evalsha", lambda i: caller.add("user", "hello world", idempotency_key=f"{run}-{i}")
+        ),
+    }
+
+
+def _add(log: MessageLog) -> Callable[[int], object]:
+    return lambda i: log.add("user", "hello world")
+
+
+def producer_memory(client: redis.Redis, calls: int) -> dict[str, float]:
+    """``MEMORY USAGE`` of a conversation's producers hash after ``calls`` appends spread
+    over W writers (log objects), and of a caller's idempotency record."""
+    results: dict[str, float] = {}
+    for writers in (1, 8, 64):
+        conversation = f"bench-{uuid.uuid4().hex}"
+        logs = [MessageLog(client, conversation) for _ in range(writers)]
+        for i in range(calls):
+            logs[i % writers].add("user", "x")
+        usage = client.memory_usage(logs[0].keys.producers, samples=0) or 0
+        results[f"producers hash, {writers} writers, {calls} appends (bytes)"] = float(usage)
+        results[f"producers hash, {writers} writers: bytes per append"] = usage / calls
+    log = MessageLog(client, f"bench-{uuid.uuid4().hex}", retry=NO_RETRY)
     key = "a-typical-request-id-0123456789"
     log.add("user", "x", idempotency_key=key)
     usage = client.memory_usage(log.keys.idempotency_record(key)) or 0
+    results["MEMORY USAGE of one caller-key record (bytes)"] = float(usage)
 
     def used() -> int:
         return int(client.info("memory")["used_memory"])
 
-    before = used()
-    for i in range(calls):
-        log.add("user", "x", idempotency_key=f"{key}-{i:08d}")
-    with_keys = (used() - before) / calls
-    plain = MessageLog(client, f"bench-{uuid.uuid4().hex}", retry=NO_RETRY)
-    before = used()
-    for _ in range(calls):
+    for name, retry in (("no protection", NO_RETRY), ("producer", RetryPolicy())):
+        plain = MessageLog(client, f"bench-{uuid.uuid4().hex}", retry=retry)
         plain.add("user", "x")
-    without = (used() - before) / calls
-    return {
-        "MEMORY USAGE of one record (bytes)": float(usage),
-        "used_memory per append with a key (bytes)": with_keys,
-        "used_memory per append without (bytes)": without,
-    }
+        before = used()
+        for _ in range(calls):
+            plain.add("user", "x")
+        results[f"used_memory per append, {name} (bytes)"] = (used() - before) / calls
+    return results
 
 
 def _follower(
@@ -132,14 +181,20 @@ def main() -> None:
         print(f"server: {client.info('server').get('redis_version')} at {url}")
         results = {
             **append_costs(client, args.appends // RUNS),
-            **record_memory(client, args.appends),
+            **server_time(client, args.appends),
+            **producer_memory(client, args.appends),
             **follow_latency(url, min(args.appends, 2000)),
         }
-    base = results["append, no key (retries off)"]
-    print("| measure | value | ratio to no key |")
+    base = results["append, no protection (retries off)"]
+    xadd = results["server us per XADD (raw)"]
+    print("| measure | value | ratio |")
     print("|---|---:|---:|")
     for name, value in results.items():
-        ratio = f"{value / base:.2f}" if name.startswith("append") else ""
+        ratio = ""
+        if name.startswith("append"):
+            ratio = f"{value / base:.2f} (to no protection)"
+        elif name.startswith("server us per append"):
+            ratio = f"{value / xadd:.2f} (to XADD)"
         print(f"| {name} | {value:.1f} | {ratio} |")
 
 

@@ -8,22 +8,29 @@
 --
 -- KEYS[1]   seq counter: a string holding the last assigned seq (absent = 0)
 -- KEYS[2]   stream: one entry per message, entry ID "<seq>-0", fields "at" and "msg"
--- KEYS[3]   blobs: a hash of large binaries stored off the rows, field = SHA-256 (hex)
--- KEYS[4]   optional idempotency record: "<last_seq> <at> <count> <fingerprint> <call>"
+-- KEYS[3]   blobs: a hash of large binaries stored off the rows, field = SHA-256 (hex);
+--           touched only when the batch stores blobs or ARGV[6] sets a lifetime, and
+--           otherwise passed as KEYS[2] again (see "Slot moves" below)
+-- KEYS[4]   producers: a hash, field = a producer id, value = its recent results (see
+--           "The idempotent producer" below); KEYS[2] again when ARGV[13] is ""
+-- KEYS[5]   optional idempotency record: "<last_seq> <at> <count> <fingerprint> <call>"
 --           For an edit (ARGV[10] not "") or a conversation with a lifetime (ARGV[6] not
---           ""), KEYS[4] is the view hash, KEYS[5] the hidden ranges (see view_lib.lua)
---           and KEYS[6] the optional idempotency record. (Plain appends leave them out: a
+--           ""), KEYS[5] is the view hash, KEYS[6] the hidden ranges (see view_lib.lua)
+--           and KEYS[7] the optional idempotency record. (Plain appends leave them out: a
 --           key that does not exist would stall the call during a cluster slot move.)
 -- ARGV[1]   publish command: "PUBLISH", "SPUBLISH" (cluster) or "" for no event
 -- ARGV[2]   channel for the post-commit event
--- ARGV[3]   idempotency record lifetime in milliseconds (ignored without KEYS[4])
--- ARGV[4]   fingerprint of the batch (ignored without KEYS[4])
--- ARGV[5]   "1": look KEYS[4] up first; "0": skip that (the first try of a key generated
---           for this call: nobody can have used it yet)
+-- ARGV[3]   how long the exactly-once record lives, in milliseconds: the idempotency
+--           record, or (with a producer) the producer's results after its last write
+-- ARGV[4]   fingerprint of the batch (ignored without an idempotency record)
+-- ARGV[5]   "1": look the record up first (the idempotency record, or this pseq among the
+--           producer's results); "0": skip that (the first try of a producer's call:
+--           nothing can have committed it yet)
 -- ARGV[6]   the conversation's lifetime in milliseconds, refreshed on every key it owns
 --           by each append ("" for none: keys live until deleted)
 -- ARGV[7]   a token naming this call (every try of one call sends the same token), kept
---           in the idempotency record so a replay can tell its own commit from another's
+--           in the record so a replay can tell its own commit from another's ("" is a
+--           token too: a producer's own calls use it)
 -- ARGV[8]   B, the number of blobs this batch stores (0 for most appends)
 -- ARGV[9]   the seq the log must end at for this append to commit (a compare-and-set:
 --           "" for none); otherwise MSGLOG_CONFLICT and nothing is written
@@ -33,30 +40,43 @@
 -- ARGV[11]  the edit's argument: retract: the seqs ("7,9"); compact: the seq it compacts
 --           through ("end": everything); archive: the watermark seq; else ""
 -- ARGV[12]  fork only: the fork entry's JSON (a fork is a compaction of an empty log)
--- ARGV[13..] B pairs of a blob's SHA-256 (hex) and its bytes, then the encoded messages
+-- ARGV[13]  the producer id (12 hex digits) of the log object making the call, or "" for
+--           none (a caller's key, or retries off)
+-- ARGV[14]  the producer's call number (pseq) of this call, the same on every try
+-- ARGV[15]  the lowest pseq of the producer's calls still in flight (none below it will
+--           be re-sent, so their results can go), or "" if the caller cannot tell
+-- ARGV[16..] B pairs of a blob's SHA-256 (hex) and its bytes, then the encoded messages
 --           (JSON), in order; at least one unless this is an edit
 --
 -- Returns {last_seq, at, replayed, call, popped}: the seq of the last entry written, the
 -- commit time in microseconds since the Unix epoch (a string) read once from the server's
--- clock, 1 when the record already held this batch (nothing written; the first call's
--- result), the token of the call that wrote it ("" for a record written before tokens
--- existed), and for a pop the popped entry ({id, fields}; 0 when the view was empty:
--- nothing written).
+-- clock, 1 when the record or the producer already held this call (nothing written; the
+-- first call's result), the token of the call that wrote it ("" for a record written
+-- before tokens existed, or by a producer's own call), and for a pop the popped entry
+-- ({id, fields}; 0 when the view was empty: nothing written). MSGLOG_STALE (nothing
+-- written): the producer no longer holds this pseq's result, so whether it committed
+-- cannot be told.
 --
 -- Nothing is written unless everything can be: the counter is checked to be exactly what
 -- INCRBY accepts and to end where the stream ends, then the first XADD (which can still
 -- fail on a wrong type) runs before any other change. Later XADDs use larger IDs, and
--- INCRBY, SET, HSETNX and PEXPIRE cannot fail on keys already checked.
+-- INCRBY, SET, HSET, HSETNX and PEXPIRE cannot fail on keys already checked.
+--
+-- Slot moves: while a Redis Cluster slot migrates, a multi-key command runs only on a
+-- node holding every key it names (else TRYAGAIN until the move ends), so an append
+-- names only keys that exist once the conversation does: KEYS[3] only when it is used,
+-- the producers hash, and no per-append key (a record only with a caller's key).
 
 -- @include view_lib.lua
 
 local BLOBS = tonumber(ARGV[8])
-local HEADER = 12 + 2 * BLOBS
+local HEADER = 15 + 2 * BLOBS
 local n = #ARGV - HEADER
 local OP = ARGV[10]
-local VIEW, HIDDEN, RECORD = nil, nil, KEYS[4]
+local PRODUCERS = KEYS[4]
+local VIEW, HIDDEN, RECORD = nil, nil, KEYS[5]
 if OP ~= '' or ARGV[6] ~= '' then
-  VIEW, HIDDEN, RECORD = KEYS[4], KEYS[5], KEYS[6]
+  VIEW, HIDDEN, RECORD = KEYS[5], KEYS[6], KEYS[7]
 end
 
 if RECORD and ARGV[5] == '1' then
@@ -78,6 +98,133 @@ if RECORD and ARGV[5] == '1' then
     return {tonumber(last), at, 1, call}
   end
 end
+
+-- The idempotent producer: exactly-once without a caller's key ------------------------
+-- Each log object is a producer (ARGV[13]) numbering its calls (ARGV[14], the pseq); every
+-- try of a call carries the same pair. PRODUCERS (KEYS[4]) holds one field per producer:
+--   "<expires_ms> <count> <result> <result> ..."
+--   result = "<pseq>,<last_seq>", or "<pseq>,<last_seq>,<call>" for a call with a token
+-- in ascending pseq order, and the server time (ms) after which the producer is idle
+-- enough to prune. Results below the caller's floor (ARGV[15]: its lowest call still in
+-- flight) are dropped, and the lowest beyond WINDOW: a sequential caller keeps one, one
+-- with C calls in flight about C. Only the lowest pseq is ever dropped, so a pseq below
+-- the lowest held may have committed (MSGLOG_STALE: cannot tell), and one above it that
+-- is not held never did (calls of one asyncio log object may commit out of order: pseq 6
+-- before pseq 5's first try arrives). A replay reads its commit time from the stream
+-- entry. Memory grows with the producers, not with the appends; idle ones are pruned a
+-- few at a time when a new one joins more than PRUNE_ABOVE. Everything that can fail is
+-- parsed here, before the first write; `msglog verify` checks every result.
+local WINDOW = 64
+local PRUNE_ABOVE = 32
+local PRUNE_SAMPLE = 4
+
+-- The commit time of the entry `seq` ("0" if it is gone), or nil if KEYS[2] is no stream.
+local function committed_at(seq)
+  local entry = redis.pcall('XRANGE', KEYS[2], seq .. '-0', seq .. '-0')
+  if type(entry) == 'table' and entry.err then
+    return nil
+  end
+  local fields = entry[1] and entry[1][2] or {}
+  for i = 1, #fields - 1, 2 do
+    if fields[i] == 'at' then
+      return fields[i + 1]
+    end
+  end
+  return '0'
+end
+
+-- This producer's results (nil: none yet), their count and newest pseq; or, as the fourth
+-- value, the reply to return at once: an error, or (when ARGV[5] asks to look the call
+-- up) its held result (a replay) or MSGLOG_STALE.
+local function producer_lookup()
+  local value = redis.pcall('HGET', PRODUCERS, ARGV[13])
+  if type(value) == 'table' and value.err then
+    return nil, 0, 0, redis.error_reply('WRONGTYPE producers ' .. PRODUCERS ..
+      ' is not a hash')
+  end
+  if not value then
+    return nil, 0, 0
+  end
+  local count, results = string.match(value, '^%d+ (%d+)( %d+,%d+,?%x*.*)$')
+  local newest = results and string.match(results, '.* (%d+),%d+,?%x*$')
+  if not newest then
+    return nil, 0, 0, redis.error_reply('MSGLOG_BADRECORD producer ' .. ARGV[13] .. ' of ' ..
+      PRODUCERS .. ' holds ' .. string.format('%q', string.sub(value, 1, 80)))
+  end
+  if ARGV[5] == '1' then
+    local last, call = string.match(results, ' ' .. ARGV[14] .. ',(%d+),?(%x*)')
+    if last then
+      local at = committed_at(last)
+      if not at then
+        return nil, 0, 0, redis.error_reply('WRONGTYPE stream ' .. KEYS[2] ..
+          ' is not a stream')
+      end
+      return nil, 0, 0, {tonumber(last), at, 1, call}
+    end
+    if tonumber(ARGV[14]) < tonumber(string.match(results, '^ (%d+),')) then
+      return nil, 0, 0, redis.error_reply('MSGLOG_STALE producer ' .. ARGV[13] .. ' of ' ..
+        PRODUCERS .. ' no longer holds the result of call ' .. ARGV[14])
+    end
+  end
+  return results, tonumber(count), tonumber(newest)
+end
+
+-- Record this call's result (after the write), then prune a few idle producers.
+local function producer_record(results, count, newest, new_last, now_ms)
+  local pseq = tonumber(ARGV[14])
+  local result = ' ' .. ARGV[14] .. ',' .. string.format('%d', new_last)
+  if ARGV[7] ~= '' then
+    result = result .. ',' .. ARGV[7]
+  end
+  if not results then
+    results = result
+  elseif pseq > newest then
+    results = results .. result
+  else  -- committed after a later call of the same producer: keep pseq order
+    local parts, placed = {}, false
+    for part, held in string.gmatch(results, '( (%d+),[^ ]*)') do
+      if not placed and tonumber(held) > pseq then
+        parts[#parts + 1] = result
+        placed = true
+      end
+      parts[#parts + 1] = part
+    end
+    results = table.concat(parts)
+  end
+  count = count + 1
+  local floor = tonumber(ARGV[15]) or 0
+  while count > 1 do  -- drop the lowest pseq while below the floor or beyond the window
+    local lowest = tonumber(string.match(results, '^ (%d+),') or '')
+    local cut = string.find(results, ' ', 2, true)
+    if not cut or (count <= WINDOW and lowest and lowest >= floor) then
+      break
+    end
+    results = string.sub(results, cut)
+    count = count - 1
+  end
+  local added = redis.call('HSET', PRODUCERS, ARGV[13],
+    string.format('%d', now_ms + tonumber(ARGV[3])) .. ' ' .. count .. results)
+  -- Only a new producer grows the hash: prune then.
+  if added == 1 and redis.call('HLEN', PRODUCERS) > PRUNE_ABOVE then
+    local sample = redis.call('HRANDFIELD', PRODUCERS, PRUNE_SAMPLE, 'WITHVALUES')
+    for i = 1, #sample, 2 do
+      local expires = tonumber(string.match(sample[i + 1], '^(%d+) '))
+      if expires and expires < now_ms then
+        redis.call('HDEL', PRODUCERS, sample[i])
+      end
+    end
+  end
+end
+
+local producer_held, producer_count, producer_newest = nil, 0, 0
+if ARGV[13] ~= '' then
+  local answer
+  producer_held, producer_count, producer_newest, answer = producer_lookup()
+  if answer then
+    return answer
+  end
+end
+-- ------------------------------------------------------------------------------------
 
 local time = redis.call('TIME')
 local at = time[1] .. string.format('%06d', tonumber(time[2]))
@@ -322,7 +469,7 @@ for i = 2, #entries do
     entries[i][2])
 end
 for i = 0, BLOBS - 1 do  -- content-addressed: the same bytes are stored once
-  redis.call('HSETNX', KEYS[3], ARGV[13 + 2 * i], ARGV[14 + 2 * i])
+  redis.call('HSETNX', KEYS[3], ARGV[16 + 2 * i], ARGV[17 + 2 * i])
 end
 local new_last = last + #entries
 if raw then
@@ -348,10 +495,15 @@ if RECORD then
   redis.call('SET', RECORD, string.format('%d', new_last) .. ' ' .. at .. ' ' .. n .. ' ' ..
     ARGV[4] .. ' ' .. ARGV[7], 'PX', ARGV[3])
 end
+if ARGV[13] ~= '' then
+  local now_ms = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
+  producer_record(producer_held, producer_count, producer_newest, new_last, now_ms)
+end
 if ARGV[6] ~= '' then
   redis.call('PEXPIRE', KEYS[1], ARGV[6])
   redis.call('PEXPIRE', KEYS[2], ARGV[6])
   redis.call('PEXPIRE', KEYS[3], ARGV[6])  -- blobs live exactly as long as their rows
+  redis.call('PEXPIRE', PRODUCERS, ARGV[6])
   redis.call('PEXPIRE', VIEW, ARGV[6])  -- the view lives as long as the entries
   redis.call('PEXPIRE', HIDDEN, ARGV[6])
 end

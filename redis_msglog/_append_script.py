@@ -13,14 +13,16 @@ from ._keys import ConversationKeys
 from ._scripts import LuaScript, load_script
 from ._steps import Command, Refused
 
-KEY_NAMES = ("seq", "stream", "blobs", "record")
-"""``KEYS[1..4]`` of a plain append, in order (``record`` only with an idempotency key).
-An edit, or a log with a ``ttl``, passes ``view`` and ``hidden`` before ``record``."""
+KEY_NAMES = ("seq", "stream", "blobs", "producers", "record")
+"""``KEYS[1..5]`` of a plain append, in order (``record`` only with a caller's idempotency
+key; ``blobs`` is the stream's name again when the append does not touch it, and so is
+``producers`` when the call has no producer). An edit, or a log with a ``ttl``, passes
+``view`` and ``hidden`` before ``record``."""
 ARGV_NAMES = (
     "publish", "channel", "record_ttl_ms", "fingerprint", "look_up", "ttl_ms", "call", "blobs",
-    "expected_seq", "op", "op_arg", "fork_entry",
+    "expected_seq", "op", "op_arg", "fork_entry", "producer", "pseq", "floor",
 )  # fmt: skip
-"""``ARGV[1..12]`` of the script, in order; the blobs (digest, bytes) and the encoded
+"""``ARGV[1..15]`` of the script, in order; the blobs (digest, bytes) and the encoded
 messages follow."""
 
 EditOp = Literal["", "retract", "pop", "compact", "archive", "fork"]
@@ -39,26 +41,36 @@ class AppendCall:
     call: str  # a token naming this call, the same on every try
     blobs: tuple[tuple[str, bytes], ...] = ()  # (SHA-256 hex, bytes) stored off the rows
     publish: str = ""  # "PUBLISH", "SPUBLISH" (cluster) or "": no event
-    record: str | None = None  # the idempotency record's key
-    record_ttl_ms: int = 0
+    record: str | None = None  # the caller's idempotency record's key
+    record_ttl_ms: int = 0  # how long the record (or the producer's results) lives
     fingerprint: str = ""
-    look_up: bool = True  # look the record up first (False: a key generated for this call)
+    look_up: bool = True  # look the record up first (False: the first try of a call)
     ttl_ms: int | None = None  # the conversation's lifetime, refreshed by every append
     expected_seq: int | None = None  # commit only if the log ends at this seq
     op: EditOp = ""  # the edit this call makes ("": a plain append)
     op_arg: str = ""  # retract: "7,9"; compact: the seq or "end"; archive: the seq
     fork_entry: bytes = b""  # fork only: the fork entry's JSON
+    producer: str = ""  # the idempotent producer making the call ("": none)
+    pseq: int = 0  # the producer's number of this call, the same on every try
+    floor: int | None = None  # the producer's lowest call in flight (None: unknown)
 
     def keys_and_args(self) -> Command:
         """``numkeys, KEYS..., ARGV...`` for ``EVALSHA``/``EVAL``."""
-        keys: tuple[str, ...] = (self.keys.seq, self.keys.stream, self.keys.blobs)
+        # Only keys that exist once the conversation does (or that the script needs):
+        # during a cluster slot move a declared key that does not exist holds the
+        # append up (TRYAGAIN). Unused positions repeat the stream's name.
+        uses_blobs = bool(self.blobs) or self.ttl_ms is not None
+        blobs = self.keys.blobs if uses_blobs else self.keys.stream
+        producers = self.keys.producers if self.producer else self.keys.stream
+        keys: tuple[str, ...] = (self.keys.seq, self.keys.stream, blobs, producers)
         if self.op or self.ttl_ms is not None:
             keys += (self.keys.view, self.keys.hidden)
         keys += () if self.record is None else (self.record,)
+        recorded = self.record is not None or bool(self.producer)
         argv = (
             self.publish,
             self.keys.channel,
-            self.record_ttl_ms if self.record is not None else "",
+            self.record_ttl_ms if recorded else "",
             self.fingerprint if self.record is not None else "",
             "1" if self.look_up else "0",
             "" if self.ttl_ms is None else self.ttl_ms,
@@ -68,9 +80,12 @@ class AppendCall:
             self.op,
             self.op_arg,
             self.fork_entry,
+            self.producer,
+            self.pseq if self.producer else "",
+            "" if self.floor is None else self.floor,
         )
-        blobs = tuple(part for blob in self.blobs for part in blob)
-        return (len(keys), *keys, *argv, *blobs, *self.messages)
+        stored = tuple(part for blob in self.blobs for part in blob)
+        return (len(keys), *keys, *argv, *stored, *self.messages)
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,6 +121,7 @@ ERRORS: dict[str, type[errors.MessageLogError]] = {
     "MSGLOG_CONFLICT": errors.SeqConflictError,  # an expected_seq the log has moved past
     "MSGLOG_BADEDIT": errors.InvalidEditError,  # an edit of a seq that is not in the view
     "MSGLOG_BADVIEW": errors.CorruptLogError,  # a view hash we did not write
+    "MSGLOG_STALE": errors.AppendInDoubtError,  # a producer's result no longer held
 }
 """What each error code of the script (and of the server, for its keys) means."""
 
@@ -130,6 +146,13 @@ def error_for(refused: Refused, keys: ConversationKeys) -> errors.MessageLogErro
         )
     if kind is errors.InvalidEditError:
         return kind(f"{refused.text.split(' ', 1)[1]}. Nothing was written.")
+    if kind is errors.AppendInDoubtError:
+        return kind(
+            f"{refused.text}: an earlier try of this append may have committed, and the server "
+            "no longer remembers (more than 64 calls of the same log object were in flight, "
+            "or it was idle past the retry window). This try wrote nothing; read the log to "
+            "find out whether the first did."
+        )
     if kind is not None:
         return kind(refused.text)
     return errors.StorageError(f"Redis error: {refused.text}")

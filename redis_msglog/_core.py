@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import itertools
 import os
+import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import timedelta
@@ -44,6 +46,13 @@ DEFAULT_MAX_MESSAGE_BYTES = 8 * 1024 * 1024
 DEFAULT_PAGE_SIZE = 1000
 DEFAULT_IDEMPOTENCY_WINDOW = timedelta(hours=24)
 MAX_IDEMPOTENCY_KEY_LENGTH = 256
+RETRY_KEY_PREFIX = "msglog-retry:"
+"""How the key of an :class:`~redis_msglog.AppendInDoubtError` for an append made without
+one begins: ``msglog-retry:<producer>:<pseq>:<fingerprint>``. Passed back as an
+``idempotency_key``, it makes the call a try of the original one."""
+_RETRY_KEY = re.compile(
+    re.escape(RETRY_KEY_PREFIX) + r"([0-9a-f]{12}):([1-9][0-9]{0,14}):([0-9a-f]{16})"
+)
 Clock = Callable[[], float]
 """Seconds from a monotonic clock (the shells pass ``time.monotonic``)."""
 
@@ -85,12 +94,27 @@ class Commit:
 
 @dataclass(frozen=True, slots=True)
 class _Prepared:
-    """An append's script call and the idempotency key every try carries."""
+    """An append's script call, and what its tries share."""
 
     call: script.AppendCall
-    idempotency_key: str | None
-    window: timedelta  # how long the server remembers the key
-    generated: bool  # the key was generated for this call (no one can have used it yet)
+    batch: Batch
+    idempotency_key: str | None  # the caller's key (or a retry key), if any
+    window: timedelta  # how long the server remembers the call's result
+    first_try_new: bool  # a producer's own call: its first try cannot have committed
+    in_flight: set[int] | None = None  # a producer's own call: its calls in flight
+
+    def settle(self) -> None:
+        """No try of this call will be sent again: it leaves its producer's calls in flight."""
+        if self.in_flight is not None:
+            self.in_flight.discard(self.call.pseq)
+
+    def retry_key(self) -> str | None:
+        """The key that makes a later call a try of this one (``None``: there is none,
+        retries being off and no key given)."""
+        if self.idempotency_key is not None or not self.call.producer:
+            return self.idempotency_key
+        call = self.call
+        return f"{RETRY_KEY_PREFIX}{call.producer}:{call.pseq}:{_short(self.batch)}"
 
 
 class LogCore:
@@ -139,6 +163,12 @@ class LogCore:
         self.clock = clock
         self.blob_threshold = blob_threshold
         self._durability_checked = durability is None or not durability.aof
+        # The idempotent producer: this log object's id and the number of its next call.
+        self._producer = os.urandom(6).hex()
+        self._pseqs = itertools.count(1)
+        # Its calls in flight: the lowest is sent with each try, so that the server keeps
+        # the results of those that may still be re-sent, and only those.
+        self._in_flight: set[int] = set()
         self._scripts: dict[str, LuaScript] = {
             name: load_script(name) for name in ("append.lua", "view.lua")
         }
@@ -187,58 +217,93 @@ class LogCore:
     ) -> Plan[Commit]:
         """Append a non-empty batch in one script call, re-sent under the retry policy.
 
-        Every try carries the same idempotency key (the caller's, or one generated for
-        this call when retries are enabled), so a re-send after a lost reply returns the
-        committed result instead of writing the batch twice.
+        Every try carries the same identity (the caller's idempotency key, or, when
+        retries are enabled, this log's producer id and the call's number), so a re-send
+        after a lost reply returns the committed result instead of writing the batch twice.
         """
         prepared = self._prepare(batch, idempotency_key, expected_seq)
-        risk = (yield from self._eviction_risk()) if check_eviction else None
-        if not self._durability_checked:
-            yield from self._check_durability_support()
+        try:
+            risk = (yield from self._eviction_risk()) if check_eviction else None
+            if not self._durability_checked:
+                yield from self._check_durability_support()
+        except BaseException:
+            prepared.settle()  # never sent
+            raise
         commit = yield from self._send_until_answered(prepared)
         return dataclasses.replace(commit, eviction_risk=risk)
 
     def _prepare(
         self, batch: Batch, idempotency_key: str | None, expected_seq: int | None
     ) -> _Prepared:
-        """The script call for ``batch``, with the key its tries share (if any)."""
+        """The script call for ``batch``, with the identity its tries share (if any)."""
         if expected_seq is not None:
             require_non_negative("expected_seq", expected_seq)
-        generated = False
         window = self.idempotency_window
+        record, producer, pseq, first_try_new = None, "", 0, False
+        in_flight: set[int] | None = None
+        # A call with a key gets a token, kept with its result: a replay then tells "my own
+        # lost try committed" from "another call committed". A producer's own calls need
+        # none (the pair is the call's: their replays carry ""), nor do unrecorded ones.
+        token = ""
         if idempotency_key is not None:
             _check_idempotency_key(idempotency_key)
+            token = os.urandom(8).hex()
+            resumed = _RETRY_KEY.fullmatch(idempotency_key)
+            if resumed is None:
+                record = self.keys.idempotency_record(idempotency_key)
+            else:  # the key of an AppendInDoubtError: a try of that producer's call
+                producer, pseq_text, short = resumed.groups()
+                if short != _short(batch):
+                    raise errors.IdempotencyConflictError(
+                        f"idempotency key {idempotency_key!r} was made for a different batch "
+                        "of messages. Nothing was written."
+                    )
+                pseq, window = int(pseq_text), self.retry.generated_key_ttl
         elif self.retry.retries:
-            idempotency_key, window = os.urandom(12).hex(), self.retry.generated_key_ttl
-            generated = True
+            producer, pseq, window = self._producer, next(self._pseqs), self.retry.generated_key_ttl
+            first_try_new, in_flight = True, self._in_flight
+            in_flight.add(pseq)
         if self.ttl is not None:
             window = min(window, self.ttl)  # a record never outlives its conversation
-        record = None if idempotency_key is None else self.keys.idempotency_record(idempotency_key)
         call = script.AppendCall(
             keys=self.keys,
             messages=batch.encoded,
             blobs=batch.blobs,
-            # One token per call, kept in the idempotency record: a replay then tells
-            # "my own lost try committed" from "another call committed".
-            call=os.urandom(8).hex(),
+            call=token,
             publish=self._publish,
             record=record,
             record_ttl_ms=_millis(window),
             fingerprint=batch.fingerprint() if record is not None else "",
-            look_up=not generated,  # a generated key is new on the first try
+            look_up=not first_try_new,
             ttl_ms=None if self.ttl is None else _millis(self.ttl),
             expected_seq=expected_seq,
+            producer=producer,
+            pseq=pseq,
+            floor=None if in_flight is None else _lowest(in_flight),
         )
         if batch.edit is not None:
             edit = batch.edit
             call = dataclasses.replace(
                 call, op=edit.op, op_arg=edit.arg, fork_entry=edit.fork_entry
             )
-        return _Prepared(call, idempotency_key, window, generated)
+        return _Prepared(call, batch, idempotency_key, window, first_try_new, in_flight)
 
     def _send_until_answered(self, prepared: _Prepared) -> Plan[Commit]:
         """Send the script until the server answers, re-sending while the retry policy
         allows and a re-send is safe (the idempotency record surely still there)."""
+        in_doubt = False
+        try:
+            return (yield from self._send_tries(prepared))
+        except errors.AppendInDoubtError as error:
+            in_doubt = error.idempotency_key is not None
+            raise
+        finally:
+            # Settled: no try of it will be sent again. One in doubt stays in flight for
+            # good (its producer retired), so that the server keeps its result for a retry.
+            if not in_doubt:
+                prepared.settle()
+
+    def _send_tries(self, prepared: _Prepared) -> Plan[Commit]:
         call, then = prepared.call, None if self.durability is None else self.durability.command()
         first_sent, tries = self.clock(), 0
         failure: StepFailure | None = None
@@ -251,8 +316,8 @@ class LogCore:
                 if maybe_committed and not self._record_outlives(first_sent, delay, prepared):
                     break  # the record may be gone by then: a re-send could write twice
                 yield Pause(delay)
-                if prepared.generated:  # from now on the key may have a record: look it up
-                    call = _replace_look_up(call)
+                if prepared.first_try_new:  # from now on it may have committed: look it up
+                    call = _replace_look_up(call, prepared.in_flight)
             tries += 1
             try:
                 reply = yield from self._eval(call.keys_and_args(), then)
@@ -298,10 +363,15 @@ class LogCore:
         first_sent: float,
     ) -> errors.MessageLogError:
         tried = f"{tries} {'try' if tries == 1 else 'tries'}"
-        key, cause = prepared.idempotency_key, failure.origin or failure
+        key, cause = prepared.retry_key(), failure.origin or failure
+        if maybe_committed and prepared.call.producer == self._producer:
+            # Go on as a new producer, so later appends of this log object do not push the
+            # call's result out of the old producer's window before the caller retries it.
+            self._producer, self._in_flight = os.urandom(6).hex(), set()
         if maybe_committed:
             advice = (
-                f"Retrying with idempotency_key={key!r} within {prepared.window} is safe."
+                f"Retrying with idempotency_key={key!r} within {prepared.window} of the first "
+                "try is safe."
                 if key is not None
                 else "It was not re-sent (retries are off and no idempotency_key was given)."
             )
@@ -859,8 +929,19 @@ def _millis(duration: timedelta) -> int:
     return max(1, int(duration / timedelta(milliseconds=1)))
 
 
-def _replace_look_up(call: script.AppendCall) -> script.AppendCall:
-    return dataclasses.replace(call, look_up=True)
+def _short(batch: Batch) -> str:
+    """The part of the batch's fingerprint that a retry key carries."""
+    return batch.fingerprint()[:16]
+
+
+def _replace_look_up(call: script.AppendCall, in_flight: set[int] | None) -> script.AppendCall:
+    floor = call.floor if in_flight is None else _lowest(in_flight)
+    return dataclasses.replace(call, look_up=True, floor=floor)
+
+
+def _lowest(in_flight: set[int]) -> int:
+    # tuple() copies in one step: other threads may add or discard meanwhile.
+    return min(tuple(in_flight), default=0)
 
 
 def _config_value(reply: Any) -> str:

@@ -7,13 +7,20 @@ Layout, for a prefix ``msglog`` and conversation id ``conv-42``::
     msglog:{conv-42}:events   pub/sub channel: one event per committed append
     msglog:{conv-42}:blobs    hash: large binaries stored off the rows, field = the
                               SHA-256 (hex) of the bytes, value = the bytes
+    msglog:{conv-42}:producers  hash: exactly-once state of the appends made without a
+                              key, field = a producer id (one per log object), value =
+                              "<expires_ms> <count> <pseq>,<last_seq> ..." (the
+                              results its calls in flight may ask for; see lua/append.lua)
     msglog:{conv-42}:idem:K   string, expiring: the result of the append made with
                               idempotency key K ("<last_seq> <at> <count> <fingerprint> <call>")
 
 The braces are a Redis Cluster hash tag: every key and the channel of one conversation
 hash to the same slot. Ids containing ``{``, ``}`` or ``%`` are percent-escaped
 (``%7B``, ``%7D``, ``%25``) so the tag is always the whole id and two different ids never
-share keys. The idempotency key K follows the hash tag, so it needs no escaping.
+share keys. The idempotency key K follows the hash tag, so it needs no escaping. An
+append names only keys that exist once the conversation does (the counter, the stream,
+the producers hash; the blobs hash only when it uses it; a record only for a caller's
+key), so a Redis Cluster serves it in the middle of a slot move.
 """
 
 from __future__ import annotations
@@ -70,6 +77,7 @@ class ConversationKeys:
     blobs: str
     view: str  # the view's segments, archive watermark and version (after an edit)
     hidden: str  # seq ranges no view shows: retracted messages and edit entries
+    producers: str  # exactly-once records of the appends made without a key
 
     @classmethod
     def build(cls, prefix: str, conversation: str) -> ConversationKeys:
@@ -88,6 +96,7 @@ class ConversationKeys:
             blobs=f"{base}:blobs",
             view=f"{base}:view",
             hidden=f"{base}:hidden",
+            producers=f"{base}:producers",
         )
 
     def idempotency_record(self, idempotency_key: str) -> str:

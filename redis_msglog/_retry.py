@@ -1,8 +1,9 @@
 """When and how a call is retried while the server cannot take it: every retry decision
 of the library, in one place (docs/workers.md#retries has the table).
 
-- Appends: the core re-sends the script under the log's :class:`RetryPolicy` (safe: one
-  idempotency key and one call token for every try of a call).
+- Appends: the core re-sends the script under the log's :class:`RetryPolicy` (safe: every
+  try of a call carries the same identity: the caller's idempotency key, or the log's
+  producer id and the call's number).
 - Reads: the core re-sends them under the same policy (idempotent).
 - Cluster redirections (``MOVED``/``ASK``): the router follows them, pausing by
   :func:`redirect_pause` (nothing ran).
@@ -32,23 +33,26 @@ class RetryPolicy:
     ``deadline``.
 
     A retry is always safe: every append sent under a policy with ``attempts != 0``
-    carries an idempotency key (the caller's, or one generated for the call), so the
-    server answers a re-sent append that already committed with the first result instead
-    of writing it again.
+    carries the same identity on every try (the caller's idempotency key, or the log
+    object's producer id and the call's number), so the server answers a re-sent append
+    that already committed with the first result instead of writing it again.
 
     Args:
         attempts: the most re-sends after the first try; ``None`` (the default): as many
-            as fit in ``deadline``; 0 disables retries and generated keys.
+            as fit in ``deadline``; 0 disables retries and the producer's records.
         backoff: the delay before the first re-send, in seconds; it doubles each time.
         max_backoff: the longest delay between two tries, in seconds (also about how long
             a call keeps waiting after the server is back).
-        generated_key_ttl: how long the server remembers a generated key (about 250 bytes
-            each): short, so they cost little memory. No re-send is made once the first
-            try is older than 90% of it, so a slow retry sequence ends in doubt rather
-            than in a duplicate. Keys the caller passes are remembered for the log's
-            ``idempotency_window`` instead.
+        generated_key_ttl: how long the server surely remembers the results of an append
+            made without a key: a log object's producer record is kept at least this long
+            after its last append (idle ones are pruned after it, a few at a time). No
+            re-send is made once the first try is older than 90% of it, so a slow retry
+            sequence ends in doubt rather than in a duplicate, and the key of an
+            :class:`~redis_msglog.AppendInDoubtError` is good for this long after the
+            first try. (The name is from when each such append had a generated key.)
+            Keys the caller passes are remembered for the log's ``idempotency_window``.
         deadline: no re-send starts later than this many seconds after the first try
-            (default 30 s, well under the 108 s that the 90% rule allows a generated key).
+            (default 30 s, well under the 108 s that the 90% rule allows).
             A call therefore gives up within ``deadline`` plus one try, whose length is
             bounded by the redis client's ``socket_timeout`` and ``socket_connect_timeout``.
     """
@@ -100,8 +104,8 @@ class RetryPolicy:
 
 
 DEFAULT_RETRY = RetryPolicy()
-"""Re-sends for up to 30 s, 50 ms doubling up to 1 s, generated keys remembered for 2
-minutes."""
+"""Re-sends for up to 30 s, 50 ms doubling up to 1 s, results of appends without a key
+remembered for 2 minutes after the log's last append."""
 NO_RETRY = RetryPolicy(attempts=0)
 """Send each append (and read) once; a lost reply raises
 :class:`~redis_msglog.AppendInDoubtError`."""

@@ -63,8 +63,9 @@ class MessageLog(ShellBase):
             ``follow``.
         retry: how long appends and reads keep trying while the server (or the cluster
             node owning the conversation) cannot take them: by default up to 30 s, enough
-            for a cluster failover (safe: every try of an append carries one idempotency
-            key); ``redis_msglog.NO_RETRY`` sends once.
+            for a cluster failover (safe: every try of an append carries the same
+            identity, the caller's key or this log's producer id and call number);
+            ``redis_msglog.NO_RETRY`` sends once.
         idempotency_window: how long the server remembers a caller's ``idempotency_key``.
         durability: wait after each append for replicas (``WAIT``) and/or the append-only
             file (``WAITAOF``); a shortfall raises :class:`~redis_msglog.NotDurableError`
@@ -80,7 +81,7 @@ class MessageLog(ShellBase):
     Cancellation, asyncio only: an append cancelled while in flight has either committed or
     not (the script is atomic); its connection is discarded, never reused mid-reply.
     Calling again with the same ``idempotency_key`` is always safe. (Pass your own key if
-    you may retry after a cancellation: a generated one dies with the cancelled call.)
+    you may retry after a cancellation: a call made without one cannot be named again.)
     """
 
     def __init__(

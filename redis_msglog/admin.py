@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -72,8 +73,8 @@ class ConversationInfo:
 @dataclass(frozen=True, slots=True)
 class ConversationStats:
     """What ``msglog stats CONV`` reports. Memory is ``MEMORY USAGE`` of the counter, the
-    stream and the blobs stored off the rows, and separately of the idempotency records
-    still remembered."""
+    stream and the blobs stored off the rows, and separately of the exactly-once records
+    (the idempotency records still remembered, and the producers hash)."""
 
     conversation: str
     count: int
@@ -180,6 +181,7 @@ def conversation_stats(
         for key in client.scan_iter(match=_records_pattern(keys), count=page)
         if _text(key).startswith(keys.idempotency_record(""))
     ]
+    producers = client.memory_usage(keys.producers) or 0
     return ConversationStats(
         conversation=conversation,
         count=int(raw_count) if raw_count is not None else 0,
@@ -187,7 +189,7 @@ def conversation_stats(
         last_at=_entry_time(last[0]) if last else None,
         memory_bytes=memory,
         idempotency_records=len(records),
-        idempotency_bytes=sum(client.memory_usage(k) or 0 for k in records),
+        idempotency_bytes=producers + sum(client.memory_usage(k) or 0 for k in records),
     )
 
 
@@ -224,7 +226,30 @@ def verify_conversation(
     _check_counter_against_stream(keys, report, problem)
     if not report.problems and client.exists(keys.view):
         _check_view_keys(client, prefix, conversation, view, problem)
+    _check_producers(client, keys, page, problem)
     return report
+
+
+# What the append script writes in the producers hash: "<expires_ms> <count> <result>...",
+# each result "<pseq>,<last_seq>[,<call>]" (lua/append.lua, "The idempotent producer").
+_PRODUCER_VALUE = re.compile(rb"[0-9]+ [0-9]+(?: [0-9]+,[0-9]+(?:,[0-9a-f]+)?)+")
+
+
+def _check_producers(
+    client: redis.Redis, keys: ConversationKeys, page: int, problem: Callable[[str], None]
+) -> None:
+    """The exactly-once records of the appends made without a key: a hash of values the
+    append script can read (it refuses to append for a producer whose value is not)."""
+    try:
+        for field_name, value in client.hscan_iter(keys.producers, count=page):
+            raw = value if isinstance(value, bytes) else str(value).encode()
+            if not _PRODUCER_VALUE.fullmatch(raw):
+                problem(
+                    f"producer {_text(field_name)} of {keys.producers} holds "
+                    f"{_text(raw)[:80]!r}, not a record the append script writes"
+                )
+    except redis_errors.ResponseError as exc:
+        problem(f"producers {keys.producers}: {exc}")
 
 
 def _fold(view: LogView, row: Entry, problem: Callable[[str], None]) -> None:

@@ -51,9 +51,16 @@ class AppendInDoubtError(ServerUnavailableError):
     """The connection failed after an append was sent, and kept failing through every
     retry: it may or may not have committed.
 
-    ``idempotency_key`` is the key every try carried (the caller's, or the one generated
-    for the call; ``None`` when retries are off and none was given). Calling again with
-    it is safe: if the append committed, the call returns its seq and writes nothing.
+    ``idempotency_key`` is the key to call again with, from any log object of the
+    conversation: the caller's own, or, for an append made without one, a retry key
+    (``msglog-retry:<producer>:<call number>:<fingerprint>``) that makes the new call a
+    try of the failed one. Calling again with it and the same messages is safe: if the
+    append committed, the call returns its seq and writes nothing; if not, it writes
+    them once. A retry key is good for the retry policy's ``generated_key_ttl`` (2
+    minutes by default) after the first try, a caller's key for the log's
+    ``idempotency_window``. It is ``None`` when there is nothing to retry with: retries
+    off and no key given, or the server no longer remembers the call (``MSGLOG_STALE``:
+    read the log to find out).
     """
 
     def __init__(self, message: str, *, idempotency_key: str | None = None) -> None:

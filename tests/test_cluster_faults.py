@@ -101,9 +101,9 @@ def test_every_read_and_appends_while_a_slot_move_is_held_open(
 ) -> None:
     """Reads of every form are served, correctly, in both halves of a move: with only the
     counter on the importing node (each command must go to the node holding its key), and
-    with the counter and the stream there. An append cannot run until the move completes
-    (its idempotency record exists on neither node: TRYAGAIN, issue 18 item 3): it waits,
-    and raises ServerUnavailableError at its deadline, writing nothing."""
+    with the counter and the stream there. An append cannot run while its keys are split
+    between the nodes (the producers hash is still on the source: TRYAGAIN): it waits, and
+    raises ServerUnavailableError at its deadline, writing nothing."""
     cluster = shared_cluster()
     loop = asyncio.new_event_loop()
     if flavor == "sync":
@@ -153,21 +153,31 @@ def test_every_read_and_appends_while_a_slot_move_is_held_open(
         loop.close()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="issue 18 item 3: an append's generated idempotency record exists on neither "
-    "node during a slot move, so the append script gets TRYAGAIN until the move completes "
-    "(to be solved by per-producer exactly-once records)",
-)
 def test_appends_do_not_wait_for_a_slot_move_to_complete(
     shared_cluster: Callable[[], LocalCluster],
 ) -> None:
+    """Issue 18 item 3: an append names only keys that exist once the conversation does
+    (no key per append), so once they are all on the importing node it is served there,
+    mid-move, sync and asyncio, with no duplicate when its re-sends are replays."""
     cluster = shared_cluster()
     log = MessageLog(cluster.client(), new_id(), retry=RetryPolicy(deadline=1.0))
     log.add("user", "0")
-    with held_move(cluster, slot_of(log)) as migrate:
-        migrate(log.keys.seq, log.keys.stream)
-        assert log.add("user", "1") == 2
+    loop = asyncio.new_event_loop()
+    client = redis.asyncio.cluster.RedisCluster(host="127.0.0.1", port=cluster.port)
+    alog = AsyncMessageLog(client, log.conversation, retry=RetryPolicy(deadline=1.0))
+    try:
+        loop.run_until_complete(alog.add("user", "1"))
+        with held_move(cluster, slot_of(log)) as migrate:
+            migrate(log.keys.seq, log.keys.stream, log.keys.producers)
+            started = time.monotonic()
+            assert log.add("user", "2") == 3
+            assert loop.run_until_complete(alog.add("user", "3")) == 4
+            assert log.append_many([{"role": "user", "content": "4"}] * 2) == 6
+            assert time.monotonic() - started < 0.5  # served at once, not after retries
+        assert [m.content for m in log.all()] == ["0", "1", "2", "3", "4", "4"]
+    finally:
+        loop.run_until_complete(client.aclose())
+        loop.close()
 
 
 # -- slot moves under writers and readers ------------------------------------------------

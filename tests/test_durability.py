@@ -62,8 +62,9 @@ def test_retention_slides_with_every_append_and_expires_the_conversation_whole(
     time.sleep(0.8)
     log.add("user", "second")
     assert env.raw.pttl(log.keys.seq) > 1000 and env.raw.pttl(log.keys.stream) > 1000
+    assert 1000 < env.raw.pttl(log.keys.producers) <= 1500  # the producers hash too
     time.sleep(1.8)
-    assert env.raw.exists(*keys) == 0  # gone whole, never half
+    assert env.raw.exists(*keys, log.keys.producers) == 0  # gone whole, never half
     assert log.add("user", "again", idempotency_key="k1") == 1  # a new conversation
 
 
@@ -71,6 +72,7 @@ def test_without_ttl_keys_do_not_expire(env: Env) -> None:
     log = env.log()
     log.add("user", "kept")
     assert env.raw.pttl(log.keys.seq) == -1 and env.raw.pttl(log.keys.stream) == -1
+    assert env.raw.pttl(log.keys.producers) == -1
 
 
 # -- WAIT and WAITAOF ------------------------------------------------------------------------

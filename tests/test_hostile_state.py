@@ -25,10 +25,12 @@ from click.testing import CliRunner
 from redis_msglog import (
     NO_RETRY,
     AsyncMessageLog,
+    CorruptLogError,
     Entry,
     MessageLog,
     MessageLogError,
     StoredMessage,
+    WrongTypeError,
 )
 from redis_msglog._cli import main
 from redis_msglog._codec import to_document
@@ -82,6 +84,12 @@ def _xadd(
     raw.xadd(stream, dict(fields.items()), id=entry_id)
 
 
+def _garble_producers(raw: Raw, keys: ConversationKeys) -> None:
+    """Every producer's record (the log's own among them) replaced with garbage."""
+    fields = raw.hkeys(keys.producers) or [b"0123456789ab"]
+    raw.hset(keys.producers, mapping={field: "12 garbage" for field in fields})
+
+
 def _raw_entries(raw: Raw, stream: str) -> list[tuple[bytes, dict[bytes, bytes]]]:
     """XRANGE of the whole stream, as the raw client (no decode_responses) returns it."""
     entries = []
@@ -129,6 +137,11 @@ DAMAGES = [
         "stream-wrong-type",
         lambda raw, keys: (raw.delete(keys.stream), raw.hset(keys.stream, "a", "b")),
     ),
+    Damage(
+        "producers-wrong-type",
+        lambda raw, keys: (raw.delete(keys.producers), raw.set(keys.producers, "x")),
+    ),
+    Damage("producers-garbage", lambda raw, keys: _garble_producers(raw, keys)),
     Damage("entry-deleted-first", lambda raw, keys: raw.xdel(keys.stream, "1-0")),
     Damage("entry-deleted-middle", lambda raw, keys: raw.xdel(keys.stream, "3-0")),
     Damage("entry-deleted-last", lambda raw, keys: raw.xdel(keys.stream, f"{SEEDED}-0")),
@@ -196,6 +209,7 @@ def _truth(raw: Raw, keys: ConversationKeys) -> Truth:
     counter = _raw_bytes(raw.get(keys.seq)) if raw.type(keys.seq) == b"string" else None
     names = sorted(raw.scan_iter(match=f"{PREFIX}:*"))
     mine = keys.seq.removesuffix(":seq").encode()
+    # Every key of the conversation: counter, stream, blobs, producers, idempotency records.
     dump = {name: raw.dump(name) for name in names if name.startswith(mine)}
     return Truth(entries, counter, dump)
 
@@ -262,6 +276,21 @@ def test_append_is_correct_or_writes_nothing(
         f"{damage.name}: the append did not continue right after the stream's last entry"
     )
     assert seq == end + added and after.counter == str(seq).encode()
+
+
+@pytest.mark.parametrize(
+    "damage, error",
+    [("producers-wrong-type", WrongTypeError), ("producers-garbage", CorruptLogError)],
+)
+def test_a_damaged_producer_record_refuses_the_append_clearly(
+    hostile_env: Env, damage: str, error: type[MessageLogError]
+) -> None:
+    (chosen,) = [d for d in DAMAGES if d.name == damage]
+    log, keys, before = _damaged(hostile_env, chosen)
+    with pytest.raises(error, match="producer"):
+        log.add("user", "new")
+    assert _truth(hostile_env.raw, keys).dump == before.dump  # nothing written
+    assert log.add("user", "new", idempotency_key="k") == SEEDED + 1  # a caller's key: fine
 
 
 # -- reads ----------------------------------------------------------------------------------------

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import multiprocessing
 import socket
 import time
@@ -24,6 +25,8 @@ from redis_msglog import (
     ServerUnavailableError,
     StoredMessage,
 )
+from redis_msglog._append_script import AppendReply, error_for
+from redis_msglog._steps import Refused
 from redis_msglog.testing import EphemeralServer
 
 from .conftest import Env, new_id
@@ -92,15 +95,96 @@ def test_the_window_expires(env: Env) -> None:
     assert log.add("user", "x", idempotency_key="k") == 2  # forgotten: a new append
 
 
-def test_generated_keys_live_briefly_and_only_with_retries_on(env: Env) -> None:
-    with_retries = env.log()
-    with_retries.add("user", "x")
-    (record,) = _records(env, with_retries)
-    ttl = RetryPolicy().generated_key_ttl / timedelta(milliseconds=1)
-    assert ttl - 60_000 < env.raw.pttl(record) <= ttl
+def test_appends_without_a_key_keep_a_producer_record_not_a_key_per_append(env: Env) -> None:
+    log = env.log()
+    for i in range(40):
+        log.add("user", str(i))
+    assert _records(env, log) == []
+    (value,) = env.raw.hgetall(log.keys.producers).values()
+    expires, count, *results = _text(value).split(" ")
+    assert (count, results) == ("1", ["40,40"])  # pseq,last_seq: one call at a time
+    seconds, micros = env.raw.time()
+    now_ms = int(seconds) * 1000 + int(micros) // 1000
+    window = RetryPolicy().generated_key_ttl / timedelta(milliseconds=1)
+    assert now_ms + window - 60_000 < int(expires) <= now_ms + window
+    other = env.log(log.conversation)  # another log object: another producer
+    other.add("user", "40")
+    assert len(env.raw.hgetall(log.keys.producers)) == 2
     without = env.log(retry=NO_RETRY)
     without.add("user", "x")
-    assert _records(env, without) == []
+    assert _records(env, without) == [] and not env.raw.exists(without.keys.producers)
+
+
+def _text(value: bytes | str) -> str:
+    return value.decode() if isinstance(value, bytes) else value
+
+
+def _try(
+    log: Any, pseq: int, *, look_up: bool, content: str = "m", floor: int | None = None
+) -> Any:
+    """Send one try of call ``pseq`` of ``log``'s producer straight to the script (with
+    ``floor`` as its lowest call in flight): its reply (last seq, at, replayed, writer),
+    or the library's error for a refusal."""
+    core = log._core if isinstance(log, MessageLog) else log.inner._core
+    call = core._prepare(core.batch([{"role": "user", "content": content}]), None, None).call
+    call = dataclasses.replace(call, pseq=pseq, look_up=look_up, floor=floor)
+    try:
+        return AppendReply.parse(log._run(core._eval(call.keys_and_args(), None)))
+    except Refused as refused:
+        return error_for(refused, core.keys)
+
+
+def test_a_producer_s_calls_may_commit_out_of_order(env: Env) -> None:
+    log = env.log()
+    assert _try(log, 2, look_up=False).last_seq == 1  # call 2 overtakes call 1
+    assert _try(log, 1, look_up=False).last_seq == 2  # call 1's first try: written
+    again = _try(log, 1, look_up=True)  # its re-send: the result, nothing written
+    assert (again.last_seq, again.replayed, again.writer) == (2, True, "")
+    entries: Any = env.raw.xrange(log.keys.stream, "2-0", "2-0")
+    assert str(again.at_micros).encode() in entries[0][1].values()  # the commit's own time
+    assert _try(log, 2, look_up=True).last_seq == 1
+    assert log.count() == 2
+    (value,) = env.raw.hgetall(log.keys.producers).values()
+    assert _text(value).split(" ")[1:] == ["2", "1,2", "2,1"]
+
+
+def test_a_producer_keeps_the_results_its_calls_in_flight_may_ask_for(env: Env) -> None:
+    log = env.log()
+    for pseq in range(1, 6):  # five calls in flight at once
+        _try(log, pseq, look_up=False, content=str(pseq))
+    _try(log, 7, look_up=False, floor=4)  # calls below 4 settled; 6 never reaches the server
+    stale = _try(log, 2, look_up=True)  # dropped: it may have committed, cannot tell
+    assert isinstance(stale, AppendInDoubtError) and stale.idempotency_key is None
+    assert "MSGLOG_STALE" in str(stale) and "read the log" in str(stale)
+    assert _try(log, 4, look_up=True).last_seq == 4  # the lowest in flight, replayed
+    assert _try(log, 6, look_up=True).last_seq == 7  # above it, never written: written now
+    assert _try(log, 6, look_up=True).replayed  # ... and now it is
+    assert log.count() == 7
+    (value,) = env.raw.hgetall(log.keys.producers).values()
+    assert _text(value).split(" ")[1:] == ["4", "4,4", "5,5", "6,7", "7,6"]
+
+
+def test_a_producer_keeps_at_most_64_results_and_refuses_to_guess(env: Env) -> None:
+    log = env.log()
+    for pseq in [*range(1, 10), *range(11, 71)]:  # 69 in flight; call 10 never arrives
+        _try(log, pseq, look_up=False)
+    assert isinstance(_try(log, 5, look_up=True), AppendInDoubtError)  # dropped
+    assert _try(log, 6, look_up=True).last_seq == 6  # the lowest of the 64 held
+    assert _try(log, 10, look_up=True).last_seq == 70  # within them, never written
+    assert log.count() == 70
+
+
+def test_idle_producers_are_pruned_as_new_ones_join(env: Env) -> None:
+    log = env.log()
+    log.add("user", "first")
+    idle: dict[Any, Any] = {f"{i:012x}": "1 1 1,1" for i in range(60)}  # expired long ago
+    env.raw.hset(log.keys.producers, mapping=idle)
+    for _ in range(20):  # each new producer looks at 4 fields, and drops the idle ones
+        env.log(log.conversation).add("user", "x")
+    log.add("user", "last")  # an old producer: its record was kept
+    left = env.raw.hgetall(log.keys.producers)
+    assert len(left) <= 40 and sum(_text(v) == "1 1 1,1" for v in left.values()) <= 20
+    assert len([v for v in left.values() if _text(v) != "1 1 1,1"]) == 21  # none live pruned
 
 
 @pytest.mark.parametrize("key", ["", 42, "k" * 257], ids=["empty", "not a str", "too long"])
@@ -245,6 +329,63 @@ def test_lost_replies_beyond_the_policy_raise_in_doubt_with_a_key_that_is_safe_t
         assert op.last_seq == 1
     summary = history.check(redis.Redis.from_url(server.url))
     assert (summary.length, summary.in_doubt_written) == (1, 1)  # written once, not twice
+
+
+@pytest.mark.parametrize("committed", [True, False], ids=["reply lost", "request lost"])
+def test_an_in_doubt_key_stays_good_while_its_log_goes_on_appending(
+    real_backend: str, committed: bool, shared_server: Callable[[str], EphemeralServer]
+) -> None:
+    server = shared_server(real_backend)
+    conversation = new_id()
+    history = History(conversation)
+    MessageLog(redis.Redis.from_url(server.url), new_id()).add("user", "x")  # script cached
+    with ReplyDroppingProxy(server.port, after_execute=committed) as proxy:
+        log = MessageLog(redis.Redis.from_url(proxy.url), conversation, retry=FAST_RETRY)
+        proxy.drops = 100
+        with pytest.raises(AppendInDoubtError) as caught, history.append("w", ["doubt"]) as op:
+            op.committed(log.add("user", "doubt"))
+        proxy.drops = 0
+        for i in range(40):  # far more than a producer's window of results
+            with history.append("w", [f"after {i}"]) as op:
+                op.committed(log.add("user", f"after {i}"))
+        key = caught.value.idempotency_key
+        assert key is not None
+        elsewhere = MessageLog(redis.Redis.from_url(server.url), conversation)
+        with history.append("w", ["doubt"]) as op:
+            op.committed(elsewhere.add("user", "doubt", idempotency_key=key))
+        assert op.last_seq == (1 if committed else 41)
+        with pytest.raises(IdempotencyConflictError):
+            elsewhere.add("user", "not the same", idempotency_key=key)
+    summary = history.check(redis.Redis.from_url(server.url))
+    assert (summary.length, summary.in_doubt_written) == (41, 1)  # written once, not twice
+
+
+def test_many_concurrent_calls_of_one_asyncio_log_losing_replies_write_once(
+    real_backend: str, shared_server: Callable[[str], EphemeralServer]
+) -> None:
+    """40 calls of one log object in flight at once (one producer), 10 replies lost: every
+    re-send is answered from the producer's results, however many later calls committed
+    meanwhile, and nothing is written twice."""
+    server = shared_server(real_backend)
+    conversation = new_id()
+    MessageLog(redis.Redis.from_url(server.url), new_id()).add("user", "x")  # script cached
+
+    async def run(url: str) -> list[int]:
+        client = redis.asyncio.Redis.from_url(url, max_connections=100)
+        log = AsyncMessageLog(client, conversation, retry=FAST_RETRY)
+        try:
+            return list(await asyncio.gather(*(log.add("user", str(i)) for i in range(40))))
+        finally:
+            await client.aclose()
+
+    with ReplyDroppingProxy(server.port) as proxy:
+        proxy.drops = 10
+        seqs = asyncio.run(run(proxy.url))
+        assert proxy.dropped == 10
+    rows = MessageLog(redis.Redis.from_url(server.url), conversation).all()
+    assert sorted(seqs) == list(range(1, 41)) == [m.seq for m in rows]
+    assert sorted(m.content for m in rows) == sorted(str(i) for i in range(40))
+    assert {m.content: m.seq for m in rows} == {str(i): seq for i, seq in enumerate(seqs)}
 
 
 @pytest.mark.parametrize("drops", [0, 1, 3])

@@ -101,8 +101,8 @@ def drive(plan: Plan[Any], server: Server, clock: Clock | None = None) -> tuple[
 def script_reply(step: Step, *, last: int = 1, replayed: int = 0, writer: str | None = None) -> Any:
     """The append script's reply to ``step``, written by this call unless ``writer``."""
     assert isinstance(step, Write)
-    call = str(step.command[-7])  # ARGV[7]; ARGV[8] (no blobs) to [12], then the message
-    return [last, AT, replayed, (writer or call).encode()]
+    call = str(step.command[-10])  # ARGV[7]; ARGV[8] (no blobs) to [15], then the message
+    return [last, AT, replayed, (call if writer is None else writer).encode()]
 
 
 def commands(steps: list[Step]) -> list[tuple[Any, ...]]:
@@ -318,8 +318,108 @@ def test_a_lost_reply_is_re_sent_with_the_same_key_and_recognised_as_ours() -> N
     assert commit.fresh  # our own commit, seen late: the hook fires once
     assert commands(steps) == [("EVALSHA",), ("pause",), ("EVALSHA",)]
     first, second = (step.command for step in sent)
-    assert first[2] == 4 and first[6] == second[6]  # the same idempotency record (KEYS[4])
-    assert (first[-9], second[-9]) == ("0", "1")  # a generated key is looked up on re-sends
+    assert first[2] == 4 and first[6] == "msglog:{conv}:producers"  # KEYS[4], no KEYS[5]
+    # The same producer and call number (ARGV[13], ARGV[14]) on every try.
+    assert first[-4] == second[-4] != "" and first[-3] == second[-3] == 1
+    assert (first[-12], second[-12]) == ("0", "1")  # looked up on re-sends only
+
+
+def test_a_producer_numbers_its_calls_and_each_log_is_its_own_producer() -> None:
+    log, other = core(), core()
+    sent: list[tuple[Any, ...]] = []
+
+    def server(step: Step) -> Any:
+        assert isinstance(step, Write)
+        sent.append(step.command)
+        return script_reply(step)
+
+    for each in (log, log, log, other):
+        drive(each.append_plan(each.batch(BATCH_MSG), None), server)
+    assert [c[-3] for c in sent] == [1, 2, 3, 1]
+    assert [c[-2] for c in sent] == [1, 2, 3, 1]  # the floor: one call at a time
+    assert sent[0][-4] == sent[1][-4] == sent[2][-4] != sent[3][-4]
+    assert len(str(sent[0][-4])) == 12
+    # No per-append key, and the blobs hash only when the script touches it (slot moves).
+    assert sent[0][3:7] == (
+        "msglog:{conv}:seq", "msglog:{conv}:stream", "msglog:{conv}:stream",
+        "msglog:{conv}:producers",
+    )  # fmt: skip
+    drive(core(ttl=timedelta(hours=1)).append_plan(log.batch(BATCH_MSG), None), server)
+    assert sent[-1][5] == "msglog:{conv}:blobs"
+    drive(core(retry=NO_RETRY).append_plan(log.batch(BATCH_MSG), None), server)
+    assert sent[-1][-4:-1] == ("", "", "")  # retries off: no producer
+
+
+def test_each_try_carries_the_producer_s_lowest_call_in_flight() -> None:
+    """The floor lets the server drop the results no try will ask for again, and makes
+    it keep those of every call still in flight, however many later calls commit."""
+    clock = Clock()
+    log = core(clock)
+    batch = log.batch(BATCH_MSG)
+    first, second = log.append_plan(batch, None), log.append_plan(batch, None)
+    step_1, step_2 = next(first), next(second)  # both sent, neither answered yet
+    assert isinstance(step_1, Write) and isinstance(step_2, Write)
+    assert (step_1.command[-3:-1], step_2.command[-3:-1]) == ((1, 1), (2, 1))
+    pause = first.throw(ReplyLost("reset"))  # call 1's reply is lost: it will re-send
+    assert isinstance(pause, Pause)
+    with pytest.raises(StopIteration):
+        second.send(script_reply(step_2, last=2))  # call 2 answered: settled
+    clock.now += pause.seconds
+    resent = first.send(None)
+    assert isinstance(resent, Write) and resent.command[-3:-1] == (1, 1)
+    third = log.append_plan(batch, None)
+    step_3 = next(third)
+    assert isinstance(step_3, Write) and step_3.command[-3:-1] == (3, 1)  # 1 still in flight
+    with pytest.raises(StopIteration):
+        first.send(script_reply(resent, last=1, replayed=1, writer=""))
+    fourth = next(log.append_plan(batch, None))
+    assert isinstance(fourth, Write) and fourth.command[-3:-1] == (4, 3)
+
+
+def test_a_call_refused_before_it_is_sent_leaves_no_call_in_flight() -> None:
+    log = core(durability=Durability(aof=True))
+    with pytest.raises(MessageLogError):  # no WAITAOF: refused before the script is sent
+        drive(log.append_plan(log.batch(BATCH_MSG), None), lambda step: [[None]])
+    assert log._in_flight == set()  # else every later try would carry a stale floor
+
+
+def test_the_key_of_an_in_doubt_append_is_a_try_of_the_same_call() -> None:
+    clock = Clock()
+    log = core(clock, retry=RetryPolicy(attempts=1, backoff=0.1, max_backoff=0.1))
+    sent: list[tuple[Any, ...]] = []
+
+    def lost(step: Step) -> Any:
+        assert isinstance(step, Write)
+        sent.append(step.command)
+        raise ReplyLost("reset")
+
+    with pytest.raises(AppendInDoubtError, match="msglog-retry:") as caught:
+        drive(log.append_plan(log.batch(BATCH_MSG), None), lost, clock)
+    key = caught.value.idempotency_key
+    assert key is not None and key.startswith("msglog-retry:")
+
+    # The log goes on as a new producer: its later appends leave the old one's window as
+    # it was, so the key stays answerable.
+    def answer(step: Step) -> Any:
+        assert isinstance(step, Write)
+        sent.append(step.command)
+        return script_reply(step)
+
+    drive(log.append_plan(log.batch(BATCH_MSG), None), answer)
+    assert sent[-1][-4] != sent[0][-4] and sent[-1][-3] == sent[0][-3] + 1
+    elsewhere = core()  # another process, say
+    commit, steps = drive(
+        elsewhere.append_plan(elsewhere.batch(BATCH_MSG), key),
+        lambda step: script_reply(step, replayed=1, writer=""),  # the first call's result
+    )
+    assert not commit.fresh  # its hook is not this call's to fire
+    (again,) = [step.command for step in steps if isinstance(step, Write)]
+    assert again[-4:-2] == sent[0][-4:-2]  # the original producer and call number
+    assert again[-2] == ""  # its floor: the other log cannot know the producer's calls
+    assert again[-12] == "1" and again[-10] != ""  # looked up, with this call's own token
+    assert len(again) == len(sent[0])  # no idempotency record key: not a caller's key
+    with pytest.raises(IdempotencyConflictError, match="different batch"):
+        drive(elsewhere.append_plan(elsewhere.batch([{"role": "user", "content": "x"}]), key), lost)
 
 
 def test_a_replay_of_another_calls_commit_is_not_fresh() -> None:
@@ -395,6 +495,7 @@ ERRORS: list[tuple[str, type[MessageLogError]]] = [
     ("NOPERM this user has no permissions to run the 'evalsha' command", StorageError),
     ("ERR Error running script: @user_script:1: MSGLOG_AHEAD seq counter", CorruptLogError),
     ("MSGLOG_CONFLICT 5 is the last seq of k, not 3", SeqConflictError),
+    ("MSGLOG_STALE producer p of k no longer holds the result of call 3", AppendInDoubtError),
 ]
 
 
