@@ -35,18 +35,22 @@
 -- ARGV[9]   the seq the log must end at for this append to commit (a compare-and-set:
 --           "" for none); otherwise MSGLOG_CONFLICT and nothing is written
 -- ARGV[10]  the edit this call makes (docs/edits.md), written as one entry before the
---           messages: "" (none: a plain append), "retract", "pop", "compact", "archive"
---           or "fork"
+--           messages: "" (none: a plain append), "retract", "pop", "compact", "archive",
+--           "fork" or "attrs" (attributes changed, the view untouched)
 -- ARGV[11]  the edit's argument: retract: the seqs ("7,9"); compact: the seq it compacts
 --           through ("end": everything); archive: the watermark seq; else ""
--- ARGV[12]  fork only: the fork entry's JSON (a fork is a compaction of an empty log)
+-- ARGV[12]  fork and attrs only: the entry's JSON (a fork is a compaction of an empty log)
 -- ARGV[13]  the producer id (12 hex digits) of the log object making the call, or "" for
 --           none (a caller's key, or retries off)
 -- ARGV[14]  the producer's call number (pseq) of this call, the same on every try
 -- ARGV[15]  the lowest pseq of the producer's calls still in flight (none below it will
 --           be re-sent, so their results can go), or "" if the caller cannot tell
--- ARGV[16..] B pairs of a blob's SHA-256 (hex) and its bytes, then the encoded messages
---           (JSON), in order; at least one unless this is an edit
+-- ARGV[16]  A, the number of conversation attributes this call changes (0 for most)
+-- ARGV[17]  those changes as JSON ({"name":"value","gone":null}; "" when A is 0), added
+--           to the call's edit entry as "attrs" (docs/edits.md, "Attributes")
+-- ARGV[18..] B pairs of a blob's SHA-256 (hex) and its bytes, then A pairs of an
+--           attribute change ("+name" to set, "-name" to delete) and its value, then the
+--           encoded messages (JSON), in order; at least one unless this is an edit
 --
 -- Returns {last_seq, at, replayed, call, popped}: the seq of the last entry written, the
 -- commit time in microseconds since the Unix epoch (a string) read once from the server's
@@ -70,7 +74,8 @@
 -- @include view_lib.lua
 
 local BLOBS = tonumber(ARGV[8])
-local HEADER = 15 + 2 * BLOBS
+local ATTRS = tonumber(ARGV[16])
+local HEADER = 17 + 2 * BLOBS + 2 * ATTRS
 local n = #ARGV - HEADER
 local OP = ARGV[10]
 local PRODUCERS = KEYS[4]
@@ -374,7 +379,9 @@ local function plan_edit()
   end
   local archived = edited and tonumber(redis.call('HGET', VIEW, 'archived') or '') or nil
   local c = last + 1
-  if OP == 'retract' then
+  if OP == 'attrs' then
+    return {ARGV[12], segments, nil, {}}  -- changes attributes only: the view stays
+  elseif OP == 'retract' then
     local seqs = {}
     for text in string.gmatch(ARGV[11], '%d+') do
       local s = tonumber(text)
@@ -425,7 +432,7 @@ local function plan_edit()
       and not before(segments, through, archived))) then
     keep = ''  -- the watermark row is replaced: nothing is archived any more
   end
-  local marker = ARGV[12]
+  local marker = ARGV[12]  -- a fork's: built by the client
   if OP == 'compact' then
     local what = through and ('"through":' .. through .. ',') or ''  -- none: everything
     marker = '{"op":"compact",' .. what .. '"count":' .. n .. '}'
@@ -441,6 +448,9 @@ if OP ~= '' then
   end
   if edit.err then
     return edit
+  end
+  if ATTRS > 0 and OP ~= 'attrs' and OP ~= 'fork' then  -- theirs already carry them
+    edit[1] = string.sub(edit[1], 1, -2) .. ',"attrs":' .. ARGV[17] .. '}'
   end
 end
 
@@ -469,7 +479,7 @@ for i = 2, #entries do
     entries[i][2])
 end
 for i = 0, BLOBS - 1 do  -- content-addressed: the same bytes are stored once
-  redis.call('HSETNX', KEYS[3], ARGV[16 + 2 * i], ARGV[17 + 2 * i])
+  redis.call('HSETNX', KEYS[3], ARGV[18 + 2 * i], ARGV[19 + 2 * i])
 end
 local new_last = last + #entries
 if raw then
@@ -484,6 +494,15 @@ if edit then
   end
   hide(HIDDEN, last + 1, last + 1)  -- the edit entry itself is in no view
   redis.call('HSET', VIEW, 'segments', format_segments(edit[2]), 'version', last + 1)
+  local first_attr = 18 + 2 * BLOBS
+  for i = first_attr, first_attr + 2 * ATTRS - 1, 2 do  -- attributes live in the view hash
+    local change, name = string.sub(ARGV[i], 1, 1), 'a:' .. string.sub(ARGV[i], 2)
+    if change == '+' then
+      redis.call('HSET', VIEW, name, ARGV[i + 1])
+    else
+      redis.call('HDEL', VIEW, name)
+    end
+  end
   if edit[3] == '' then
     redis.call('HDEL', VIEW, 'archived')
   elseif edit[3] then

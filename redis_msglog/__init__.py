@@ -28,7 +28,7 @@ from .adapters import (
     to_openai,
     to_responses,
 )
-from .edits import EditEntry, Entry, LogView, MessageView, View
+from .edits import Attributes, EditEntry, Entry, LogView, MessageView, View
 from .errors import (
     AppendInDoubtError,
     CodecError,
@@ -69,6 +69,7 @@ __all__ = [
     "AppendInDoubtError",
     "AsyncMessageLog",
     "AsyncSubscription",
+    "Attributes",
     "AudioPart",
     "CodecError",
     "ContentPart",

@@ -34,8 +34,8 @@ from ._routing import AsyncRouter, asking_before_each, socket_timeout, without_a
 from ._shell import CLIENT_FAILURES, ShellBase, step_failure
 from ._steps import Command, Pause, Plan, Read, ReplyLost, StepFailure, Write
 from ._subscription import AsyncOnAppend, AsyncOnCommit, AsyncSubscription
-from ._views import Edit, fork_edit, retract_edit, through_edit
-from .edits import Entry, LogView, MessageView, View
+from ._views import AttrChanges, Edit, fork_edit, retract_edit, through_edit
+from .edits import Attributes, Entry, LogView, MessageView, View
 from .errors import InvalidEditError
 from .models import AgentMessage, Role, StoredMessage
 
@@ -182,6 +182,7 @@ class AsyncMessageLog(ShellBase):
         *,
         idempotency_key: str | None = None,
         expected_seq: int | None = None,
+        attrs: Mapping[str, str | None] | None = None,
     ) -> int:
         """Append a batch atomically (all rows or none); return the last seq assigned.
 
@@ -189,9 +190,12 @@ class AsyncMessageLog(ShellBase):
         raises :class:`~redis_msglog.SeqConflictError` if the count differs). One bad
         message rejects the whole batch before anything is sent. ``idempotency_key`` and
         ``expected_seq`` as in :meth:`append`.
+
+        ``attrs``: conversation attributes to set (``None``: delete) in the same atomic
+        call, recorded in an ``attrs`` entry before the messages (see :meth:`set_attrs`).
         """
-        batch = self._core.batch(msgs)
-        if batch.encoded:
+        batch = self._core.batch(msgs, attrs=attrs)
+        if batch.encoded or batch.edit is not None:
             return await self._commit(batch, idempotency_key, expected_seq)
         count = await self.count()
         self._core.check_expected(count, expected_seq)
@@ -225,12 +229,13 @@ class AsyncMessageLog(ShellBase):
         *,
         idempotency_key: str | None = None,
         expected_seq: int | None = None,
+        attrs: Mapping[str, str | None] | None = None,
     ) -> int:
         """Hide the messages ``seqs`` from every view (they stay in the physical log)
         with one edit entry; return its seq. Each must be a row of the view: a seq that
         is beyond the end, an edit, or already retracted or compacted away raises
         :class:`~redis_msglog.InvalidEditError`."""
-        batch = self._core.batch((), retract_edit(seqs))
+        batch = self._core.batch((), retract_edit(seqs), attrs)
         return await self._commit(batch, idempotency_key, expected_seq)
 
     async def pop(
@@ -239,11 +244,12 @@ class AsyncMessageLog(ShellBase):
         idempotency_key: str | None = None,
         expected_seq: int | None = None,
         blobs: BlobMode = "hydrate",
+        attrs: Mapping[str, str | None] | None = None,
     ) -> StoredMessage | None:
         """Retract the newest row of the view and return it, atomically: two workers
         popping at once pop two different messages. ``None`` (nothing written) when the
         view is empty."""
-        batch = self._core.batch((), Edit("pop"))
+        batch = self._core.batch((), Edit("pop"), attrs)
         commit = await self._commit_batch(batch, idempotency_key, expected_seq)
         return await self._run(self._core.popped_plan(commit, blobs))
 
@@ -254,13 +260,16 @@ class AsyncMessageLog(ShellBase):
         through_seq: int,
         idempotency_key: str | None = None,
         expected_seq: int | None = None,
+        attrs: Mapping[str, str | None] | None = None,
     ) -> int:
         """Replace the rows of the view up to and including ``through_seq`` (by position
         in the view; 0: none) with ``messages`` (a summary, say), which are appended
         as new entries and shown first; the rows after ``through_seq`` follow them.
         Nothing is deleted: the compacted rows stay in the physical log. Returns the last
         seq written."""
-        batch = self._core.batch(messages, through_edit("compact", through_seq, zero_ok=True))
+        batch = self._core.batch(
+            messages, through_edit("compact", through_seq, zero_ok=True), attrs
+        )
         return await self._commit(batch, idempotency_key, expected_seq)
 
     async def replace(
@@ -269,17 +278,24 @@ class AsyncMessageLog(ShellBase):
         *,
         idempotency_key: str | None = None,
         expected_seq: int | None = None,
+        attrs: Mapping[str, str | None] | None = None,
     ) -> int:
         """Make ``messages`` the whole view, atomically (a compaction of everything);
         return the last seq written."""
-        batch = self._core.batch(messages, Edit("compact", "end"))
+        batch = self._core.batch(messages, Edit("compact", "end"), attrs)
         return await self._commit(batch, idempotency_key, expected_seq)
 
     async def clear(
-        self, *, idempotency_key: str | None = None, expected_seq: int | None = None
+        self,
+        *,
+        idempotency_key: str | None = None,
+        expected_seq: int | None = None,
+        attrs: Mapping[str, str | None] | None = None,
     ) -> int:
         """Empty the view with one edit entry (``replace([])``); nothing is deleted."""
-        return await self.replace((), idempotency_key=idempotency_key, expected_seq=expected_seq)
+        return await self.replace(
+            (), idempotency_key=idempotency_key, expected_seq=expected_seq, attrs=attrs
+        )
 
     async def archive(
         self,
@@ -287,12 +303,33 @@ class AsyncMessageLog(ShellBase):
         *,
         idempotency_key: str | None = None,
         expected_seq: int | None = None,
+        attrs: Mapping[str, str | None] | None = None,
     ) -> int:
         """Mark the rows of the view up to and including ``through_seq`` (by position)
         archived: ``view="active"`` reads leave them out, ``view="archived"`` reads
         return them. The watermark only moves forward. Returns the edit's seq."""
-        batch = self._core.batch((), through_edit("archive", through_seq, zero_ok=False))
+        batch = self._core.batch((), through_edit("archive", through_seq, zero_ok=False), attrs)
         return await self._commit(batch, idempotency_key, expected_seq)
+
+    async def set_attrs(
+        self,
+        attrs: Mapping[str, str | None],
+        *,
+        idempotency_key: str | None = None,
+        expected_seq: int | None = None,
+    ) -> int:
+        """Set the conversation's attributes (``None``: delete one) with one entry of
+        their own, which changes no view; return its seq. Attributes are small strings
+        kept beside the log (a framework's record, a title...), changed atomically with
+        the entries they go with: every append and edit takes ``attrs=`` too, and
+        ``expected_seq`` makes a change a compare-and-set. Every change is an entry, so
+        the physical log holds their history (docs/edits.md, "Attributes")."""
+        batch = self._core.batch((), attrs=attrs)
+        return await self._commit(batch, idempotency_key, expected_seq)
+
+    async def attrs(self) -> Attributes:
+        """The conversation's attributes and its last seq, read in one round trip."""
+        return await self._run(self._core.attrs_plan())
 
     async def fork(
         self,
@@ -300,6 +337,7 @@ class AsyncMessageLog(ShellBase):
         *,
         at_seq: int | None = None,
         idempotency_key: str | None = None,
+        attrs: Mapping[str, str | None] | None = None,
     ) -> AsyncMessageLog:
         """Start ``new_conversation`` as a copy of this log's view as it was at seq
         ``at_seq`` (default: now), and return its log (same client and options, no
@@ -315,8 +353,9 @@ class AsyncMessageLog(ShellBase):
         if at_seq is not None and len(entries) < at_seq:
             raise InvalidEditError(f"fork: at_seq {at_seq} is beyond the end ({len(entries)})")
         view = LogView(entries)
-        edit = fork_edit(self.conversation, view.last_seq, len(view.rows))
-        batch = target._core.batch(view.rows, edit)
+        changes = None if attrs is None else AttrChanges.of(attrs)
+        edit = fork_edit(self.conversation, view.last_seq, len(view.rows), changes)
+        batch = target._core.batch(view.rows, edit, attrs)
         await target._commit(batch, idempotency_key, expected_seq=0)
         return target
 

@@ -20,12 +20,13 @@ key; ``blobs`` is the stream's name again when the append does not touch it, and
 ``view`` and ``hidden`` before ``record``."""
 ARGV_NAMES = (
     "publish", "channel", "record_ttl_ms", "fingerprint", "look_up", "ttl_ms", "call", "blobs",
-    "expected_seq", "op", "op_arg", "fork_entry", "producer", "pseq", "floor",
+    "expected_seq", "op", "op_arg", "entry", "producer", "pseq", "floor", "attrs",
+    "attrs_json",
 )  # fmt: skip
-"""``ARGV[1..15]`` of the script, in order; the blobs (digest, bytes) and the encoded
-messages follow."""
+"""``ARGV[1..17]`` of the script, in order; the blobs (digest, bytes), the attribute
+changes (``+name``/``-name``, value) and the encoded messages follow."""
 
-EditOp = Literal["", "retract", "pop", "compact", "archive", "fork"]
+EditOp = Literal["", "retract", "pop", "compact", "archive", "fork", "attrs"]
 
 
 def script() -> LuaScript:
@@ -49,7 +50,9 @@ class AppendCall:
     expected_seq: int | None = None  # commit only if the log ends at this seq
     op: EditOp = ""  # the edit this call makes ("": a plain append)
     op_arg: str = ""  # retract: "7,9"; compact: the seq or "end"; archive: the seq
-    fork_entry: bytes = b""  # fork only: the fork entry's JSON
+    entry: bytes = b""  # fork and attrs only: the edit entry's JSON
+    attrs: tuple[tuple[str, str | None], ...] = ()  # attribute changes (None: delete)
+    attrs_json: bytes = b""  # the same as JSON, for the edit entry
     producer: str = ""  # the idempotent producer making the call ("": none)
     pseq: int = 0  # the producer's number of this call, the same on every try
     floor: int | None = None  # the producer's lowest call in flight (None: unknown)
@@ -79,13 +82,20 @@ class AppendCall:
             "" if self.expected_seq is None else self.expected_seq,
             self.op,
             self.op_arg,
-            self.fork_entry,
+            self.entry,
             self.producer,
             self.pseq if self.producer else "",
             "" if self.floor is None else self.floor,
+            len(self.attrs),
+            self.attrs_json,
         )
         stored = tuple(part for blob in self.blobs for part in blob)
-        return (len(keys), *keys, *argv, *stored, *self.messages)
+        changes = tuple(
+            part
+            for name, value in self.attrs
+            for part in ((f"+{name}", value) if value is not None else (f"-{name}", ""))
+        )
+        return (len(keys), *keys, *argv, *stored, *changes, *self.messages)
 
 
 @dataclass(frozen=True, slots=True)

@@ -231,5 +231,9 @@ def decode_edit(seq: int, at_micros: bytes | str, body: bytes | str) -> EditEntr
 
 
 def encode_edit(doc: dict[str, Any]) -> bytes:
-    """The stored JSON of an edit entry the client builds (a fork's)."""
-    return orjson.dumps(doc)
+    """The stored JSON of an edit entry the client builds (a fork's, attributes); a
+    value with no exact JSON form (a lone surrogate) is a :class:`CodecError`."""
+    try:
+        return orjson.dumps(doc)
+    except TypeError as exc:
+        raise CodecError(str(exc)) from exc

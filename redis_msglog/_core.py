@@ -38,8 +38,8 @@ from ._keys import ConversationKeys
 from ._retry import DEFAULT_RETRY, RetryPolicy
 from ._scripts import LuaScript, load_script
 from ._steps import Command, NotSent, Pause, Plan, Read, Refused, ReplyLost, StepFailure, Write
-from ._views import Edit, ViewReads, window_start
-from .edits import VIEWS, EditEntry, Entry, View
+from ._views import AttrChanges, Edit, ViewReads, window_start
+from .edits import VIEWS, Attributes, EditEntry, Entry, View
 from .models import AgentMessage, StoredMessage, describe_errors
 
 DEFAULT_MAX_MESSAGE_BYTES = 8 * 1024 * 1024
@@ -65,13 +65,14 @@ class Batch:
     encoded: tuple[bytes, ...]  # as stored: large binaries replaced by references
     blobs: tuple[tuple[str, bytes], ...] = ()  # (SHA-256 hex, bytes) to store off the rows
     edit: Edit | None = None  # the edit written before the messages (docs/edits.md)
+    attrs: AttrChanges | None = None  # attribute changes made with it
 
     def fingerprint(self) -> str:
         """A digest of the batch, stored with an idempotency record so that a key reused
         for a different batch is refused instead of answered with the wrong seqs."""
         digest = hashlib.blake2b(digest_size=16)
         if self.edit is not None:
-            digest.update(repr(self.edit).encode())
+            digest.update(repr((self.edit, self.attrs)).encode())
         for data in self.encoded:
             digest.update(len(data).to_bytes(8, "big"))
             digest.update(data)
@@ -180,10 +181,16 @@ class LogCore:
     # -- writing -------------------------------------------------------------------
 
     def batch(
-        self, msgs: Iterable[AgentMessage | Mapping[str, Any]], edit: Edit | None = None
+        self,
+        msgs: Iterable[AgentMessage | Mapping[str, Any]],
+        edit: Edit | None = None,
+        attrs: Mapping[str, str | None] | None = None,
     ) -> Batch:
-        """Validate and encode ``msgs`` (written after ``edit``, if any); raise before
-        anything is sent if any is bad."""
+        """Validate and encode ``msgs`` (written after ``edit``, if any, which also
+        changes ``attrs``); raise before anything is sent if any is bad."""
+        changes = None if attrs is None else AttrChanges.of(attrs)
+        if changes is not None and edit is None:
+            edit = changes.entry()
         if isinstance(msgs, (str, bytes, Mapping, AgentMessage)):
             raise errors.InvalidMessageError(
                 f"expected a sequence of messages, got {type(msgs).__name__}"
@@ -205,7 +212,7 @@ class LogCore:
                     f"over {self.blob_threshold} bytes off the row)"
                 )
             encoded.append(data)
-        return Batch(messages, tuple(encoded), tuple(blobs.items()), edit)
+        return Batch(messages, tuple(encoded), tuple(blobs.items()), edit, changes)
 
     def append_plan(
         self,
@@ -284,7 +291,12 @@ class LogCore:
         if batch.edit is not None:
             edit = batch.edit
             call = dataclasses.replace(
-                call, op=edit.op, op_arg=edit.arg, fork_entry=edit.fork_entry
+                call,
+                op=edit.op,
+                op_arg=edit.arg,
+                entry=edit.entry,
+                attrs=batch.attrs.pairs if batch.attrs else (),
+                attrs_json=batch.attrs.json if batch.attrs else b"",
             )
         return _Prepared(call, batch, idempotency_key, window, first_try_new, in_flight)
 
@@ -560,6 +572,25 @@ class LogCore:
                 return self._checked_counter(raw, before, after)
         assert view in ("visible", "active", "archived")
         return (yield from self.views.count_plan(view))
+
+    def attrs_plan(self) -> Plan[Attributes]:
+        """The conversation's attributes and its last seq, in one round trip."""
+        fields, before, raw, after = yield from self._read(
+            ("HGETALL", self.keys.view), *self._counter_commands()
+        )
+        if raw is None:
+            last = 0 if not after else (yield from self._stream_end())
+        else:
+            last = self._checked_counter(raw, before, after)
+        pairs = (
+            fields.items()
+            if isinstance(fields, Mapping)
+            else zip(fields[::2], fields[1::2], strict=True)
+        )
+        values = {
+            _text(name)[2:]: _text(value) for name, value in pairs if _text(name).startswith("a:")
+        }
+        return Attributes(values, last)
 
     def _counter_commands(self) -> tuple[Command, Command, Command]:
         # A sound log has one entry per seq: XLEN == counter. Other workers may append

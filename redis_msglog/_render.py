@@ -199,8 +199,15 @@ def format_edit(entry: EditEntry) -> Text:
     elif entry.op == "compact":
         through = "everything" if entry.through_seq is None else entry.through_seq
         what = f"compact through {through}: the next {entry.count} messages replace it"
-    else:
+    elif entry.op == "fork":
         what = f"fork of {entry.source!r} at seq {entry.source_seq}: {entry.count} messages"
+    else:
+        what = "attrs"
+    if entry.attrs:
+        changes = ", ".join(
+            f"{k}={'(deleted)' if v is None else v!r}" for k, v in entry.attrs.items()
+        )
+        what = f"{what}; attrs {changes}" if entry.op != "attrs" else f"attrs {changes}"
     return Text.assemble(
         (f"{entry.seq:>6}  {entry.at:%H:%M:%S.%f}", "dim"),
         "  ",

@@ -8,7 +8,7 @@ arguments of the edits, checked before anything is sent.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -21,17 +21,54 @@ if TYPE_CHECKING:
     from ._core import LogCore
     from .edits import View
 
-EditOp = Literal["retract", "pop", "compact", "archive", "fork"]
+EditOp = Literal["retract", "pop", "compact", "archive", "fork", "attrs"]
+MAX_ATTR_NAME = 256
 
 
 @dataclass(frozen=True, slots=True)
 class Edit:
-    """An edit, as the append script takes it: the op, its argument and (fork only) the
-    fork entry's JSON."""
+    """An edit, as the append script takes it: the op, its argument and (fork and attrs
+    only) the entry's JSON."""
 
     op: EditOp
     arg: str = ""
-    fork_entry: bytes = b""
+    entry: bytes = b""
+
+
+@dataclass(frozen=True, slots=True)
+class AttrChanges:
+    """Checked attribute changes: ``(name, value)`` pairs (``None``: delete) and their
+    JSON for the edit entry."""
+
+    pairs: tuple[tuple[str, str | None], ...]
+    json: bytes
+
+    @classmethod
+    def of(cls, attrs: Mapping[str, str | None]) -> AttrChanges:
+        """``attrs`` checked: a non-empty mapping of names (non-empty ``str`` of at most
+        256 characters) to ``str`` values or ``None``; ``ValueError`` otherwise."""
+        if not isinstance(attrs, Mapping) or not attrs:
+            raise ValueError(f"attrs must be a non-empty mapping, got {attrs!r}")
+        for name, value in attrs.items():
+            if not isinstance(name, str) or not name or len(name) > MAX_ATTR_NAME:
+                raise ValueError(
+                    f"an attribute name must be a non-empty str of at most "
+                    f"{MAX_ATTR_NAME} characters, got {name!r}"
+                )
+            if value is not None and not isinstance(value, str):
+                raise ValueError(
+                    f"attribute {name!r}: a value is a str or None (delete), "
+                    f"got {type(value).__name__}"
+                )
+        pairs = tuple(attrs.items())
+        try:
+            return cls(pairs, encode_edit(dict(pairs)))
+        except errors.CodecError as exc:
+            raise errors.CodecError(f"attrs: {exc}") from exc
+
+    def entry(self) -> Edit:
+        """The edit entry of a call that changes attributes and nothing else."""
+        return Edit("attrs", "", b'{"op":"attrs","attrs":' + self.json + b"}")
 
 
 MAX_RESTARTS = 8
@@ -119,9 +156,12 @@ def through_edit(op: str, through_seq: int, *, zero_ok: bool) -> Edit:
     return Edit("compact" if op == "compact" else "archive", str(through_seq))
 
 
-def fork_edit(source: str, source_seq: int, count: int) -> Edit:
+def fork_edit(source: str, source_seq: int, count: int, attrs: AttrChanges | None = None) -> Edit:
     """The first entry of a fork: where it came from and how many messages follow."""
-    doc = {"op": "fork", "source": source, "sourceSeq": source_seq, "count": count}
+    doc: dict[str, Any] = {"op": "fork", "source": source, "sourceSeq": source_seq}
+    doc["count"] = count
+    if attrs is not None:
+        doc["attrs"] = dict(attrs.pairs)
     return Edit("fork", "end", encode_edit(doc))
 
 

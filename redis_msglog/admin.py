@@ -20,7 +20,7 @@ from ._codec import decode_edit, decode_entry, decode_row, edit_document, micros
 from ._core import parse_seq_counter
 from ._keys import ConversationKeys, conversation_of, key_pattern
 from ._sync import MessageLog
-from ._views import fork_edit
+from ._views import AttrChanges, fork_edit
 from .edits import EditEntry, Entry, LogView
 from .errors import (
     CodecError,
@@ -270,6 +270,8 @@ def _check_view_keys(
     """The view the server reads from its view keys must be the fold of the entries."""
     log = MessageLog(client, conversation, prefix=prefix)
     try:
+        if log.attrs().values != view.attrs:
+            problem(f"the attributes in {log.keys.view} are not those the entries set")
         for name, served, folded in (
             ("visible", log.all(blobs="refs"), view.rows),
             ("active", log.all(blobs="refs", view="active"), view.active()),
@@ -535,6 +537,28 @@ def _lines(path: str | os.PathLike[str]) -> Iterator[tuple[int, bytes]]:
                 yield number, line.strip()
 
 
+def _import_edit(
+    log: MessageLog, edit: dict[str, Any], messages: list[dict[str, Any]], key: str
+) -> int:
+    """Make an exported edit again (its seqs mean the same: see import_jsonl)."""
+    attrs = edit.get("attrs")
+    op = edit["op"]
+    if op == "attrs":
+        return log.set_attrs(attrs or {}, idempotency_key=key)
+    if op == "retract":
+        return log.retract(edit["seqs"], idempotency_key=key, attrs=attrs)
+    if op == "archive":
+        return log.archive(edit["through"], idempotency_key=key, attrs=attrs)
+    if op == "fork":
+        # The fork entry again, as fork() writes it (the source need not exist here).
+        changes = None if attrs is None else AttrChanges.of(attrs)
+        fork = fork_edit(edit["source"], edit["sourceSeq"], len(messages), changes)
+        return log._commit(log._core.batch(messages, fork, attrs), key, expected_seq=0)
+    if "through" in edit:
+        return log.compact(messages, through_seq=edit["through"], idempotency_key=key, attrs=attrs)
+    return log.replace(messages, idempotency_key=key, attrs=attrs)
+
+
 def _import_unit(log: MessageLog, path: str | os.PathLike[str], unit: _Unit, index: int) -> int:
     digest = hashlib.blake2b(digest_size=16)
     for _number, line in unit.lines:
@@ -544,17 +568,7 @@ def _import_unit(log: MessageLog, path: str | os.PathLike[str], unit: _Unit, ind
     try:
         if edit is None:
             return log.append_many(unit.messages, idempotency_key=key)
-        if edit["op"] == "retract":
-            return log.retract(edit["seqs"], idempotency_key=key)
-        if edit["op"] == "archive":
-            return log.archive(edit["through"], idempotency_key=key)
-        if edit["op"] == "fork":
-            # The fork entry again, as fork() writes it (the source need not exist here).
-            fork = fork_edit(edit["source"], edit["sourceSeq"], len(unit.messages))
-            return log._commit(log._core.batch(unit.messages, fork), key, expected_seq=0)
-        if "through" in edit:
-            return log.compact(unit.messages, through_seq=edit["through"], idempotency_key=key)
-        return log.replace(unit.messages, idempotency_key=key)
+        return _import_edit(log, edit, unit.messages, key)
     except MessageLogError as exc:
         first, last = unit.lines[0][0], unit.lines[-1][0]
         raise ImportBatchError(

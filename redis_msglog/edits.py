@@ -10,6 +10,7 @@ removes a popped message live) and as the reference the server's view is tested 
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Literal
 
@@ -17,7 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, StrictInt, StrictStr
 
 from .models import StoredMessage
 
-EditOp = Literal["retract", "compact", "archive", "fork"]
+EditOp = Literal["retract", "compact", "archive", "fork", "attrs"]
 View = Literal["visible", "active", "archived", "physical"]
 """Which rows a read returns: ``visible`` (every row not retracted or compacted away),
 ``active`` (visible rows after the archive watermark), ``archived`` (up to it), or
@@ -36,6 +37,10 @@ class EditEntry(BaseModel):
     - ``archive``: the rows up to ``through_seq`` (by position) are archived.
     - ``fork``: this log began as a copy of ``source``'s view at ``source_seq``: the
       ``count`` messages that follow this entry.
+    - ``attrs``: conversation attributes changed, nothing else.
+
+    Any edit may also carry ``attrs``: the attribute changes made with it (``None``
+    values: deleted).
     """
 
     model_config = ConfigDict(frozen=True, populate_by_name=True, extra="forbid")
@@ -48,6 +53,17 @@ class EditEntry(BaseModel):
     count: StrictInt | None = None
     source: StrictStr | None = None
     source_seq: StrictInt | None = Field(default=None, alias="sourceSeq")
+    attrs: dict[str, StrictStr | None] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Attributes:
+    """A conversation's attributes (``attrs()``) and the log's last seq read with them in
+    the same round trip: pass it as ``expected_seq`` to change them only if nobody wrote
+    since."""
+
+    values: dict[str, str]
+    last_seq: int
 
 
 Entry = StoredMessage | EditEntry
@@ -68,6 +84,7 @@ class LogView:
         # Every row still placed in the view, retracted ones too (flag True): a retracted
         # archive watermark row still marks where the archived rows end.
         self._rows: list[tuple[StoredMessage, bool]] = []
+        self.attrs: dict[str, str] = {}  # the conversation's attributes
         self._archived: int | None = None  # the watermark row's seq
         self._absorb = 0  # messages still to place first (after a compaction or fork)
         self._placed = 0
@@ -94,26 +111,37 @@ class LogView:
             raise ValueError(f"entry {entry.seq} is not after {self.last_seq}")
         self.last_seq = entry.seq
         if isinstance(entry, StoredMessage):
-            if self._absorb:
-                self._rows.insert(self._placed, (entry, False))
-                self._placed += 1
-                self._absorb -= 1
-            else:
-                self._rows.append((entry, False))
+            self._place(entry)
             return
+        for name, value in (entry.attrs or {}).items():
+            if value is None:
+                self.attrs.pop(name, None)
+            else:
+                self.attrs[name] = value
         if entry.op == "retract":
             gone = set(entry.seqs or ())
             if self._strict and not gone <= {row.seq for row in self.rows}:
                 raise ValueError(f"retracts seqs {sorted(gone)}, not all rows of the view")
             self._rows = [(row, hidden or row.seq in gone) for row, hidden in self._rows]
         elif entry.op == "archive":
-            if self._strict:
-                index = self._index_of(entry.through_seq or 0)
-                if self._rows[index][1] or index <= self._watermark_index():
-                    raise ValueError(f"archives through {entry.through_seq}, not forward")
-            self._archived = entry.through_seq
-        else:
+            self._archive(entry)
+        elif entry.op != "attrs":  # attributes only: the view stays
             self._compact(entry)
+
+    def _place(self, row: StoredMessage) -> None:
+        if self._absorb:  # a compaction's or a fork's message: first
+            self._rows.insert(self._placed, (row, False))
+            self._placed += 1
+            self._absorb -= 1
+        else:
+            self._rows.append((row, False))
+
+    def _archive(self, entry: EditEntry) -> None:
+        if self._strict:
+            index = self._index_of(entry.through_seq or 0)
+            if self._rows[index][1] or index <= self._watermark_index():
+                raise ValueError(f"archives through {entry.through_seq}, not forward")
+        self._archived = entry.through_seq
 
     def _compact(self, entry: EditEntry) -> None:
         if entry.through_seq is None:  # everything (replace, clear, fork)

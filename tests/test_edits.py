@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 
 from redis_msglog import (
     AsyncMessageLog,
+    Attributes,
     CorruptLogError,
     EditEntry,
     Entry,
@@ -382,3 +383,48 @@ def test_damaged_view_keys_are_an_error_and_nothing_is_written(
             call()
     assert snapshot(env, log) == before
     assert seqs(log.all(view="physical")) == [1, 2, 3, 4]  # the entries are still readable
+
+
+# -- attributes --------------------------------------------------------------------------
+
+
+def test_attributes_change_with_the_entries_they_go_with(env: Env) -> None:
+    log = env.log()
+    assert log.attrs() == Attributes({}, 0)
+    assert log.append_many([user("a")], attrs={"revision": "r1", "title": "t"}) == 2
+    assert log.attrs() == Attributes({"revision": "r1", "title": "t"}, 2)
+    assert seqs(log.all()) == [2]  # the attrs entry (1) is in no view
+    first = log.all(view="physical")[0]
+    assert isinstance(first, EditEntry) and first.op == "attrs"
+    assert first.attrs == {"revision": "r1", "title": "t"}
+    # A compare-and-set: only if nobody wrote since the attributes were read.
+    seen = log.attrs()
+    assert log.set_attrs({"revision": "r2", "title": None}, expected_seq=seen.last_seq) == 3
+    before = snapshot(env, log)
+    with pytest.raises(SeqConflictError):
+        log.set_attrs({"revision": "stale"}, expected_seq=seen.last_seq)
+    assert snapshot(env, log) == before
+    # Any edit carries them too, in its own entry.
+    popped = log.pop(attrs={"revision": "r3"})
+    assert popped is not None and popped.seq == 2
+    assert log.attrs() == Attributes({"revision": "r3"}, 4)
+    assert log.all(view="physical")[-1].attrs == {"revision": "r3"}
+    fork = log.fork(new_id(), attrs={"revision": "f1"})
+    fork = SyncView(fork, env.loop) if isinstance(fork, AsyncMessageLog) else fork
+    assert fork.attrs() == Attributes({"revision": "f1"}, 1)
+    assert LogView(log.all(view="physical")).attrs == log.attrs().values
+
+
+@pytest.mark.parametrize(
+    "attrs",
+    [{}, {"": "x"}, {"k": 1}, {"k" * 257: "x"}, {"k": "\ud800"}, ["k"]],
+)
+def test_bad_attributes_raise_and_write_nothing(env: Env, attrs: Any) -> None:
+    log = env.log()
+    log.add("user", "a")
+    before = snapshot(env, log)
+    with pytest.raises(ValueError):
+        log.set_attrs(attrs)
+    with pytest.raises(ValueError):
+        log.append_many([user("b")], attrs=attrs)
+    assert snapshot(env, log) == before
