@@ -242,6 +242,16 @@ local length = redis.pcall('XLEN', KEYS[2])
 if type(length) == 'table' and length.err then
   return redis.error_reply('WRONGTYPE stream ' .. KEYS[2] .. ' is not a stream')
 end
+if VIEW and OP == '' then  -- a log with a lifetime refreshes (and creates) its view keys
+  local view_kind = redis.call('TYPE', VIEW)['ok']
+  if view_kind ~= 'none' and view_kind ~= 'hash' then
+    return redis.error_reply('WRONGTYPE view ' .. VIEW .. ' is not a hash')
+  end
+  local hidden_kind = redis.call('TYPE', HIDDEN)['ok']
+  if hidden_kind ~= 'none' and hidden_kind ~= 'zset' then
+    return redis.error_reply('WRONGTYPE hidden ranges ' .. HIDDEN .. ' is not a sorted set')
+  end
+end
 if BLOBS > 0 or ARGV[6] ~= '' then
   local kind = redis.call('TYPE', KEYS[3])['ok']
   if kind ~= 'none' and kind ~= 'hash' then
@@ -508,6 +518,16 @@ if edit then
   elseif edit[3] then
     redis.call('HSET', VIEW, 'archived', edit[3])
   end
+elseif VIEW then
+  -- A log with a lifetime names its view keys in every append (to refresh their expiry),
+  -- so they must exist, or a cluster slot move would hold its appends up (TRYAGAIN). An
+  -- edit-free view, and a hidden range no seq falls in, from its first append on.
+  if redis.call('EXISTS', VIEW) == 0 then
+    redis.call('HSET', VIEW, 'segments', '1-', 'version', 0)
+  end
+  if redis.call('EXISTS', HIDDEN) == 0 then
+    redis.call('ZADD', HIDDEN, 0, '0-0')
+  end
 end
 
 if RECORD then
@@ -519,6 +539,11 @@ if ARGV[13] ~= '' then
   producer_record(producer_held, producer_count, producer_newest, new_last, now_ms)
 end
 if ARGV[6] ~= '' then
+  if redis.call('EXISTS', KEYS[3]) == 0 then
+    -- Named by every append of a log with a lifetime, so it must exist (see the view
+    -- keys above): a placeholder field, never a digest.
+    redis.call('HSET', KEYS[3], '-', '')
+  end
   redis.call('PEXPIRE', KEYS[1], ARGV[6])
   redis.call('PEXPIRE', KEYS[2], ARGV[6])
   redis.call('PEXPIRE', KEYS[3], ARGV[6])  -- blobs live exactly as long as their rows

@@ -77,22 +77,33 @@ local function is_hidden(hidden, s)
   return lo ~= nil and hi >= s
 end
 
--- Hide seqs lo..hi, merging with the ranges it overlaps or touches.
+-- Hide seqs lo..hi, merging with the ranges it overlaps or touches. The merged range is
+-- added before the ranges it replaces are removed: the key never disappears, even for a
+-- moment (in a cluster slot that is migrating, a script touching a key that no longer
+-- exists fails mid-way, after its first writes).
 local function hide(hidden, lo, hi)
+  local replaced = {}
   local below_lo, below_hi = hidden_at_or_below(hidden, lo)
   if below_lo and below_hi >= lo - 1 then
-    redis.call('ZREM', hidden, string.format('%d-%d', below_lo, below_hi))
+    replaced[1] = string.format('%d-%d', below_lo, below_hi)
     lo, hi = below_lo, math.max(hi, below_hi)
   end
+  local cursor = lo
   while true do
-    local next_lo, next_hi = hidden_above(hidden, lo)
+    local next_lo, next_hi = hidden_above(hidden, cursor)
     if not next_lo or next_lo > hi + 1 then
       break
     end
-    redis.call('ZREM', hidden, string.format('%d-%d', next_lo, next_hi))
-    hi = math.max(hi, next_hi)
+    replaced[#replaced + 1] = string.format('%d-%d', next_lo, next_hi)
+    hi, cursor = math.max(hi, next_hi), next_lo
   end
-  redis.call('ZADD', hidden, lo, string.format('%d-%d', lo, hi))
+  local merged = string.format('%d-%d', lo, hi)
+  redis.call('ZADD', hidden, lo, merged)
+  for _, member in ipairs(replaced) do
+    if member ~= merged then
+      redis.call('ZREM', hidden, member)
+    end
+  end
 end
 
 -- The index of the segment holding seq s, or nil.

@@ -696,8 +696,8 @@ class LogCore:
         has edits in front: :class:`EditsPresent` if it has."""
         if not probe:
             return (yield from self._read(*commands))
-        edited, *replies = yield from self._read(("EXISTS", self.keys.view), *commands)
-        if edited:
+        version, *replies = yield from self._read(("HGET", self.keys.view, "version"), *commands)
+        if version not in _NO_EDITS:  # the seq of the last edit, 0 (or none) before one
             raise EditsPresent
         return replies
 
@@ -916,6 +916,7 @@ class EditsPresent(Exception):
 
 _BYTES = (b"at", b"msg", b"-")
 _EDIT_FIELDS = frozenset(("edit", b"edit"))
+_NO_EDITS = (None, b"0", "0")
 R = TypeVar("R", bound=Entry)
 
 

@@ -8,10 +8,11 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
+from datetime import timedelta
 
 from redis.crc import key_slot
 
-from redis_msglog import LogView, MessageLog, StoredMessage
+from redis_msglog import LogView, MessageLog, RetryPolicy, StoredMessage
 
 from .cluster import LocalCluster
 from .conftest import new_id
@@ -94,3 +95,44 @@ def test_poppers_while_the_slot_moves(shared_cluster: Callable[[], LocalCluster]
     assert not problems, problems[:3]
     assert sorted(popped) == list(range(1, total + 1))
     assert seed.all() == [] and seed.count() == 2 * total
+
+
+def _keys_of(cluster: LocalCluster, log: MessageLog) -> list[str]:
+    """The conversation's keys that exist (on the node owning its slot)."""
+    k = log.keys
+    names = [k.seq, k.stream, k.blobs, k.producers, k.view, k.hidden]
+    owner = cluster.admin(cluster.owner(key_slot(k.seq.encode())))
+    return [name for name in names if owner.exists(name)]
+
+
+def test_edits_and_ttl_appends_are_served_mid_move(
+    shared_cluster: Callable[[], LocalCluster],
+) -> None:
+    """Issue 18 item 3 for edits and logs with a lifetime: every key they name exists
+    once the conversation does (a log with a ttl makes its view keys and blobs hash on
+    its first append; an edited log has its view keys), so with all of them on the
+    importing node the calls are served there, mid-move."""
+    cluster = shared_cluster()
+    impatient = RetryPolicy(deadline=1.0)
+    edited = MessageLog(cluster.client(socket_timeout=5), new_id(), retry=impatient)
+    edited.append_many([user(str(i)) for i in range(5)])
+    edited.retract([1])
+    expiring = MessageLog(
+        cluster.client(socket_timeout=5), new_id(), retry=impatient, ttl=timedelta(hours=1)
+    )
+    expiring.add("user", "0")
+    for log in (edited, expiring):
+        keys = _keys_of(cluster, log)
+        with held_move(cluster, key_slot(log.keys.seq.encode())) as migrate:
+            migrate(*keys)
+            started = time.monotonic()
+            popped = log.pop()
+            assert popped is not None
+            log.add("user", "mid-move")
+            newest = log.last()
+            assert newest is not None
+            log.archive(newest.seq)
+            assert time.monotonic() - started < 0.5  # served at once, not after retries
+        fold = LogView(log.all(view="physical"))
+        assert seqs(log.all()) == seqs(fold.rows)
+        assert [m.content for m in log.all()][-1] == "mid-move"

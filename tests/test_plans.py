@@ -69,8 +69,8 @@ def drive(plan: Plan[Any], server: Server, clock: Clock | None = None) -> tuple[
     """Run ``plan`` against the scripted ``server``: its return value and every step.
     ``server`` returns a reply or raises the outcome to throw into the plan.
 
-    A view read asks first whether the log has edits (``EXISTS <view>`` in front of its
-    first round trip): answered here "no", and left out of the steps ``server`` sees and
+    A view read asks first whether the log has edits (``HGET <view> version`` in front
+    of its first round trip): answered here "no", and left out of the steps ``server`` sees and
     that are returned, so these tests script an edit-free log (test_views.py covers
     the rest)."""
     steps: list[Step] = []
@@ -81,7 +81,7 @@ def drive(plan: Plan[Any], server: Server, clock: Clock | None = None) -> tuple[
             step = plan.send(reply) if failure is None else plan.throw(failure)
         except StopIteration as done:
             return done.value, steps
-        probe = isinstance(step, Read) and step.commands[0][0] == "EXISTS"
+        probe = isinstance(step, Read) and step.commands[0][-1] == "version"
         if isinstance(step, Read) and probe:
             step = Read(step.commands[1:])
         steps.append(step)
@@ -93,7 +93,7 @@ def drive(plan: Plan[Any], server: Server, clock: Clock | None = None) -> tuple[
         try:
             reply = server(step)
             if probe:
-                reply = [0, *reply]
+                reply = [None, *reply]
         except (NotSent, ReplyLost, Refused) as outcome:
             failure = outcome
 
@@ -101,7 +101,7 @@ def drive(plan: Plan[Any], server: Server, clock: Clock | None = None) -> tuple[
 def script_reply(step: Step, *, last: int = 1, replayed: int = 0, writer: str | None = None) -> Any:
     """The append script's reply to ``step``, written by this call unless ``writer``."""
     assert isinstance(step, Write)
-    call = str(step.command[-10])  # ARGV[7]; ARGV[8] (no blobs) to [15], then the message
+    call = str(step.command[-12])  # ARGV[7]; ARGV[8] (no blobs) to [17], then the message
     return [last, AT, replayed, (call if writer is None else writer).encode()]
 
 
@@ -320,8 +320,8 @@ def test_a_lost_reply_is_re_sent_with_the_same_key_and_recognised_as_ours() -> N
     first, second = (step.command for step in sent)
     assert first[2] == 4 and first[6] == "msglog:{conv}:producers"  # KEYS[4], no KEYS[5]
     # The same producer and call number (ARGV[13], ARGV[14]) on every try.
-    assert first[-4] == second[-4] != "" and first[-3] == second[-3] == 1
-    assert (first[-12], second[-12]) == ("0", "1")  # looked up on re-sends only
+    assert first[-6] == second[-6] != "" and first[-5] == second[-5] == 1
+    assert (first[-14], second[-14]) == ("0", "1")  # looked up on re-sends only
 
 
 def test_a_producer_numbers_its_calls_and_each_log_is_its_own_producer() -> None:
@@ -335,10 +335,10 @@ def test_a_producer_numbers_its_calls_and_each_log_is_its_own_producer() -> None
 
     for each in (log, log, log, other):
         drive(each.append_plan(each.batch(BATCH_MSG), None), server)
-    assert [c[-3] for c in sent] == [1, 2, 3, 1]
-    assert [c[-2] for c in sent] == [1, 2, 3, 1]  # the floor: one call at a time
-    assert sent[0][-4] == sent[1][-4] == sent[2][-4] != sent[3][-4]
-    assert len(str(sent[0][-4])) == 12
+    assert [c[-5] for c in sent] == [1, 2, 3, 1]
+    assert [c[-4] for c in sent] == [1, 2, 3, 1]  # the floor: one call at a time
+    assert sent[0][-6] == sent[1][-6] == sent[2][-6] != sent[3][-6]
+    assert len(str(sent[0][-6])) == 12
     # No per-append key, and the blobs hash only when the script touches it (slot moves).
     assert sent[0][3:7] == (
         "msglog:{conv}:seq", "msglog:{conv}:stream", "msglog:{conv}:stream",
@@ -347,7 +347,7 @@ def test_a_producer_numbers_its_calls_and_each_log_is_its_own_producer() -> None
     drive(core(ttl=timedelta(hours=1)).append_plan(log.batch(BATCH_MSG), None), server)
     assert sent[-1][5] == "msglog:{conv}:blobs"
     drive(core(retry=NO_RETRY).append_plan(log.batch(BATCH_MSG), None), server)
-    assert sent[-1][-4:-1] == ("", "", "")  # retries off: no producer
+    assert sent[-1][-6:-3] == ("", "", "")  # retries off: no producer
 
 
 def test_each_try_carries_the_producer_s_lowest_call_in_flight() -> None:
@@ -359,21 +359,21 @@ def test_each_try_carries_the_producer_s_lowest_call_in_flight() -> None:
     first, second = log.append_plan(batch, None), log.append_plan(batch, None)
     step_1, step_2 = next(first), next(second)  # both sent, neither answered yet
     assert isinstance(step_1, Write) and isinstance(step_2, Write)
-    assert (step_1.command[-3:-1], step_2.command[-3:-1]) == ((1, 1), (2, 1))
+    assert (step_1.command[-5:-3], step_2.command[-5:-3]) == ((1, 1), (2, 1))
     pause = first.throw(ReplyLost("reset"))  # call 1's reply is lost: it will re-send
     assert isinstance(pause, Pause)
     with pytest.raises(StopIteration):
         second.send(script_reply(step_2, last=2))  # call 2 answered: settled
     clock.now += pause.seconds
     resent = first.send(None)
-    assert isinstance(resent, Write) and resent.command[-3:-1] == (1, 1)
+    assert isinstance(resent, Write) and resent.command[-5:-3] == (1, 1)
     third = log.append_plan(batch, None)
     step_3 = next(third)
-    assert isinstance(step_3, Write) and step_3.command[-3:-1] == (3, 1)  # 1 still in flight
+    assert isinstance(step_3, Write) and step_3.command[-5:-3] == (3, 1)  # 1 still in flight
     with pytest.raises(StopIteration):
         first.send(script_reply(resent, last=1, replayed=1, writer=""))
     fourth = next(log.append_plan(batch, None))
-    assert isinstance(fourth, Write) and fourth.command[-3:-1] == (4, 3)
+    assert isinstance(fourth, Write) and fourth.command[-5:-3] == (4, 3)
 
 
 def test_a_call_refused_before_it_is_sent_leaves_no_call_in_flight() -> None:
@@ -406,7 +406,7 @@ def test_the_key_of_an_in_doubt_append_is_a_try_of_the_same_call() -> None:
         return script_reply(step)
 
     drive(log.append_plan(log.batch(BATCH_MSG), None), answer)
-    assert sent[-1][-4] != sent[0][-4] and sent[-1][-3] == sent[0][-3] + 1
+    assert sent[-1][-6] != sent[0][-6] and sent[-1][-5] == sent[0][-5] + 1
     elsewhere = core()  # another process, say
     commit, steps = drive(
         elsewhere.append_plan(elsewhere.batch(BATCH_MSG), key),
@@ -414,9 +414,9 @@ def test_the_key_of_an_in_doubt_append_is_a_try_of_the_same_call() -> None:
     )
     assert not commit.fresh  # its hook is not this call's to fire
     (again,) = [step.command for step in steps if isinstance(step, Write)]
-    assert again[-4:-2] == sent[0][-4:-2]  # the original producer and call number
-    assert again[-2] == ""  # its floor: the other log cannot know the producer's calls
-    assert again[-12] == "1" and again[-10] != ""  # looked up, with this call's own token
+    assert again[-6:-4] == sent[0][-6:-4]  # the original producer and call number
+    assert again[-4] == ""  # its floor: the other log cannot know the producer's calls
+    assert again[-14] == "1" and again[-12] != ""  # looked up, with this call's own token
     assert len(again) == len(sent[0])  # no idempotency record key: not a caller's key
     with pytest.raises(IdempotencyConflictError, match="different batch"):
         drive(elsewhere.append_plan(elsewhere.batch([{"role": "user", "content": "x"}]), key), lost)
