@@ -297,6 +297,7 @@ class RedisConversationStore(ConversationStore):
         self._ttl_ms = int(ttl.total_seconds() * 1000) if isinstance(ttl, timedelta) else None
         self._where: dict[str, _Located] = {}  # entry id -> location, as last seen
         self._seen: dict[str, _Seen] = {}  # conversation -> its attributes, as last read
+        self._last_chain: list[tuple[ConversationEntry, _Located]] = []  # the last history read
 
     @classmethod
     def from_url(
@@ -461,7 +462,7 @@ class RedisConversationStore(ConversationStore):
             return
         if base != seen.head_id:
             # The history moved (a branch, a save that rewrote it): the log's view follows.
-            chain = [] if base_at is None else await self._chain(base_at, None)
+            chain = [] if base_at is None else await self._chain_to(base_at)
             wanted = [entry.id for entry, _ in chain]
             visible = await log.all(view="visible")
             ids = set(wanted)
@@ -647,7 +648,17 @@ class RedisConversationStore(ConversationStore):
         for entry, located in chain:
             self._remember(entry.id, located)
         chain.reverse()
+        if limit is None:
+            self._last_chain = chain
         return chain
+
+    async def _chain_to(self, where: _Located) -> list[tuple[ConversationEntry, _Located]]:
+        """The history ending at ``where``: a prefix of the last history read (a branch
+        back, right after the ABC read the history) or one read."""
+        for index, (_, located) in enumerate(self._last_chain):
+            if located == where:
+                return self._last_chain[: index + 1]
+        return await self._chain(where, None)
 
 
 def _rows(entries: Sequence[ConversationEntry]) -> list[AgentMessage]:
