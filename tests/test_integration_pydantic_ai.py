@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import asyncio
 import multiprocessing
+import os
+import signal
 import subprocess
 import sys
 from collections.abc import Awaitable, Callable, Iterator
@@ -35,7 +37,7 @@ from pydantic_ai.messages import (
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai.models.test import TestModel
 
-from redis_msglog import EditEntry, MessageLog, StoredMessage
+from redis_msglog import AsyncMessageLog, EditEntry, MessageLog, StoredMessage
 from redis_msglog.integrations.pydantic_ai import RedisConversationStore, entry_rows, row_entry
 from redis_msglog.testing import EphemeralServer
 
@@ -233,7 +235,7 @@ def test_a_stale_revision_is_rejected_and_concurrent_saves_have_one_winner(
         with pytest.raises(ConversationConflict):
             await store.save(await make_agent().run("from B", conversation=stale))
         assert log.count() == before  # nothing written
-        # two saves racing on one revision: exactly one wins, the loser's rows leave the view
+        # two saves racing on one revision: exactly one wins, the loser writes nothing
         base = await store.load(cid)
         assert base is not None
         a = await make_agent().run("racer A", conversation=base)
@@ -248,6 +250,10 @@ def test_a_stale_revision_is_rejected_and_concurrent_saves_have_one_winner(
     run(main)
     users = [m.text for m in log.all() if m.role == "user"]
     assert users == ["hello", "from A", "racer A" if "racer A" in users else "racer B"]
+    physical = log.all(view="physical")
+    assert [m.text for m in physical if isinstance(m, StoredMessage) and m.role == "user"] == users
+    assert {e.op for e in physical if isinstance(e, EditEntry)} == {"attrs"}  # no retraction
+    assert not raw.exists(f"msglog:{{{cid}}}:pydantic-ai")  # the record is the attributes
 
 
 def test_branch_and_fork_on_the_log(
@@ -309,7 +315,7 @@ def test_branch_and_fork_on_the_log(
     ]
 
 
-def test_load_is_two_round_trips_and_the_history_one(
+def test_load_is_two_round_trips_the_history_one_and_a_save_three(
     shared_server: Callable[[str], EphemeralServer], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     url, cid = shared_server("redis").url, new_id()
@@ -320,10 +326,12 @@ def test_load_is_two_round_trips_and_the_history_one(
         sent[0] += 1
         await send(self, *args, **kwargs)
 
-    async def main() -> tuple[int, int]:
+    async def main() -> tuple[int, int, int]:
         store = RedisConversationStore.from_url(url)
         for prompt in ("a", "b", "c"):
             await turn(store, cid, prompt)
+        conversation = await store.load(cid)
+        result = await make_agent().run("d", conversation=conversation)
         client = redis.asyncio.Redis.from_url(url)
         await client.ping()  # the connection is open
         reader = RedisConversationStore(client)  # a new store: nothing cached
@@ -337,12 +345,15 @@ def test_load_is_two_round_trips_and_the_history_one(
         assert record is not None
         sent[0] = 0
         await reader.read_history(record.head_id)
-        history_trips = sent[0]
+        history_trips, sent[0] = sent[0], 0
+        # the record read, the entry index, then ONE call: the entries and the record
+        await store.save(result)
+        save_trips = sent[0]
         await store.aclose()
         await client.aclose()
-        return load_trips, history_trips
+        return load_trips, history_trips, save_trips
 
-    assert run(main) == (2, 1)
+    assert run(main) == (2, 1, 3)
 
 
 def think(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
@@ -381,35 +392,127 @@ def test_thinking_survives_for_the_provider_that_made_it(
     }
 
 
-CORE_FACILITY = (
-    "needs a core facility: a conversation attribute hash written by the append script in "
-    "the same atomic call as the entries (attrs= on append_many and the edits, read with "
-    "the last seq in one round trip), so the record rides on the append and the revision "
-    "check is the log's expected_seq; see docs/integrations.md"
-)
+def _worker_killed(url: str, cid: str, prompt: str, when: str) -> None:
+    """A turn whose process is killed (SIGKILL) just before or just after the store's one
+    write call."""
+    original = AsyncMessageLog.append_many
 
+    async def killed(self: AsyncMessageLog, *args: Any, **kwargs: Any) -> int:
+        if when == "after":
+            await original(self, *args, **kwargs)
+        os.kill(os.getpid(), signal.SIGKILL)
+        raise AssertionError("unreachable")
 
-@pytest.mark.xfail(strict=True, reason=CORE_FACILITY)
-def test_a_writer_dying_between_entries_and_record_leaves_neither(
-    shared_server: Callable[[str], EphemeralServer], monkeypatch: pytest.MonkeyPatch
-) -> None:
-    url, cid = shared_server("redis").url, new_id()
-
-    async def dies(*args: Any, **kwargs: Any) -> bool:
-        raise ConnectionError("the worker died here")
+    AsyncMessageLog.append_many = killed  # type: ignore[method-assign]
 
     async def main() -> None:
+        await turn(RedisConversationStore.from_url(url), cid, prompt)
+
+    asyncio.run(main())
+
+
+def test_a_writer_killed_around_its_one_call_leaves_both_or_neither(
+    shared_server: Callable[[str], EphemeralServer],
+) -> None:
+    url, cid = shared_server("redis").url, new_id()
+    log = MessageLog(redis.Redis.from_url(url), cid)
+
+    async def load() -> Conversation | None:
         store = RedisConversationStore.from_url(url)
-        await turn(store, cid, "kept")
-        monkeypatch.setattr(store, "_cas", dies)
+        try:
+            return await store.load(cid)
+        finally:
+            await store.aclose()
+
+    def consistent() -> Conversation:
+        """The record and the log agree: the view is the loaded history."""
+        loaded = run(load)
+        assert loaded is not None
+        prompts = [
+            part.content
+            for message in loaded.messages
+            if isinstance(message, ModelRequest)
+            for part in message.parts
+            if isinstance(part, UserPromptPart)
+        ]
+        assert [m.text for m in log.all() if m.role == "user"] == prompts
+        return loaded
+
+    run(lambda: _first_turn(url, cid))
+    before, kept = log.count(), consistent()
+    context = multiprocessing.get_context("spawn")
+    for prompt, when in (("lost", "before"), ("landed", "after")):
+        process = context.Process(target=_worker_killed, args=(url, cid, prompt, when))
+        process.start()
+        process.join(timeout=120)
+        assert process.exitcode == -signal.SIGKILL
+        loaded = consistent()
+        if when == "before":  # killed before its call: neither entries nor record
+            assert log.count() == before and loaded.revision == kept.revision
+            assert loaded.messages == kept.messages
+        else:  # killed after it: both, the record names the entries
+            assert loaded.revision != kept.revision
+            assert [m.text for m in log.all() if m.role == "user"] == ["kept", "landed"]
+    physical = [e for e in log.all(view="physical") if isinstance(e, StoredMessage)]
+    assert "lost" not in [m.text for m in physical]
+
+
+async def _first_turn(url: str, cid: str) -> None:
+    store = RedisConversationStore.from_url(url)
+    await turn(store, cid, "kept")
+    await store.aclose()
+
+
+def test_another_writers_append_is_not_a_conflict_and_entries_read_back(
+    target: tuple[Callable[[], RedisConversationStore], redis.Redis],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    factory, raw = target
+    cid = new_id()
+    log = MessageLog(raw, cid)
+
+    async def main() -> None:
+        store = factory()
+        await turn(store, cid, "one")
+        conversation = await store.load(cid)
+        assert conversation is not None
+        result = await make_agent().run("two", conversation=conversation)
+        read_record = store.read_record
+
+        async def then_another_writer(conversation_id: str) -> Any:
+            record = await read_record(conversation_id)
+            log.append({"role": "user", "content": "a note"})  # between the read and write
+            return record
+
+        monkeypatch.setattr(store, "read_record", then_another_writer)
+        entries = await store.save(result)  # the revision is unchanged: not a conflict
+        monkeypatch.undo()
+        loaded = await store.load(cid)
+        assert loaded is not None and loaded.messages == result.conversation.messages
+        assert loaded.revision == result.conversation.revision
+        # the record is the log's attributes; each entry reads back from a new store
+        assert log.attrs().values["pydantic_ai.revision"] == loaded.revision
+        reader = factory()
+        assert [await reader.read_entry(e.id) for e in entries] == entries
+        # a call that never reached the server: nothing written, its entries not found
+        sent: list[Any] = []
+
+        async def refused(self: AsyncMessageLog, rows: Any, **kwargs: Any) -> int:
+            sent.extend(rows)
+            raise ConnectionError("refused")
+
+        monkeypatch.setattr(AsyncMessageLog, "append_many", refused)
+        before = log.count()
         with pytest.raises(ConnectionError):
-            await turn(store, cid, "lost")
+            await turn(store, cid, "three")
+        assert log.count() == before and sent
+        with pytest.raises(KeyError):
+            await reader.read_entry(sent[-1].id)
         await store.aclose()
+        await reader.aclose()
 
     run(main)
-    assert [
-        m.text for m in MessageLog(redis.Redis.from_url(url), cid).all() if m.role == "user"
-    ] == ["kept"]
+    assert [m.text for m in log.all() if m.role == "user"] == ["one", "a note", "two"]
 
 
 def test_the_package_imports_no_framework() -> None:

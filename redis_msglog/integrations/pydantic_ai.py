@@ -21,33 +21,28 @@ read its messages. How the store maps to the log (docs/integrations.md):
   last one carries the message in Pydantic AI's own JSON (``ModelMessagesTypeAdapter``)
   and the entry's ``parent_id`` in ``extras["pydantic_ai"]``, which is what the store
   reads back: exactly the message saved.
-- **The record** (head, usage, deferred tool requests, scope, branches, revision) is a
-  small hash under the conversation's hash tag, ``<prefix>:{X}:pydantic-ai``, with the
-  head entry's location, so ``load`` is two round trips (the record, then the history).
+- **The record** (head, usage, deferred tool requests, scope, branches, revision) is in
+  the conversation's attributes (``log.attrs()``): ``pydantic_ai.revision``,
+  ``pydantic_ai.record`` (its JSON), ``pydantic_ai.head`` and ``pydantic_ai.where`` (where
+  the head and the other entries it names are), so ``load`` is two round trips (the
+  attributes, then the history).
+- **Every write is one atomic call of the log**, carrying the record in ``attrs=`` with
+  ``expected_seq`` (the last seq read with the revision): a save is one ``append_many``;
+  a ``branch`` one ``retract`` (or ``replace``) moving the log's view to the new head; a
+  ``fork`` the log's ``fork()`` (or a ``replace``); a ``delete`` one ``clear()``. Entries
+  and record commit together or not at all; a stale revision writes nothing.
 - ``read_history`` is one physical read of the log up to the head entry, walking
   ``parent_id`` (entries of other branches in between are skipped);
-  ``read_entry`` finds an entry by its id through ``<prefix>:pydantic-ai:entry:<id>``.
-- **``branch``** moves the head; the log's view follows (the rows of the history left are
-  retracted, or the history is put back with ``replace()``), so other readers see the
-  current branch, and the branch left stays in the physical log. **``fork``** is the
-  log's ``fork()`` (a copy of the source's view up to the fork point) when the forked
-  history is the source's view, else a copy of the history appended to the new log.
+  ``read_entry`` finds an entry by its id through ``<prefix>:pydantic-ai:entry:<id>``,
+  written before the call (where the entry will be is known from ``expected_seq``) and
+  checked against the row it names.
 - ``delete`` removes the record and ``clear()``s the log's view; the entries stay in the
   physical log (retention: the log's ``ttl``).
-
-**Atomicity.** ``write_record`` appends the new entries (one atomic call), then sets the
-record with a compare-and-set on its revision (``ConversationConflict`` on a stale one,
-and the rows it appended are retracted). The CAS itself is exact, but the two writes are
-not one: a writer that dies between them leaves its entries in the log (unreachable from
-any record; other readers of the log see them as messages). Making it one atomic call
-needs a facility of the core: see ``docs/integrations.md``.
 """
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
-import hashlib
 from collections.abc import Callable, Sequence
 from datetime import timedelta
 from typing import Any
@@ -61,12 +56,11 @@ from pydantic_ai.conversation_store import (
     ConversationStore,
 )
 from pydantic_ai.messages import ModelMessage, ModelMessagesTypeAdapter
-from redis.exceptions import NoScriptError
 
 from .._aio import AsyncMessageLog
 from .._keys import ConversationKeys, conversation_of
-from ..edits import LogView
-from ..errors import InvalidEditError, LogRewoundError, SeqConflictError
+from ..edits import Attributes, Entry, LogView
+from ..errors import LogRewoundError, SeqConflictError
 from ..models import AgentMessage, StoredMessage
 from ..parts import decode_base64
 from ._clients import AsyncClient, LoopClients, client_factory
@@ -77,26 +71,6 @@ FORMAT = "pydantic_ai"
 """The key of the stored entry in a row's ``extras``."""
 
 _RECORD = TypeAdapter(ConversationRecord)
-_SUFFIX = ":pydantic-ai"
-
-# KEYS[1]: the record hash. ARGV: the expected revision ("" for none), then "set" with the
-# new revision, the record JSON, the head entry's id and location, the locations of the
-# other entries it names (branch tips, fork point) and the retention in ms ("" for none);
-# or "delete". Returns 1, or 0 (and writes nothing) when the stored revision
-# is not the expected one.
-_CAS = """
-local current = redis.call('HGET', KEYS[1], 'revision') or ''
-if current ~= ARGV[1] then return 0 end
-if ARGV[2] == 'delete' then
-  redis.call('DEL', KEYS[1])
-  return 1
-end
-redis.call('HSET', KEYS[1], 'revision', ARGV[3], 'record', ARGV[4], 'head_id', ARGV[5],
-  'head', ARGV[6], 'where', ARGV[7])
-if ARGV[8] ~= '' then redis.call('PEXPIRE', KEYS[1], ARGV[8]) end
-return 1
-"""
-_CAS_SHA = hashlib.sha1(_CAS.encode()).hexdigest()
 
 
 # -- entries as rows ----------------------------------------------------------------------
@@ -233,6 +207,14 @@ def _response_row(native: dict[str, Any]) -> dict[str, Any]:
 
 # -- the store ----------------------------------------------------------------------------
 
+_REVISION = f"{FORMAT}.revision"
+_RECORD_ATTR = f"{FORMAT}.record"
+_HEAD = f"{FORMAT}.head"
+_WHERE = f"{FORMAT}.where"
+_GONE: dict[str, str | None] = dict.fromkeys((_REVISION, _RECORD_ATTR, _HEAD, _WHERE))
+_TRIES = 8
+"""Writes tried while only other writers' appends (not a save) move the log's end."""
+
 
 @dataclasses.dataclass(frozen=True)
 class _Located:
@@ -252,6 +234,41 @@ class _Located:
         return cls(str(value[0]), int(value[1]))
 
 
+@dataclasses.dataclass(frozen=True)
+class _Seen:
+    """A conversation's record as its attributes hold it, and the log's last seq read with
+    them (``attrs()``, one round trip): the ``expected_seq`` of the next write."""
+
+    last_seq: int
+    revision: str | None
+    record: bytes | None  # the record's JSON
+    head: _Located | None
+    where: dict[str, _Located]
+
+    @classmethod
+    def of(cls, attrs: Attributes) -> _Seen:
+        values = attrs.values
+        record = values.get(_RECORD_ATTR)
+        where = {
+            entry_id: _Located(str(at[0]), int(at[1]))
+            for entry_id, at in orjson.loads(values.get(_WHERE) or "{}").items()
+        }
+        return cls(
+            last_seq=attrs.last_seq,
+            revision=values.get(_REVISION),
+            record=None if record is None else record.encode(),
+            head=_Located.load(values.get(_HEAD)),
+            where=where,
+        )
+
+    @property
+    def head_id(self) -> str | None:
+        if self.record is None:
+            return None
+        head_id = orjson.loads(self.record).get("head_id")
+        return None if head_id is None else str(head_id)
+
+
 class RedisConversationStore(ConversationStore):
     """A ``ConversationStore`` on the message log (see the module docstring).
 
@@ -262,7 +279,7 @@ class RedisConversationStore(ConversationStore):
         prefix: the log's key prefix (default ``"msglog"``).
         **log_options: the other options of :class:`~redis_msglog.AsyncMessageLog`
             (``ttl``, ``durability``, ``retry``...), for every conversation. With ``ttl``,
-            records and the entry index expire with the logs.
+            records (the logs' attributes) and the entry index expire with the logs.
     """
 
     def __init__(
@@ -279,6 +296,8 @@ class RedisConversationStore(ConversationStore):
         ttl = log_options.get("ttl")
         self._ttl_ms = int(ttl.total_seconds() * 1000) if isinstance(ttl, timedelta) else None
         self._where: dict[str, _Located] = {}  # entry id -> location, as last seen
+        self._seen: dict[str, _Seen] = {}  # conversation -> its attributes, as last read
+        self._last_chain: list[tuple[ConversationEntry, _Located]] = []  # the last history read
 
     @classmethod
     def from_url(
@@ -298,10 +317,6 @@ class RedisConversationStore(ConversationStore):
             self._clients.get(), conversation_id, prefix=self.prefix, **self._options
         )
 
-    def _record_key(self, conversation_id: str) -> str:
-        keys = ConversationKeys.build(self.prefix, conversation_id)
-        return keys.seq.removesuffix(":seq") + _SUFFIX
-
     def _entry_key(self, entry_id: str) -> str:
         return f"{self.prefix}:pydantic-ai:entry:{entry_id}"
 
@@ -313,35 +328,55 @@ class RedisConversationStore(ConversationStore):
 
     # -- records -------------------------------------------------------------------------
 
+    async def _read_attrs(self, log: AsyncMessageLog) -> _Seen:
+        """The conversation's attributes and last seq (one round trip), remembered for the
+        write that follows and for the entries they locate."""
+        seen = _Seen.of(await log.attrs())
+        for entry_id, where in seen.where.items():
+            self._remember(entry_id, where)
+        self._remember(seen.head_id, seen.head)
+        if len(self._seen) > 10_000:
+            self._seen.clear()
+        self._seen[log.conversation] = seen
+        return seen
+
     async def read_record(self, conversation_id: str) -> ConversationRecord | None:
-        raw, head, known = await self._clients.get().hmget(
-            self._record_key(conversation_id), ["record", "head", "where"]
-        )
-        if raw is None:
-            return None
-        record = _RECORD.validate_json(raw)
-        for entry_id, where in orjson.loads(known or b"{}").items():
-            self._remember(entry_id, _Located(str(where[0]), int(where[1])))
-        self._remember(record.head_id, _Located.load(head))
-        return record
+        """The record in the conversation's attributes: one round trip (``attrs()``)."""
+        seen = await self._read_attrs(self.log(conversation_id))
+        return None if seen.record is None else _RECORD.validate_json(seen.record)
 
     async def read_records(
         self, *, scope: str | None = None, limit: int | None = None
     ) -> Sequence[ConversationRecord]:
-        """Every record under the prefix (``SCAN``, on a cluster every primary's), newest
-        ``updated_at`` first."""
+        """Every record under the prefix (``SCAN`` for the view hashes, where attributes
+        live, on a cluster every primary's; their record fields read a page at a time),
+        newest ``updated_at`` first."""
         client = self._clients.get()
-        pattern = f"{_glob(self.prefix)}:{{*}}{_SUFFIX}"
-        records = []
+        pattern = f"{_glob(self.prefix)}:{{*}}:view"
+        field = f"a:{_RECORD_ATTR}"
+        records: list[ConversationRecord] = []
+        keys: list[str] = []
+
+        async def flush() -> None:
+            async with client.pipeline(transaction=False) as pipe:
+                for key in keys:
+                    pipe.hget(key, field)
+                raws = await pipe.execute()
+            keys.clear()
+            for raw in raws:
+                if raw is not None:
+                    record = _RECORD.validate_json(raw)
+                    if scope is None or record.scope == scope:
+                        records.append(record)
+
         async for raw_key in client.scan_iter(match=pattern, count=500):
             key = raw_key.decode() if isinstance(raw_key, bytes) else str(raw_key)
-            if conversation_of(self.prefix, key, _SUFFIX) is None:
-                continue
-            raw = await client.hget(key, "record")
-            if raw is not None:
-                record = _RECORD.validate_json(raw)
-                if scope is None or record.scope == scope:
-                    records.append(record)
+            if conversation_of(self.prefix, key, ":view") is not None:
+                keys.append(key)
+                if len(keys) >= 500:
+                    await flush()
+        if keys:
+            await flush()
         records.sort(key=lambda record: record.updated_at, reverse=True)
         return records[:limit]
 
@@ -352,97 +387,200 @@ class RedisConversationStore(ConversationStore):
         new_entries: Sequence[ConversationEntry] = (),
         expected_revision: str | None,
     ) -> None:
-        """Append the new entries (one atomic ``append_many``), then set the record with a
-        compare-and-set on its revision; see the module docstring for what is atomic."""
-        conversation_id = record.conversation_id
-        key = self._record_key(conversation_id)
-        current, old_head_id = await self._clients.get().hmget(key, ["revision", "head_id"])
-        if _text(current) != (expected_revision or ""):
-            raise ConversationConflict(conversation_id)  # nothing written
-        log = self.log(conversation_id)
-        appended, where = await self._append(log, new_entries) if new_entries else ([], {})
-        head: _Located | None = None
-        if record.head_id is not None:
-            head = where.get(record.head_id) or await self._locate(record.head_id)
-            if head is None:
-                raise ConversationConflict(conversation_id)  # released by a delete
-            if not new_entries:
-                head = await self._materialize(log, record, head)
-        known = {tip: loc for tip in record.branches if (loc := await self._locate(tip))}
-        if record.forked_at is not None and (at := await self._locate(record.forked_at)):
-            known[record.forked_at] = at
-        if not await self._cas(key, expected_revision or "", record, head, known):
-            await self._retract_quietly(log, appended)
-            raise ConversationConflict(conversation_id)
-        self._remember(record.head_id, head)
-        old = _text(old_head_id) or None
-        extended = bool(new_entries) and new_entries[0].parent_id == old
-        if head is not None and record.head_id != old and not extended:
-            await self._follow_head(log, head)
+        """Store the new entries and the record in ONE atomic call of the log, a
+        compare-and-set on its last seq as read with the record (``expected_seq``): an
+        ``append_many`` with the record in ``attrs=``, or the edit that moves the log's
+        view to the new head (``retract``/``replace``), or the log's ``fork``; with nothing
+        to append or move, ``set_attrs``. If another writer got in first, the record is
+        read again: a new revision is a ``ConversationConflict``; an append that left the
+        revision as it was (another writer of the log's messages) is not a conflict, as for
+        ``InMemoryConversationStore``: the write is planned again on the new end (up to 8
+        times, then ``ConversationConflict``)."""
+        log = self.log(record.conversation_id)
+        seen = self._seen.pop(log.conversation, None)
+        if seen is None or seen.revision != expected_revision:
+            seen = await self._read_attrs(log)
+        for _ in range(_TRIES):
+            if seen.revision != expected_revision:
+                raise ConversationConflict(log.conversation)  # nothing written
+            try:
+                await self._write(log, record, new_entries, seen)
+            except SeqConflictError:
+                seen = await self._read_attrs(log)
+                continue
+            self._seen.pop(log.conversation, None)
+            return
+        raise ConversationConflict(log.conversation)
 
     async def delete_record(self, conversation_id: str, *, expected_revision: str) -> None:
-        """Delete the record (compare-and-set on its revision) and ``clear()`` the log's
-        view; the entries stay in the physical log until its ``ttl`` (or an operator)
-        removes them, so forks of it keep reading."""
-        if not await self._cas(self._record_key(conversation_id), expected_revision, None):
-            raise ConversationConflict(conversation_id)
+        """Remove the record from the conversation's attributes and ``clear()`` the log's
+        view, in one call (a compare-and-set on the last seq read with the revision); the
+        entries stay in the physical log until its ``ttl`` (or an operator) removes them,
+        so forks of it keep reading."""
         log = self.log(conversation_id)
-        if await log.count(view="visible"):
-            await log.clear()
+        seen = self._seen.pop(conversation_id, None)
+        if seen is None or seen.revision != expected_revision:
+            seen = await self._read_attrs(log)
+        for _ in range(_TRIES):
+            if seen.revision != expected_revision:
+                raise ConversationConflict(conversation_id)
+            try:
+                await log.clear(attrs=_GONE, expected_seq=seen.last_seq)
+            except SeqConflictError:
+                seen = await self._read_attrs(log)
+                continue
+            self._seen.pop(conversation_id, None)
+            return
+        raise ConversationConflict(conversation_id)
 
-    async def _cas(
+    # -- one write -----------------------------------------------------------------------
+
+    async def _write(
         self,
-        key: str,
-        expected: str,
-        record: ConversationRecord | None,
-        head: _Located | None = None,
-        known: dict[str, _Located] | None = None,
-    ) -> bool:
-        """Set (``record``, with where its head and the other entries it names are) or
-        delete (``None``) the record hash if its revision is ``expected`` (``""``: no
-        record), in one script on that one key."""
-        args: list[str] = [expected, "delete" if record is None else "set"]
-        if record is not None:
-            args += [
-                record.revision,
-                _RECORD.dump_json(record).decode(),
-                record.head_id or "",
-                "" if head is None else head.dump(),
-                orjson.dumps(
-                    {k: [v.conversation, v.seq] for k, v in (known or {}).items()}
-                ).decode(),
-                "" if self._ttl_ms is None else str(self._ttl_ms),
-            ]
-        client = self._clients.get()
+        log: AsyncMessageLog,
+        record: ConversationRecord,
+        new_entries: Sequence[ConversationEntry],
+        seen: _Seen,
+    ) -> None:
+        """The one call storing ``new_entries`` and ``record`` on a log that ends at
+        ``seen.last_seq`` (``SeqConflictError`` if it no longer does: nothing written).
+
+        Where each entry will be is known before the call: its rows follow the call's one
+        edit entry (the ``attrs`` entry of an append, the ``compact`` entry of a
+        ``replace``, the ``fork`` entry), from ``last_seq + 2`` on."""
+        last = seen.last_seq
+        base = new_entries[0].parent_id if new_entries else record.head_id
+        if base is None:
+            base_at = None
+        elif base == seen.head_id and seen.head is not None:
+            base_at = seen.head
+        elif (base_at := await self._locate(base)) is None:
+            raise ConversationConflict(record.conversation_id)  # released by a delete
+        if base_at is not None and base_at.conversation != log.conversation:
+            # A fork's head, in the log it was forked from: copy its history here.
+            await self._copy(log, record, new_entries, base_at, last)
+            return
+        if base != seen.head_id:
+            # The history moved (a branch, a save that rewrote it): the log's view follows.
+            chain = [] if base_at is None else await self._chain_to(base_at)
+            wanted = [entry.id for entry, _ in chain]
+            visible = await log.all(view="visible")
+            ids = set(wanted)
+            kept = [row.id for row in visible if row.id in ids and _carries(row)]
+            others = [row.seq for row in visible if row.id not in ids]
+            if kept != wanted or (others and new_entries):
+                # Not in the view, or rows to hide and rows to add: the history, put back.
+                await self._replace(log, record, [e for e, _ in chain], new_entries, last)
+                return
+            if others:
+                at = await self._record_attrs(record, {}, base_at)
+                await log.retract(others, attrs=at, expected_seq=last)
+                self._remember_all(record.head_id, base_at)
+                return
+        located = _located(log.conversation, new_entries, last + 2)
+        head = located.get(record.head_id or "", base_at)
+        attrs = await self._record_attrs(record, located, head)
+        if new_entries:
+            await self._index(located)
+            await log.append_many(_rows(new_entries), attrs=attrs, expected_seq=last)
+        else:
+            await log.set_attrs(attrs, expected_seq=last)
+        self._remember_all(record.head_id, head, located)
+
+    async def _replace(
+        self,
+        log: AsyncMessageLog,
+        record: ConversationRecord,
+        history: Sequence[ConversationEntry],
+        new_entries: Sequence[ConversationEntry],
+        last: int,
+    ) -> None:
+        """Make the log's view the history then the new entries (one ``replace``, which
+        copies the history's rows: the original rows stay in the physical log)."""
+        entries = [*history, *new_entries]
+        located = _located(log.conversation, entries, last + 2)
+        head = located.get(record.head_id or "")
+        attrs = await self._record_attrs(record, located, head)
+        await self._index({e.id: located[e.id] for e in new_entries})
+        await log.replace(_rows(entries), attrs=attrs, expected_seq=last)
+        self._remember_all(record.head_id, head, located)
+
+    async def _copy(
+        self,
+        log: AsyncMessageLog,
+        record: ConversationRecord,
+        new_entries: Sequence[ConversationEntry],
+        base_at: _Located,
+        last: int,
+    ) -> None:
+        """Store a history that ends in another log (a fork's) in this one: the log's
+        ``fork()`` when this log is empty and the source's view when the head was written
+        is the history (a copy of that view, with its fork entry), else a ``replace`` with
+        the history's rows; either way one call, carrying the record."""
+        source = self.log(base_at.conversation)
         try:
-            return bool(await client.evalsha(_CAS_SHA, 1, key, *args))
-        except NoScriptError:
-            return bool(await client.eval(_CAS, 1, key, *args))
+            entries = await source.read(0, base_at.seq, view="physical")
+            chain = await self._chain(base_at, None, entries)
+        except (LogRewoundError, KeyError):  # the source expired or was deleted
+            raise ConversationConflict(record.conversation_id) from None
+        if last == 0 and not new_entries:
+            then = LogView(entries).rows
+            if [row.id for row in then if _carries(row)] == [entry.id for entry, _ in chain]:
+                located = {
+                    row.id: _Located(log.conversation, 2 + i)
+                    for i, row in enumerate(then)
+                    if row.id is not None and _carries(row)
+                }
+                head = located.get(record.head_id or "")
+                attrs = await self._record_attrs(record, located, head)
+                await source.fork(log.conversation, at_seq=base_at.seq, attrs=attrs)
+                self._remember_all(record.head_id, head, located)
+                return
+        await self._replace(log, record, [entry for entry, _ in chain], new_entries, last)
+
+    async def _record_attrs(
+        self,
+        record: ConversationRecord,
+        located: dict[str, _Located],
+        head: _Located | None,
+    ) -> dict[str, str | None]:
+        """The attributes holding ``record``: its revision, its JSON, where its head is and
+        where the other entries it names are (branch tips, fork point)."""
+        where: dict[str, list[Any]] = {}
+        for entry_id in [*record.branches, record.forked_at]:
+            if entry_id is not None:
+                at = located.get(entry_id) or await self._locate(entry_id)
+                if at is not None:
+                    where[entry_id] = [at.conversation, at.seq]
+        return {
+            _REVISION: record.revision,
+            _RECORD_ATTR: _RECORD.dump_json(record).decode(),
+            _HEAD: None if head is None else head.dump(),
+            _WHERE: orjson.dumps(where).decode(),
+        }
+
+    def _remember_all(
+        self,
+        head_id: str | None,
+        head: _Located | None,
+        located: dict[str, _Located] | None = None,
+    ) -> None:
+        for entry_id, where in (located or {}).items():
+            self._remember(entry_id, where)
+        self._remember(head_id, head)
 
     # -- entries -------------------------------------------------------------------------
 
-    async def _append(
-        self, log: AsyncMessageLog, entries: Sequence[ConversationEntry]
-    ) -> tuple[list[int], dict[str, _Located]]:
-        """Append the entries' rows in one atomic call and index them: the seqs of the
-        rows, and where each entry is (the seq of its last row)."""
-        rows: list[AgentMessage] = []
-        ends: list[int] = []
-        for entry in entries:
-            rows.extend(entry_rows(entry))
-            ends.append(len(rows))
-        last = await log.append_many(rows)
-        first = last - len(rows) + 1
-        where = {
-            entry.id: _Located(log.conversation, first + end - 1)
-            for entry, end in zip(entries, ends, strict=True)
-        }
+    async def _index(self, located: dict[str, _Located]) -> None:
+        """Write where each new entry will be (``read_entry``'s index) BEFORE the call
+        that writes it: an index key of a call that then fails names a row that does not
+        carry the entry, which ``read_entry`` checks."""
+        if not located:
+            return
         async with self._clients.get().pipeline(transaction=False) as pipe:
-            for entry_id, located in where.items():
-                pipe.set(self._entry_key(entry_id), located.dump(), px=self._ttl_ms)
-                self._remember(entry_id, located)
+            for entry_id, where in located.items():
+                pipe.set(self._entry_key(entry_id), where.dump(), px=self._ttl_ms)
             await pipe.execute()
-        return list(range(first, last + 1)), where
 
     async def _locate(self, entry_id: str) -> _Located | None:
         if (where := self._where.get(entry_id)) is not None:
@@ -479,19 +617,21 @@ class RedisConversationStore(ConversationStore):
         return [entry for entry, _ in chain]
 
     async def _chain(
-        self, where: _Located, limit: int | None
+        self, where: _Located, limit: int | None, entries: Sequence[Entry] | None = None
     ) -> list[tuple[ConversationEntry, _Located]]:
-        """The history ending at the entry at ``where``, with each entry's location."""
+        """The history ending at the entry at ``where``, with each entry's location
+        (``entries``: the log's physical entries up to ``where``, if already read)."""
         log = self.log(where.conversation)
         window = where.seq if limit is None else min(where.seq, 4 * limit + 4)
         while True:
             start = where.seq - window
-            try:
-                rows = await log.read(start, window, view="physical")
-            except LogRewoundError:
-                raise KeyError(f"seq {where.seq} of {where.conversation!r}") from None
+            if entries is None or start != 0:
+                try:
+                    entries = await log.read(start, window, view="physical")
+                except LogRewoundError:
+                    raise KeyError(f"seq {where.seq} of {where.conversation!r}") from None
             found: dict[str, tuple[ConversationEntry, _Located]] = {}
-            for row in rows:
+            for row in entries:
                 if isinstance(row, StoredMessage) and (entry := row_entry(row)) is not None:
                     found[entry.id] = (entry, _Located(where.conversation, row.seq))
             chain, missing = _walk(found, where, limit)
@@ -505,58 +645,37 @@ class RedisConversationStore(ConversationStore):
             assert located is not None
             chain.append((entry, located))
             missing = entry.parent_id
+        for entry, located in chain:
+            self._remember(entry.id, located)
         chain.reverse()
+        if limit is None:
+            self._last_chain = chain
         return chain
 
-    # -- keeping the log's view on the head -----------------------------------------------
+    async def _chain_to(self, where: _Located) -> list[tuple[ConversationEntry, _Located]]:
+        """The history ending at ``where``: a prefix of the last history read (a branch
+        back, right after the ABC read the history) or one read."""
+        for index, (_, located) in enumerate(self._last_chain):
+            if located == where:
+                return self._last_chain[: index + 1]
+        return await self._chain(where, None)
 
-    async def _materialize(
-        self, log: AsyncMessageLog, record: ConversationRecord, head: _Located
-    ) -> _Located:
-        """For a record whose head is in another conversation's log (a fork): copy the
-        history into this one, with the log's ``fork()`` when it is the source's view up to
-        the head; return where the head is in this log."""
-        if head.conversation == log.conversation:
-            return head
-        if await log.count():
-            # A log already holding messages is not the fork's: keep pointing at the head.
-            return head
-        chain = await self._chain(head, None)
-        source = self.log(head.conversation)
-        then = LogView(await source.read(0, head.seq, view="physical")).rows
-        try:
-            if [row.id for row in then if _carries(row)] == [entry.id for entry, _ in chain]:
-                # The source's view when the head was written is the history: fork it.
-                await source.fork(log.conversation, at_seq=head.seq)
-            else:
-                rows = [row for entry, _ in chain for row in entry_rows(entry)]
-                await log.append_many(rows, expected_seq=0)
-        except SeqConflictError:
-            raise ConversationConflict(record.conversation_id) from None
-        return _Located(log.conversation, await log.count())
 
-    async def _follow_head(self, log: AsyncMessageLog, head: _Located) -> None:
-        """Make the log's view the history ending at ``head`` (after a branch, or a save
-        that rewrote the history): retract the rows of the history left when the new one
-        is in the view, else put it back with ``replace()``."""
-        chain = await self._chain(head, None)
-        if head.conversation != log.conversation:  # a fork's head from before the fork
-            await log.replace([row for entry, _ in chain for row in entry_rows(entry)])
-            return
-        wanted = {entry.id for entry, _ in chain}
-        visible = await log.all(view="visible")
-        kept = [row.id for row in visible if row.id in wanted and _carries(row)]
-        if kept == [entry.id for entry, _ in chain]:
-            others = [row.seq for row in visible if row.id not in wanted]
-            if others:
-                await self._retract_quietly(log, others)
-            return
-        await log.replace([row for entry, _ in chain for row in entry_rows(entry)])
+def _rows(entries: Sequence[ConversationEntry]) -> list[AgentMessage]:
+    return [row for entry in entries for row in entry_rows(entry)]
 
-    async def _retract_quietly(self, log: AsyncMessageLog, seqs: list[int]) -> None:
-        if seqs:
-            with contextlib.suppress(InvalidEditError):  # already out of the view
-                await log.retract(seqs)
+
+def _located(
+    conversation: str, entries: Sequence[ConversationEntry], first_seq: int
+) -> dict[str, _Located]:
+    """Where each entry will be when the rows of ``entries`` are written from
+    ``first_seq`` on: the seq of its last row."""
+    located: dict[str, _Located] = {}
+    seq = first_seq - 1
+    for entry in entries:
+        seq += len(entry_rows(entry))
+        located[entry.id] = _Located(conversation, seq)
+    return located
 
 
 def _walk(
@@ -581,12 +700,6 @@ def _walk(
 def _carries(row: AgentMessage) -> bool:
     """Whether a row is the last of an entry's rows (the one carrying it)."""
     return FORMAT in (row.extras or {})
-
-
-def _text(value: Any) -> str:
-    if value is None:
-        return ""
-    return value.decode() if isinstance(value, bytes) else str(value)
 
 
 _GLOB = {ord(c): "\\" + c for c in "*?[]\\"}
