@@ -427,7 +427,7 @@ async def _send_once(conn: Any, command: Command, then: Command | None, asking: 
     commands = asking_before_each((command,), asking) + ([then] if then else [])
     try:
         # A cancel honoured mid-exchange leaves replies unread: the router discards conn.
-        await io.honouring_cancel(conn.send_packed_command(pack(conn, commands)))
+        await io.send(conn, pack(conn, commands))
         replies: list[Any] = []
         for _ in commands:
             try:
@@ -457,7 +457,7 @@ async def _round_trip(
     node, which has not received that key yet, would answer as if it did not exist."""
     todo = [i for i in range(len(commands)) if i not in replies]
     packed = asking_before_each([commands[i] for i in todo], asking)
-    await io.honouring_cancel(conn.send_packed_command(pack(conn, packed)))
+    await io.send(conn, pack(conn, packed))
     raw: list[Any] = []
     for _ in packed:
         try:

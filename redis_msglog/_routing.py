@@ -294,7 +294,8 @@ def _ready(conn: Any) -> None:
     """What the pool checks before handing a connection out: connected, and nothing to
     read (a connection the server closed reads as EOF): otherwise connect afresh."""
     try:
-        conn.connect()  # a no-op while connected
+        if not conn.is_connected:
+            conn.connect()
         if not conn.can_read():
             return
     except _ConnectionFailure:
@@ -305,7 +306,8 @@ def _ready(conn: Any) -> None:
 
 async def _ready_async(conn: Any) -> None:
     try:
-        await conn.connect()
+        if not conn.is_connected:
+            await conn.connect()
         if not await conn.can_read():
             return
     except _ConnectionFailure:
