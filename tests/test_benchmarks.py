@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import orjson
+import redis
 
 
 def test_benchmarks_smoke_run(tmp_path: Path) -> None:
@@ -35,10 +36,28 @@ def test_benchmarks_smoke_run(tmp_path: Path) -> None:
     titles = [w["title"] for w in document["workloads"]]
     assert [t.split(".")[0] for t in titles] == [
         *["1", "2", "3", "4", "5", "5", "6", "7", "8"],
+        # server time per append: INFO commandstats, then the server's CPU
+        *["10", "11"],
         # the conversation with images (appends, all(), memory per image), inline then
         # with its images stored off the rows
         *["9", "9", "9", "9", "9", "9"],
     ]
+    by_number = {w["title"].split(".")[0]: w for w in document["workloads"]}
+    # raw redis.asyncio is the asyncio client's baseline, and workload 4's
+    single, many = by_number["1"], by_number["4"]
+    assert single["baseline_of"]["msglog async"] == "raw redis.asyncio"
+    assert single["baseline_of"]["msglog sync"] == "raw redis-py"
+    assert many["baseline_of"]["msglog async"] == "raw redis.asyncio"
+    assert single["median"]["raw redis.asyncio"] > 0
+    # what the client sent, per contender, and its server time: positive, and the
+    # script's time includes the commands it calls
+    server = by_number["10"]
+    assert server["notes"]["raw redis-py"] == "xadd"
+    assert server["notes"]["msglog sync"] in ("evalsha", "eval+evalsha")
+    assert server["notes"]["msglog async"] in ("evalsha", "eval+evalsha")
+    assert all(v > 0 for v in server["median"].values())
+    assert all(v > 0 for v in by_number["11"]["median"].values())
+    assert "(inline)" in titles[-6]
     assert all("(inline)" in t for t in titles[-6:-3])
     assert all("(offload)" in t for t in titles[-3:])
     for workload in document["workloads"]:
@@ -53,3 +72,17 @@ def test_benchmarks_smoke_run(tmp_path: Path) -> None:
     assert 200 * 1024 <= offloaded < 200 * 1024 * 4 / 3  # raw bytes in the blobs hash
     assert all(t["ratio"] is not None for t in document["targets"])
     assert "| target | measured | bound | met |" in table.read_text()
+
+
+def test_server_time_counts_the_commands_a_client_sent_not_those_exec_runs() -> None:
+    from benchmarks.run import top_level_commands
+    from redis_msglog._routing import pack
+
+    conn = redis.Redis().connection_pool.make_connection()
+    commands = [("WATCH", "k"), ("MULTI",), ("LPUSH", "k", "v"), ("EXPIRE", "k", 9), ("EXEC",)]
+    (pipeline,) = pack(conn, commands)
+    (script,) = pack(conn, [("EVALSHA", "ab", 1, "k", "v")])
+    # a write may hold several commands, and a command may span writes
+    assert top_level_commands([pipeline, script[:7], script[7:]]) == {
+        "watch", "multi", "exec", "evalsha"
+    }  # fmt: skip
