@@ -6,8 +6,10 @@ from __future__ import annotations
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import orjson
+import pytest
 import redis
 
 
@@ -86,3 +88,12 @@ def test_server_time_counts_the_commands_a_client_sent_not_those_exec_runs() -> 
     assert top_level_commands([pipeline, script[:7], script[7:]]) == {
         "watch", "multi", "exec", "evalsha"
     }  # fmt: skip
+
+
+def test_client_path_runs(shared_server: Any, capsys: pytest.CaptureFixture[str]) -> None:
+    from benchmarks.client_path import main
+
+    main(["--url", shared_server("redis").url, "--appends", "5", "--rounds", "1"])
+    table = capsys.readouterr().out
+    for name in ("raw redis-py XADD", "msglog sync", "raw redis.asyncio XADD", "msglog async"):
+        assert f"| {name} |" in table
