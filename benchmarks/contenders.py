@@ -15,7 +15,12 @@ import redis
 import redis.asyncio
 from redis.typing import StreamRangeResponse
 
-from redis_msglog import AsyncMessageLog, MessageLog
+from redis_msglog import (
+    DEFAULT_READ_CACHE_BYTES,
+    AsyncMessageLog,
+    MessageLog,
+    configure_read_cache,
+)
 
 Message = dict[str, Any]  # {"role": ..., "content": ...}
 
@@ -137,7 +142,8 @@ class RawAsync:
 
 class OursSync:
     def __init__(self, url: str, conversation: str, **options: Any) -> None:
-        self.log = MessageLog(redis.Redis.from_url(url), conversation, **options)
+        self.redis = redis.Redis.from_url(url)
+        self.log = MessageLog(self.redis, conversation, **options)
 
     def prepare(self, messages: list[Message]) -> list[Message]:
         return messages
@@ -157,6 +163,9 @@ class OursSync:
 
     def all(self) -> list[Any]:
         return self.log.all()
+
+    def count(self) -> int:
+        return self.log.count()
 
     def keys(self) -> list[str]:
         return [self.log.keys.seq, self.log.keys.stream]
@@ -181,6 +190,9 @@ class OursAsync:
 
     async def all(self) -> list[Any]:
         return await self.log.all()
+
+    async def count(self) -> int:
+        return await self.log.count()
 
     async def close(self) -> None:
         await self.redis.aclose()
@@ -355,3 +367,10 @@ ASYNC_MANY = [  # workload 4: many conversations from one event loop
 ]
 ASYNC_NAMES = frozenset(x.name for x in ASYNC + ASYNC_MANY)
 """Contenders compared with raw ``redis.asyncio`` rather than raw sync redis-py."""
+
+
+def cold_reads(handle: Any, cold: bool) -> None:
+    """Turn the warm-read cache of one of our handles off (``cold``: every read is a
+    process's first) or back to its default; other contenders have none."""
+    if isinstance(handle, (OursSync, OursAsync)):
+        configure_read_cache(handle.redis, 0 if cold else DEFAULT_READ_CACHE_BYTES)

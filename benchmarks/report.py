@@ -96,6 +96,7 @@ def check_targets(workloads: list[Workload]) -> list[Target]:
     (everything,) = _find(workloads, "6.")
     (mem,) = _find(workloads, "7.")
     (server,) = _find(workloads, "10.")
+    (warm,) = _find(workloads, "12.")
     ours_large_vs_small = _div(large.value(c.OURS), small.value(c.OURS))
     targets = [
         Target("single append: msglog sync / raw XADD", single.ratio(c.OURS), ">=", 1.0),
@@ -111,6 +112,7 @@ def check_targets(workloads: list[Workload]) -> list[Target]:
         Target("last(50): msglog sync, large / small history", ours_large_vs_small, "<=", 1.2),
         Target(f"{everything.title}: msglog sync / raw", everything.ratio(c.OURS), "<=", 1.3),
         Target("memory per message: msglog / encoded JSON", mem.ratio(c.OURS), "<=", 1.15),
+        Target(f"{warm.title}: msglog sync / one count()", warm.ratio(c.OURS), "<=", 3.0),
     ]  # fmt: skip
     for work in workloads:
         ours = [v for n in (c.OURS, c.OURS_ASYNC) if (v := work.value(n)) is not None]

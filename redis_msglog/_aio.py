@@ -19,6 +19,7 @@ from redis.asyncio.cluster import RedisCluster
 from . import _io_async as io
 from . import adapters
 from ._blobs import DEFAULT_BLOB_THRESHOLD, BlobMode
+from ._cache import all_plan, read_cache
 from ._core import (
     DEFAULT_IDEMPOTENCY_WINDOW,
     DEFAULT_MAX_MESSAGE_BYTES,
@@ -199,8 +200,13 @@ class AsyncMessageLog(ShellBase):
 
         ``blobs``: binaries stored off the rows come back as bytes (``"hydrate"``, one
         more round trip when there are any) or as references (``"refs"``: the part's
-        ``blob`` is the SHA-256 of the bytes, ``data`` is ``None``); likewise below."""
-        return await self._run(self._core.read_plan(0, None, blobs))
+        ``blob`` is the SHA-256 of the bytes, ``data`` is ``None``); likewise below.
+
+        A conversation this client has read before costs one round trip and the new
+        rows only: the rows read last time are kept (per client, within a byte budget;
+        see :func:`~redis_msglog.configure_read_cache`) and checked against the server
+        in the same round trip, so a rewound, recreated or edited log is read again."""
+        return await self._run(all_plan(self._core, read_cache(self._redis), blobs))
 
     async def read(
         self, after: int = 0, limit: int | None = None, *, blobs: BlobMode = "hydrate"

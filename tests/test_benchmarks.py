@@ -37,7 +37,7 @@ def test_benchmarks_smoke_run(tmp_path: Path) -> None:
     document = orjson.loads(out.read_bytes())
     titles = [w["title"] for w in document["workloads"]]
     assert [t.split(".")[0] for t in titles] == [
-        *["1", "2", "3", "4", "5", "5", "6", "7", "8"],
+        *["1", "2", "3", "4", "5", "5", "6", "7", "12", "8"],
         # server time per append: INFO commandstats, then the server's CPU
         *["10", "11"],
         # the conversation with images (appends, all(), memory per image), inline then
@@ -59,6 +59,11 @@ def test_benchmarks_smoke_run(tmp_path: Path) -> None:
     assert server["notes"]["msglog async"] in ("evalsha", "eval+evalsha")
     assert all(v > 0 for v in server["median"].values())
     assert all(v > 0 for v in by_number["11"]["median"].values())
+    warm = by_number["12"]  # ratios to one count() of ours; raw reads everything again
+    assert warm["baseline"] == "one count() of msglog sync"
+    assert set(warm["median"]) == {
+        "raw redis-py", "raw redis.asyncio", "msglog sync", "msglog async"
+    }  # fmt: skip
     assert "(inline)" in titles[-6]
     assert all("(inline)" in t for t in titles[-6:-3])
     assert all("(offload)" in t for t in titles[-3:])
