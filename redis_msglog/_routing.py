@@ -64,6 +64,11 @@ def socket_timeout(client: Any) -> float | None:
     return None if value is None else float(value)
 
 
+_process = [os.getpid()]  # this process's id, kept by a fork hook (no syscall per call)
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=lambda: _process.__setitem__(0, os.getpid()))
+
+
 def borrowable_pool(client: Any) -> Any | None:
     """The client's connection pool if the library may borrow its idle connections
     directly, else ``None`` (then ``get_connection``/``release``).
@@ -146,7 +151,7 @@ class Router(_Routing):
         slot table for a refresh."""
         if not self.cluster:
             pool = self._pool
-            if pool is None or pool.pid != os.getpid():  # after a fork: the pool resets
+            if pool is None or pool.pid != _process[0]:  # after a fork: the pool resets
                 return self._on(self.client.connection_pool, action, False)
             return self._borrowed(pool, action)
         ask: tuple[str, int] | None = None
