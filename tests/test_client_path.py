@@ -96,3 +96,24 @@ def test_a_closed_client_reconnects_like_redis_py(
     client.close()  # disconnects the pool's connections, idle ones included
     assert not any(c._sock for c in client.connection_pool._available_connections)
     assert log.add("user", "b") == 2
+
+
+def _append_in_child(log: MessageLog) -> None:
+    log.add("user", "child")  # the inherited pool resets: never the parent's socket
+
+
+def test_a_forked_child_does_not_borrow_the_parents_connection(
+    private_server: Callable[..., EphemeralServer],
+) -> None:
+    import multiprocessing
+
+    server = private_server("redis")
+    client = redis.Redis.from_url(server.url)
+    log = MessageLog(client, new_id())
+    log.add("user", "parent")  # an idle connection in the pool, inherited by the child
+    child = multiprocessing.get_context("fork").Process(target=_append_in_child, args=(log,))
+    child.start()
+    child.join(30)
+    assert child.exitcode == 0
+    log.add("user", "parent again")  # the parent's connection is intact
+    assert [m.content for m in log.all()] == ["parent", "child", "parent again"]
