@@ -53,6 +53,7 @@ import redis.asyncio
 import redis.asyncio.connection
 import redis.connection
 
+from benchmarks.run import capturing_writes
 from redis_msglog.testing import EphemeralServer, find_server_binary
 
 TOOL = "search_docs"
@@ -452,23 +453,14 @@ async def _call(value: Any) -> Any:
 
 @contextlib.contextmanager
 def counting_round_trips() -> Iterator[list[int]]:
-    """Counts what redis-py writes to sockets: one packed send is one round trip."""
+    """Counts the writes clients make to server sockets (one packed send is one round
+    trip; see ``benchmarks.run.capturing_writes``): ``count[0]`` once the block ends."""
     count = [0]
-    originals = []
-    for cls in (redis.connection.AbstractConnection, redis.asyncio.connection.AbstractConnection):
-        original = cls.send_packed_command
-        originals.append((cls, original))
-
-        def counted(self: Any, *args: Any, __original: Any = original, **kwargs: Any) -> Any:
-            count[0] += 1
-            return __original(self, *args, **kwargs)
-
-        cls.send_packed_command = counted  # type: ignore[method-assign]
-    try:
-        yield count
-    finally:
-        for cls, original in originals:
-            cls.send_packed_command = original  # type: ignore[method-assign]
+    with capturing_writes() as writes:
+        try:
+            yield count
+        finally:
+            count[0] = len(writes)
 
 
 @dataclass

@@ -15,6 +15,7 @@ import redis
 import redis.asyncio
 from redis.typing import StreamRangeResponse
 
+import redis_msglog
 from redis_msglog import AsyncMessageLog, MessageLog
 
 Message = dict[str, Any]  # {"role": ..., "content": ...}
@@ -88,6 +89,8 @@ def _text(value: bytes | str | None) -> str:
 
 
 class RawAsync:
+    """``RawSync`` on ``redis.asyncio``: the baseline of the asyncio client."""
+
     def __init__(self, url: str, conversation: str) -> None:
         self.redis = redis.asyncio.Redis.from_url(url)
         self.key = f"raw:{{{conversation}}}:stream"
@@ -98,6 +101,34 @@ class RawAsync:
     async def append(self, payload: bytes) -> None:
         await self.redis.xadd(self.key, {"msg": payload})
 
+    async def append_many(self, payloads: list[bytes]) -> None:
+        pipe = self.redis.pipeline(transaction=False)
+        for payload in payloads:
+            pipe.xadd(self.key, {"msg": payload})
+        await pipe.execute()
+
+    async def fill(self, payloads: list[bytes]) -> None:
+        for i in range(0, len(payloads), 1000):
+            await self.append_many(payloads[i : i + 1000])
+
+    async def last(self, n: int) -> list[Any]:
+        rows = _messages(await self.redis.xrevrange(self.key, count=n))
+        rows.reverse()
+        return rows
+
+    async def all(self) -> list[Any]:
+        rows: list[Any] = []
+        start = "-"
+        while True:
+            page = await self.redis.xrange(self.key, min=start, count=1000) or []
+            rows.extend(_messages(page))
+            if len(page) < 1000:
+                return rows
+            start = "(" + _text(page[-1][0])
+
+    def keys(self) -> list[str]:
+        return [self.key]
+
     async def close(self) -> None:
         await self.redis.aclose()
 
@@ -107,7 +138,8 @@ class RawAsync:
 
 class OursSync:
     def __init__(self, url: str, conversation: str, **options: Any) -> None:
-        self.log = MessageLog(redis.Redis.from_url(url), conversation, **options)
+        self.redis = redis.Redis.from_url(url)
+        self.log = MessageLog(self.redis, conversation, **options)
 
     def prepare(self, messages: list[Message]) -> list[Message]:
         return messages
@@ -127,6 +159,9 @@ class OursSync:
 
     def all(self) -> list[Any]:
         return self.log.all()
+
+    def count(self) -> int:
+        return self.log.count()
 
     def keys(self) -> list[str]:
         return [self.log.keys.seq, self.log.keys.stream]
@@ -151,6 +186,9 @@ class OursAsync:
 
     async def all(self) -> list[Any]:
         return await self.log.all()
+
+    async def count(self) -> int:
+        return await self.log.count()
 
     async def close(self) -> None:
         await self.redis.aclose()
@@ -295,6 +333,7 @@ def _ours_no_retry(url: str, conversation: str) -> OursSync:
 
 
 RAW = "raw redis-py"
+RAW_ASYNC = "raw redis.asyncio"
 OURS = "msglog sync"
 OURS_ASYNC = "msglog async"
 OURS_NO_RETRY = "msglog sync, NO_RETRY"
@@ -312,12 +351,24 @@ SYNC = [
     Contender(PEERS[2], False, LlamaIndex),
 ]
 ASYNC = [
+    Contender(RAW_ASYNC, True, RawAsync, "the asyncio client's baseline"),
     Contender(OURS_ASYNC, True, OursAsync),
     Contender(PEERS[1], True, AgentsSession),
 ]
 ASYNC_MANY = [  # workload 4: many conversations from one event loop
-    Contender(RAW, True, RawAsync),
+    Contender(RAW_ASYNC, True, RawAsync),
     Contender(OURS_ASYNC, True, OursAsync),
     Contender(PEERS[1], True, AgentsSession),
     Contender(PEERS[2], True, LlamaIndexAsync),
 ]
+ASYNC_NAMES = frozenset(x.name for x in ASYNC + ASYNC_MANY)
+"""Contenders compared with raw ``redis.asyncio`` rather than raw sync redis-py."""
+
+
+def cold_reads(handle: Any, cold: bool) -> None:
+    """Turn the warm-read cache of one of our handles off (``cold``: every read is a
+    process's first) or back to its default; other contenders have none."""
+    # getattr: the harness also runs versions from before the cache (A/B comparisons)
+    configure = getattr(redis_msglog, "configure_read_cache", None)
+    if configure is not None and isinstance(handle, (OursSync, OursAsync)):
+        configure(handle.redis, 0 if cold else redis_msglog.DEFAULT_READ_CACHE_BYTES)

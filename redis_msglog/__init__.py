@@ -11,6 +11,7 @@ Quick start::
 """
 
 from ._aio import AsyncMessageLog
+from ._cache import DEFAULT_READ_CACHE_BYTES, configure_read_cache
 from ._durability import Durability
 from ._keys import ConversationKeys, acl_rules
 from ._retry import DEFAULT_RETRY, NO_RETRY, RetryPolicy
@@ -63,6 +64,7 @@ from .parts import (
 )
 
 __all__ = [
+    "DEFAULT_READ_CACHE_BYTES",
     "DEFAULT_RETRY",
     "NO_RETRY",
     "AgentMessage",
@@ -111,6 +113,7 @@ __all__ = [
     "WrongTypeError",
     "acl_rules",
     "anthropic_system",
+    "configure_read_cache",
     "from_anthropic",
     "from_langchain",
     "from_openai",

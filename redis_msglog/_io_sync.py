@@ -20,3 +20,9 @@ def honouring_cancel(result: T) -> T:
 def call_hook(hook: Callable[[Any], object], rows: Any) -> None:
     """Call a hook (``on_append``, a subscription's callback)."""
     hook(rows)
+
+
+def send(conn: Any, packed: list[bytes]) -> None:
+    """``conn.send_packed_command(packed)`` (the asyncio twin writes to the stream when
+    that cannot block, to skip ``asyncio.wait_for``; a socket's ``sendall`` has none)."""
+    conn.send_packed_command(packed)

@@ -109,7 +109,8 @@ class ShellBase:
         self, batch: Batch, idempotency_key: str | None, expected_seq: int | None
     ) -> Plan[Commit]:
         check = self._redis not in _EVICTION_CHECKED
-        _EVICTION_CHECKED.add(self._redis)
+        if check:
+            _EVICTION_CHECKED.add(self._redis)
         return self._core.append_plan(
             batch, idempotency_key, expected_seq=expected_seq, check_eviction=check
         )

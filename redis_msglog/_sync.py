@@ -17,6 +17,7 @@ from redis.cluster import RedisCluster
 from . import _io_sync as io
 from . import adapters
 from ._blobs import DEFAULT_BLOB_THRESHOLD, BlobMode
+from ._cache import all_plan, read_cache
 from ._core import (
     DEFAULT_IDEMPOTENCY_WINDOW,
     DEFAULT_MAX_MESSAGE_BYTES,
@@ -28,7 +29,7 @@ from ._core import (
 from ._durability import Durability
 from ._follow import FollowCursor, follow_block_ms
 from ._retry import DEFAULT_RETRY, RetryPolicy
-from ._routing import Router, asking_before_each, socket_timeout, without_asking
+from ._routing import Router, asking_before_each, pack, socket_timeout, without_asking
 from ._shell import CLIENT_FAILURES, ShellBase, step_failure
 from ._steps import Command, Pause, Plan, Read, ReplyLost, StepFailure, Write
 from ._subscription import OnAppend, OnCommit, Subscription
@@ -377,7 +378,15 @@ class MessageLog(ShellBase):
 
         ``blobs``: binaries stored off the rows come back as bytes (``"hydrate"``, one
         more round trip when there are any) or as references (``"refs"``: the part's
-        ``blob`` is the SHA-256 of the bytes, ``data`` is ``None``); likewise below."""
+        ``blob`` is the SHA-256 of the bytes, ``data`` is ``None``); likewise below.
+
+        A conversation this client has read before costs one round trip and the new
+        rows only (the visible view of a log without edits): the rows read last time are
+        kept (per client, within a byte budget; see
+        :func:`~redis_msglog.configure_read_cache`) and checked against the server in the
+        same round trip, so a rewound, recreated or edited log is read again."""
+        if view == "visible" and not self._core.edited:
+            return self._run(all_plan(self._core, read_cache(self._redis), blobs))
         return self.read(0, None, blobs=blobs, view=view)
 
     @overload
@@ -664,7 +673,7 @@ def _send_once(conn: Any, command: Command, then: Command | None, asking: bool) 
     commands = asking_before_each((command,), asking) + ([then] if then else [])
     try:
         # A cancel honoured mid-exchange leaves replies unread: the router discards conn.
-        io.honouring_cancel(conn.send_packed_command(conn.pack_commands(commands)))
+        io.send(conn, pack(conn, commands))
         replies: list[Any] = []
         for _ in commands:
             try:
@@ -694,7 +703,7 @@ def _round_trip(
     node, which has not received that key yet, would answer as if it did not exist."""
     todo = [i for i in range(len(commands)) if i not in replies]
     packed = asking_before_each([commands[i] for i in todo], asking)
-    io.honouring_cancel(conn.send_packed_command(conn.pack_commands(packed)))
+    io.send(conn, pack(conn, packed))
     raw: list[Any] = []
     for _ in packed:
         try:

@@ -177,3 +177,97 @@ def test_any_interleaving_of_clients_keeps_the_log_contiguous(
         rows = log.all()
         assert log.count() == len(rows) == len(model)
         assert [m.seq for m in rows] == list(range(1, len(model) + 1))
+
+
+# Stored bodies as a reader may find them: valid rows (text, parts, binaries, tool calls),
+# and rows no client of this library writes: not JSON, not an object, wrong types, values
+# orjson refuses (NaN, integers over 64 bits), bad base64, unknown parts.
+_VALID_BODIES = [
+    b'{"role":"user","content":"hi"}',
+    b'{"role":"assistant","content":"","toolCalls":[{"id":"c1","name":"f","args":{"x":1.5}}]}',
+    b'{"role":"user","content":[{"type":"text","text":"a"},'
+    b'{"type":"image","data":"aGVsbG8=","media_type":"image/png"}]}',
+    b'{"role":"tool","content":"r","toolCallId":"c1","metadata":{"k":[1,null,true]}}',
+    b'{"role":"assistant","content":"x","toolCalls":[{"id":"c","name":"f","arguments":"{\\"a\\":1}"}]}',
+    b'{"role":"user","content":"hi","seq":99,"at":"nope"}',  # overwritten, as row by row
+]
+_BAD_BODIES = [
+    b"",
+    b"{",
+    b"[]",
+    b'"text"',
+    b"null",
+    b"{}",
+    b'{"role":"robot","content":"hi"}',
+    b'{"role":"user","content":3}',
+    b'{"role":"user","content":"hi","extra":1}',
+    b'{"role":"user","content":"hi","metadata":{"x":NaN}}',
+    b'{"role":"user","content":"hi","metadata":{"x":18446744073709551616}}',
+    b'{"role":"user","content":"hi","metadata":{"x":1e400}}',
+    b'{"role":"user","content":"\\ud800"}',
+    b'{"role":"user","content":[{"type":"image","data":"aGVsbG8","media_type":"x"}]}',
+    b'{"role":"user","content":[{"type":"video","data":"aGVsbG8="}]}',
+    b'{"role":"user","content":"hi"}}',
+    b'{"role":"user","content":"hi"',
+    b'\xff{"role":"user","content":"hi"}',
+]
+_AT = [b"1700000000000000", b"1700000000000001", b"0", b"-5", b"x", b"99999999999999999999"]
+entry_fields = st.one_of(
+    st.tuples(st.sampled_from(_AT), st.sampled_from(_VALID_BODIES + _BAD_BODIES)).map(
+        lambda t: [b"at", t[0], b"msg", t[1]]
+    ),
+    st.sampled_from([[b"msg", _VALID_BODIES[0], b"at", _AT[0]], [b"at", _AT[0]], []]),
+)
+pages = st.lists(st.tuples(st.sampled_from(["-0", "-0", "-0", "-1", ""]), entry_fields), max_size=8)
+
+
+def _row_by_row(core: LogCore, entries: list[Any]) -> Any:
+    """What decoding a page must equal: each entry decoded on its own, in order (the
+    row path: ``decode_entry`` per entry)."""
+    try:
+        return core.decode_entries_one_by_one(entries)
+    except MessageLogError as exc:
+        return type(exc), str(exc), getattr(exc, "seq", None)
+
+
+@given(pages, st.booleans())
+@settings(max_examples=400, suppress_health_check=[HealthCheck.too_slow])
+def test_a_page_decodes_exactly_as_its_rows_do(page: list[Any], as_str: bool) -> None:
+    """The page decoder (one validation call) gives the rows, or the error naming the
+    first bad entry's seq, that decoding each entry on its own gives."""
+    core = LogCore("c", prefix="msglog", max_message_bytes=1 << 20, page_size=10, clock=lambda: 0.0)
+    entries: list[Any] = [
+        (f"{i + 1}{tail}".encode(), fields) for i, (tail, fields) in enumerate(page)
+    ]
+    if as_str:  # a client with decode_responses=True
+        entries = [
+            (i.decode(), [f.decode(errors="surrogateescape") for f in fields])
+            for i, fields in entries
+        ]
+    expected = _row_by_row(core, entries)
+    try:
+        got: Any = core.decode_entries(entries)
+    except MessageLogError as exc:
+        got = type(exc), str(exc), getattr(exc, "seq", None)
+    assert got == expected
+    if isinstance(got, list):
+        assert [type(r.at.tzinfo) for r in got] == [type(r.at.tzinfo) for r in expected]
+
+
+def test_a_large_page_is_decoded_in_one_piece_and_leaves_the_collector_on() -> None:
+    import gc
+
+    core = LogCore("c", prefix="msglog", max_message_bytes=1 << 20, page_size=10, clock=lambda: 0.0)
+    entries = [
+        (f"{i}-0".encode(), [b"at", b"1700000000000000", b"msg", _VALID_BODIES[i % 5]])
+        for i in range(1, 301)
+    ]
+    rows = core.decode_entries(entries)
+    assert [r.seq for r in rows] == list(range(1, 301))
+    assert rows == _row_by_row(core, entries)
+    assert gc.isenabled()
+    entries[150] = (b"151-0", [b"at", b"1700000000000000", b"msg", b"{}"])
+    with pytest.raises(MessageLogError, match="entry 151") as caught:
+        core.decode_entries(entries)
+    assert getattr(caught.value, "seq", None) == 151
+    assert gc.isenabled()

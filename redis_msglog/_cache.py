@@ -1,0 +1,214 @@
+"""The warm-read cache: ``all()`` of a conversation this client has read before fetches
+only what is new, checked against the server in the same round trip.
+
+An agent loop re-reads its whole history every turn; without a cache each turn costs
+(and decodes) every message again. With it, a repeat ``all()`` is one round trip of
+``XLEN, GET <seq>, XLEN, XRANGE <stream> <last>-0 + COUNT <page>, HGET <view> version``:
+
+- the counter, checked against the stream's length as every read checks it (an entry
+  deleted by hand is an error, as without the cache);
+- the entry at the cached last seq, which must decode to exactly the cached last row
+  (same message, same commit time): a log that was rewound (a failover lost
+  acknowledged appends), deleted, expired or recreated fails this and is read again
+  from the start, never served from memory;
+- the view's ``version``, which every edit of the conversation changes (issue 16's
+  ``<prefix>:{id}:view`` hash; absent: no edit ever): a different version drops the
+  entry and reads the log again;
+- the entries after it: the new rows.
+
+Any other surprise (the counter missing, more new rows than a page) takes the uncached
+read. The rows are kept as the server stores them (binaries stored off the rows as
+references) and put back per call, so the cache holds no image twice.
+
+Memory: one cache per client object (every log on it shares it), bounded by an
+estimate of the stored JSON it holds (``DEFAULT_READ_CACHE_BYTES``; the Python objects
+take a few times more), least recently read conversations evicted first. Turn it off,
+or resize it, with :func:`configure_read_cache`.
+"""
+
+from __future__ import annotations
+
+import threading
+import weakref
+from collections import OrderedDict
+from dataclasses import dataclass
+from typing import Any
+
+from ._blobs import BlobMode, check_blob_mode, references
+from ._core import EditsPresent, LogCore
+from ._steps import Plan
+from .models import StoredMessage
+
+DEFAULT_READ_CACHE_BYTES = 64 * 1024 * 1024
+"""The default budget per client: 64 MiB of stored JSON (about 200,000 chat-sized
+messages of 300 bytes; the Python objects take about four times that)."""
+
+_ROW_OVERHEAD = 64  # a row's JSON beyond its text: keys, role, seq, time (an estimate)
+
+
+@dataclass(frozen=True, slots=True)
+class _Entry:
+    """A conversation's rows, as chunks (one per read that found new rows), so that a
+    read adds its new rows without copying the old ones; the caller's list is the one
+    copy a read makes."""
+
+    chunks: tuple[tuple[StoredMessage, ...], ...]  # binaries off the rows as references
+    version: Any  # the view's version when the rows were read (None: no view)
+    size: int  # estimated bytes of stored JSON
+    refers: bool  # some row refers to a binary stored off the rows
+
+    @property
+    def last(self) -> StoredMessage:
+        return self.chunks[-1][-1]
+
+    def rows(self) -> list[StoredMessage]:
+        """A new list of every row (the caller's to change)."""
+        rows = list(self.chunks[0])
+        for chunk in self.chunks[1:]:
+            rows.extend(chunk)
+        return rows
+
+    def with_new(self, new: list[StoredMessage]) -> _Entry:
+        chunks = (*self.chunks, tuple(new))
+        if len(chunks) > _MAX_CHUNKS:  # now and then, one copy to keep rows() quick
+            chunks = (tuple(row for chunk in chunks for row in chunk),)
+        refers = self.refers or bool(references(new))
+        return _Entry(chunks, self.version, self.size + _size(new), refers)
+
+
+_MAX_CHUNKS = 64
+
+
+class ReadCache:
+    """Rows of recently read conversations, within a byte budget (see the module)."""
+
+    def __init__(self, max_bytes: int) -> None:
+        self.max_bytes = max_bytes
+        self.size = 0
+        self._entries: OrderedDict[str, _Entry] = OrderedDict()
+        self._lock = threading.Lock()  # the sync client's logs may share it across threads
+
+    def get(self, key: str) -> _Entry | None:
+        with self._lock:
+            entry = self._entries.get(key)
+            if entry is not None:
+                self._entries.move_to_end(key)
+            return entry
+
+    def put(self, key: str, entry: _Entry) -> None:
+        with self._lock:
+            self._drop(key)
+            if entry.size > self.max_bytes:
+                return
+            self._entries[key] = entry
+            self.size += entry.size
+            while self.size > self.max_bytes:
+                _, evicted = self._entries.popitem(last=False)
+                self.size -= evicted.size
+
+    def drop(self, key: str) -> None:
+        with self._lock:
+            self._drop(key)
+
+    def _drop(self, key: str) -> None:
+        entry = self._entries.pop(key, None)
+        if entry is not None:
+            self.size -= entry.size
+
+
+_CACHES: weakref.WeakKeyDictionary[Any, ReadCache | None] = weakref.WeakKeyDictionary()
+
+
+def configure_read_cache(client: Any, max_bytes: int | None) -> None:
+    """Set the warm-read cache of a redis-py client (shared by every log on it): at most
+    ``max_bytes`` of stored JSON, estimated; ``None`` or 0 turns it off and frees it.
+    By default each client has one of :data:`DEFAULT_READ_CACHE_BYTES`."""
+    if max_bytes is not None and (not isinstance(max_bytes, int) or max_bytes < 0):
+        raise ValueError(f"max_bytes must be None or an int >= 0, got {max_bytes!r}")
+    _CACHES[client] = ReadCache(max_bytes) if max_bytes else None
+
+
+def read_cache(client: Any) -> ReadCache | None:
+    """The client's cache (made on first use), or ``None`` when turned off."""
+    try:
+        return _CACHES[client]
+    except KeyError:
+        cache = _CACHES[client] = ReadCache(DEFAULT_READ_CACHE_BYTES)
+        return cache
+    except TypeError:  # not weak-referenceable: no cache
+        return None
+
+
+def view_key(core: LogCore) -> str:
+    """The conversation's view hash (docs/edits.md)."""
+    return core.keys.view
+
+
+def _size(rows: list[StoredMessage]) -> int:
+    """An estimate of the rows' stored JSON: their text and binaries, plus a constant."""
+    total = 0
+    for row in rows:
+        content = row.content
+        total += _ROW_OVERHEAD
+        if isinstance(content, str):
+            total += len(content)
+        else:
+            for part in content:
+                values = part.__dict__.values()
+                total += _ROW_OVERHEAD + sum(len(v) for v in values if isinstance(v, (str, bytes)))
+    return total
+
+
+def all_plan(
+    core: LogCore, cache: ReadCache | None, blobs: BlobMode = "hydrate"
+) -> Plan[list[StoredMessage]]:
+    """``core.read_plan(0, None, blobs)``, served from ``cache`` when it holds this
+    conversation and the server confirms it (see the module)."""
+    check_blob_mode(blobs)
+    if cache is None or core.edited:  # a view with edits is read by the view script
+        return (yield from core.read_plan(0, None, blobs))
+    key = core.keys.stream
+    entry = cache.get(key)
+    new = None if entry is None else (yield from _new_rows(core, entry))
+    if entry is None or new is None:
+        cache.drop(key)
+        # The version first: an edit made during the read then only costs a re-read.
+        (version,) = yield from core._read(("HGET", view_key(core), "version"))
+        rows = yield from core.read_plan(0, None, "refs")
+        if core.edited:  # the read found edits: nothing cached (see the module)
+            return (yield from core.with_blobs(rows, blobs))
+        if not rows:
+            return rows
+        entry = _Entry((tuple(rows),), version, _size(rows), bool(references(rows)))
+    elif new:
+        entry = entry.with_new(new)
+    cache.put(key, entry)
+    if entry.refers and blobs == "hydrate":
+        return (yield from core.with_blobs(entry.rows(), blobs))
+    return entry.rows()
+
+
+def _new_rows(core: LogCore, entry: _Entry) -> Plan[list[StoredMessage] | None]:
+    """The rows after the cached ones, or ``None`` when the server does not confirm the
+    cached ones (or anything is unusual: then the uncached read decides)."""
+    last = entry.last
+    page = core.page_size
+    before, raw_high, length, entries, version = yield from core._read(
+        *core._counter_commands(),
+        ("XRANGE", core.keys.stream, f"{last.seq}-0", "+", "COUNT", page + 1),
+        ("HGET", view_key(core), "version"),
+    )
+    if raw_high is None or version != entry.version or len(entries) > page:
+        return None
+    high = core._checked_counter(raw_high, before, length)  # an error, as uncached
+    try:
+        fresh = core.decode_entries(entries)  # a bad entry is an error, as uncached
+    except EditsPresent:
+        return None  # an edit since: the uncached read goes to the view
+
+    if not fresh or fresh[0] != last:
+        return None  # rewound, recreated or replaced: read it all again
+    new = core._contiguous(fresh[1:], last.seq + 1)
+    if (new[-1].seq if new else last.seq) < high:
+        return None  # the stream ends before its counter: the uncached read says why
+    return new
