@@ -144,3 +144,10 @@ def test_client_path_runs(shared_server: Any, capsys: pytest.CaptureFixture[str]
     table = capsys.readouterr().out
     for name in ("raw redis-py XADD", "msglog sync", "raw redis.asyncio XADD", "msglog async"):
         assert f"| {name} |" in table
+
+
+def test_floor_benchmark_runs() -> None:
+    from benchmarks import floor
+
+    results = floor.main(["--calls", "20"])
+    assert len(results) == 5 and all(value > 0 for value in results.values())

@@ -1,0 +1,109 @@
+"""The floor of an append's server time (DESIGN.md decision 12): the bare commands the
+design needs, alone, against the append script and a raw ``XADD``, in one run.
+
+    python -m benchmarks.floor [--url redis://...] [--calls 20000]
+
+Each figure is ``INFO commandstats`` time per call (``EVALSHA`` counts the commands its
+script runs), one client calling in a loop. With no ``--url`` it starts a private server.
+"""
+
+from __future__ import annotations
+
+import argparse
+import uuid
+from collections.abc import Callable
+from contextlib import ExitStack
+from typing import Any
+
+import orjson
+import redis
+
+from redis_msglog import NO_RETRY, MessageLog
+from redis_msglog.testing import EphemeralServer, find_server_binary
+
+MESSAGE = {"role": "user", "content": "x" * 250}
+
+SMALLEST = """
+local t = redis.call('TIME')
+local s = redis.call('INCR', KEYS[1])
+redis.call('XADD', KEYS[2], s .. '-0', 'at', t[1], 'msg', ARGV[1])
+return s
+"""
+"""The least a script assigning a seq does."""
+
+DESIGN = """
+local t = redis.call('TIME')
+local at = t[1] .. string.format('%06d', tonumber(t[2]))
+local last = tonumber(redis.call('GET', KEYS[1]) or '0')
+redis.call('XLEN', KEYS[2])
+redis.call('HGET', KEYS[3], ARGV[1])
+redis.call('XADD', KEYS[2], (last + 1) .. '-0', 'at', at, 'msg', ARGV[2])
+redis.call('INCRBY', KEYS[1], 1)
+redis.call('HSET', KEYS[3], ARGV[1], '1 ' .. (last + 1))
+redis.call('PUBLISH', KEYS[4], '{"first":' .. (last + 1) .. ',"messages":[' .. ARGV[2] .. ']}')
+return {last + 1, at}
+"""
+"""Every command the append needs (clock, counter, stream length, the producer's record,
+the entry, the event), without the checks the append script makes around them."""
+
+
+def server_us(client: redis.Redis, call: Callable[[int], object], calls: int) -> float:
+    """``INFO commandstats`` microseconds per call of ``call`` (its commands only)."""
+    client.config_resetstat()
+    for i in range(calls):
+        call(i)
+    stats: Any = client.info("commandstats")
+    names = ("cmdstat_xadd", "cmdstat_evalsha", "cmdstat_eval")
+    return sum(float(stats[name]["usec"]) for name in names if name in stats) / calls
+
+
+def floors(client: redis.Redis, calls: int) -> dict[str, float]:
+    body = orjson.dumps(MESSAGE)
+    tag = uuid.uuid4().hex
+    keys = [f"floor:{{{tag}}}:{name}" for name in ("seq", "stream", "producers", "events")]
+    smallest, design = client.register_script(SMALLEST), client.register_script(DESIGN)
+    results = {
+        "raw XADD": server_us(client, lambda i: client.xadd(f"raw:{tag}", {"msg": body}), calls),
+        "script: TIME + INCR + XADD": server_us(
+            client, lambda i: smallest(keys=keys[:2], args=[body]), calls
+        ),
+        "script: the append's commands, no checks": server_us(
+            client, lambda i: design(keys=keys, args=["producer", body]), calls
+        ),
+    }
+    variants: dict[str, dict[str, Any]] = {
+        "append script, producer (default)": {},
+        "append script, NO_RETRY": {"retry": NO_RETRY},
+    }
+    for label, options in variants.items():
+        log = MessageLog(client, f"floor-{uuid.uuid4().hex}", **options)
+        log.add("user", "warm up")  # loads the script
+        results[label] = server_us(client, _appending(log), calls)
+    return results
+
+
+def _appending(log: MessageLog) -> Callable[[int], object]:
+    return lambda i: log.append(MESSAGE)
+
+
+def main(argv: list[str] | None = None) -> dict[str, float]:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.floor")
+    parser.add_argument("--url", help="an existing server (default: start a private one)")
+    parser.add_argument("--calls", type=int, default=20_000)
+    args = parser.parse_args(argv)
+    with ExitStack() as stack:
+        url = args.url
+        if url is None:
+            binary = find_server_binary("any")
+            if binary is None:
+                raise SystemExit("no redis-server or valkey-server found; pass --url")
+            url = stack.enter_context(EphemeralServer(binary)).url
+        results = floors(redis.Redis.from_url(url), args.calls)
+    width = max(map(len, results))
+    for label, value in results.items():
+        print(f"{label:<{width}}  {value:7.2f} µs")
+    return results
+
+
+if __name__ == "__main__":
+    main()
