@@ -37,7 +37,7 @@ from openai.types.responses import (
 )
 from openai.types.responses.response_reasoning_item import Summary
 
-from redis_msglog import to_anthropic, to_openai
+from redis_msglog import AsyncMessageLog, to_anthropic, to_openai
 from redis_msglog.adapters import MISSING_RESULT, from_responses
 from redis_msglog.integrations.openai_agents import MessageLogSession
 from redis_msglog.testing import EphemeralServer
@@ -261,6 +261,25 @@ def test_items_round_trip_verbatim(make_session: Callable[..., Any]) -> None:
         # clear is an entry: the items are still in the physical log.
         physical = await session.log.all(view="physical")
         assert len(physical) > len(ODD_ITEMS)
+
+    loop.run_until_complete(go())
+
+
+def test_items_read_again_are_fresh_and_follow_the_log(make_session: Callable[..., Any]) -> None:
+    """Items rendered once are kept for the next read (the runner reads the whole
+    history every turn), but every read hands out fresh dicts, and an edit by another
+    worker shows at once."""
+    session, loop = make_session()
+
+    async def go() -> None:
+        await session.add_items(list(ODD_ITEMS))
+        first = await session.get_items()
+        first[0]["mutated by the runner"] = True
+        again = await session.get_items()
+        assert fp(again) == fp(ODD_ITEMS) and again[0] is not first[0]
+        other = AsyncMessageLog(session.log._redis, session.session_id)
+        await other.retract([1])
+        assert fp(await session.get_items()) == fp(ODD_ITEMS[1:])
 
     loop.run_until_complete(go())
 

@@ -29,6 +29,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
+import orjson
 from agents.items import TResponseInputItem
 from agents.memory.session_settings import (
     SessionSettings,
@@ -93,6 +94,7 @@ class MessageLogSession:
         )
         self.log = AsyncMessageLog(redis, session_id, **log_options)
         self._owned: Redis | RedisCluster | None = None
+        self._rendered = _RenderedItems()
 
     @classmethod
     def from_url(
@@ -133,7 +135,7 @@ class MessageLogSession:
         if n == 0:
             return []
         rows = await (self.log.all() if n is None or n < 0 else self.log.last(n))
-        items = _items(rows)
+        items = self._rendered.items(rows)
         return items if n is None or n < 0 else items[-n:]
 
     async def add_items(
@@ -228,6 +230,31 @@ class MessageLogSession:
 
 def _messages(items: list[TResponseInputItem]) -> list[AgentMessage]:
     return item_messages(items)
+
+
+class _RenderedItems:
+    """The items of the rows a session read last, as JSON: the runner reads the whole
+    history every turn, and (with the log's read cache) gets the same rows back, so only
+    new rows are rendered. Each call returns fresh dicts (``orjson.loads`` of the kept
+    JSON, as the SDK's own stores return ``json.loads`` of theirs): the runner may change
+    what it gets without changing what is kept. A row is known by its seq and commit
+    time, which a rewound or recreated log does not repeat."""
+
+    def __init__(self) -> None:
+        self._kept: dict[tuple[int, Any], list[bytes]] = {}
+
+    def items(self, rows: list[StoredMessage]) -> list[TResponseInputItem]:
+        kept: dict[tuple[int, Any], list[bytes]] = {}
+        out: list[TResponseInputItem] = []
+        for row in rows:
+            key = (row.seq, row.at)
+            rendered = self._kept.get(key)
+            if rendered is None:
+                rendered = [orjson.dumps(item) for item in message_items(row)]
+            kept[key] = rendered
+            out.extend(orjson.loads(item) for item in rendered)
+        self._kept = kept  # only what this read returned: bounded by the history read
+        return out
 
 
 def _items(rows: list[StoredMessage]) -> list[TResponseInputItem]:
