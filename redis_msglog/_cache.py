@@ -32,7 +32,7 @@ import threading
 import weakref
 from collections import OrderedDict
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 from ._blobs import BlobMode, check_blob_mode, references
 from ._core import EditsPresent, LogCore
@@ -160,13 +160,17 @@ def _size(rows: list[StoredMessage]) -> int:
 
 
 def all_plan(
-    core: LogCore, cache: ReadCache | None, blobs: BlobMode = "hydrate"
+    core: LogCore,
+    cache: ReadCache | None,
+    blobs: BlobMode = "hydrate",
+    view: Literal["visible", "active"] = "visible",
 ) -> Plan[list[StoredMessage]]:
-    """``core.read_plan(0, None, blobs)``, served from ``cache`` when it holds this
-    conversation and the server confirms it (see the module)."""
+    """``core.read_plan(0, None, blobs, view)``, served from ``cache`` when it holds this
+    conversation and the server confirms it (see the module). Only a log without edits
+    is cached, whose visible and active views are both every message."""
     check_blob_mode(blobs)
     if cache is None or core.edited:  # a view with edits is read by the view script
-        return (yield from core.read_plan(0, None, blobs))
+        return (yield from core.read_plan(0, None, blobs, view))
     key = core.keys.stream
     entry = cache.get(key)
     new = None if entry is None else (yield from _new_rows(core, entry))
@@ -175,7 +179,9 @@ def all_plan(
         # The version first: an edit made during the read then only costs a re-read.
         (version,) = yield from core._read(("HGET", view_key(core), "version"))
         rows = yield from core.read_plan(0, None, "refs")
-        if core.edited:  # the read found edits: nothing cached (see the module)
+        if core.edited:  # the read found edits: nothing cached, the view read as asked
+            if view != "visible":
+                return (yield from core.read_plan(0, None, blobs, view))
             return (yield from core.with_blobs(rows, blobs))
         if not rows:
             return rows

@@ -381,12 +381,13 @@ class MessageLog(ShellBase):
         ``blob`` is the SHA-256 of the bytes, ``data`` is ``None``); likewise below.
 
         A conversation this client has read before costs one round trip and the new
-        rows only (the visible view of a log without edits): the rows read last time are
+        rows only (the visible or active view of a log without edits): the rows read last time are
         kept (per client, within a byte budget; see
         :func:`~redis_msglog.configure_read_cache`) and checked against the server in the
         same round trip, so a rewound, recreated or edited log is read again."""
-        if view == "visible" and not self._core.edited:
-            return self._run(all_plan(self._core, read_cache(self._redis), blobs))
+        if (view == "visible" or view == "active") and not self._core.edited:
+            cache = read_cache(self._redis)
+            return self._run(all_plan(self._core, cache, blobs, view))
         return self.read(0, None, blobs=blobs, view=view)
 
     @overload

@@ -176,3 +176,15 @@ def test_many_warm_reads_keep_every_row_in_order(url: str) -> None:
         assert [m.content for m in log.all()] == [f"m{j}" for j in range(i + 1)]
     entry = read_cache(client).get(log.keys.stream)  # type: ignore[union-attr]
     assert entry is not None and len(entry.chunks) <= 64
+
+
+def test_the_active_view_is_cached_until_an_archive(url: str) -> None:
+    client = redis.Redis.from_url(url)
+    log = MessageLog(client, new_id())
+    log.append_many(_msgs("a", 4))
+    assert log.all(view="active") == log.all()  # no edits: the same rows, cached
+    MessageLog(redis.Redis.from_url(url), log.conversation).archive(2)  # another worker
+    assert [m.seq for m in log.all(view="active")] == [3, 4]
+    assert [m.seq for m in log.all(view="archived")] == [1, 2]
+    fresh = MessageLog(client, log.conversation)  # a new log object on the same client
+    assert [m.seq for m in fresh.all(view="active")] == [3, 4]
