@@ -54,7 +54,7 @@ import redis.asyncio.connection
 import redis.connection
 
 from benchmarks.run import capturing_writes
-from redis_msglog.testing import EphemeralServer, find_server_binary
+from benchmarks.server import server_url
 
 TOOL = "search_docs"
 MESSAGES_PER_TURN = 4
@@ -603,12 +603,7 @@ def main(argv: list[str] | None = None) -> list[Result]:
     turns = args.turns or turns
     runs = args.runs or runs
     with contextlib.ExitStack() as stack:
-        url = args.url
-        if url is None:
-            binary = find_server_binary("any")
-            if binary is None:
-                raise SystemExit("no redis-server or valkey-server found; pass --url")
-            url = stack.enter_context(EphemeralServer(binary)).url
+        url = server_url(stack, args.url)
         version = redis.Redis.from_url(url).info("server").get("redis_version")
         print(f"agent loop: {turns} turns x {runs} runs, server {version} at {url}", flush=True)
         results = measure(url, turns, runs)

@@ -24,8 +24,8 @@ import orjson
 import redis
 import redis.asyncio
 
+from benchmarks.server import server_url
 from redis_msglog import NO_RETRY, AsyncMessageLog, MessageLog
-from redis_msglog.testing import EphemeralServer, find_server_binary
 
 from .run import _server_counters, messages
 
@@ -109,12 +109,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--rounds", type=int, default=5, help="rounds (medians are shown)")
     args = parser.parse_args(argv)
     with ExitStack() as stack:
-        url = args.url
-        if url is None:
-            binary = find_server_binary("any")
-            if binary is None:
-                raise SystemExit("no redis-server or valkey-server found; pass --url")
-            url = stack.enter_context(EphemeralServer(binary)).url
+        url = server_url(stack, args.url)
         figures = sync_figures(url, args.appends, args.rounds)
         figures |= asyncio.run(async_figures(url, args.appends, args.rounds))
     print("| per append, µs (median) | client CPU | wall | server CPU |")

@@ -24,8 +24,8 @@ from typing import Any
 import orjson
 import redis
 
+from benchmarks.server import server_url
 from redis_msglog import MessageLog
-from redis_msglog.testing import EphemeralServer, find_server_binary
 
 LAST_N = 50
 RUNS = 5
@@ -91,12 +91,7 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
     parser.add_argument("--calls", type=int, default=200)
     args = parser.parse_args(argv)
     with ExitStack() as stack:
-        url = args.url
-        if url is None:
-            binary = find_server_binary("any")
-            if binary is None:
-                raise SystemExit("no redis-server or valkey-server found; pass --url")
-            url = stack.enter_context(EphemeralServer(binary)).url
+        url = server_url(stack, args.url)
         client = redis.Redis.from_url(url)
         results = last_n_costs(client, args.small, args.large, args.calls)
     width = max(map(len, results))

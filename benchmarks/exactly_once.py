@@ -22,8 +22,8 @@ from typing import Any
 
 import redis
 
+from benchmarks.server import server_url
 from redis_msglog import NO_RETRY, MessageLog, RetryPolicy
-from redis_msglog.testing import EphemeralServer, find_server_binary
 
 RUNS = 5
 
@@ -171,12 +171,7 @@ def main() -> None:
     parser.add_argument("--appends", type=int, default=5000, help="appends per measurement")
     args = parser.parse_args()
     with ExitStack() as stack:
-        url = args.url
-        if url is None:
-            binary = find_server_binary("any")
-            if binary is None:
-                raise SystemExit("no redis-server or valkey-server found; pass --url")
-            url = stack.enter_context(EphemeralServer(binary)).url
+        url = server_url(stack, args.url)
         client = redis.Redis.from_url(url)
         print(f"server: {client.info('server').get('redis_version')} at {url}")
         results = {

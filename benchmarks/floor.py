@@ -18,8 +18,8 @@ from typing import Any
 import orjson
 import redis
 
+from benchmarks.server import server_url
 from redis_msglog import NO_RETRY, MessageLog
-from redis_msglog.testing import EphemeralServer, find_server_binary
 
 MESSAGE = {"role": "user", "content": "x" * 250}
 
@@ -92,12 +92,7 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
     parser.add_argument("--calls", type=int, default=20_000)
     args = parser.parse_args(argv)
     with ExitStack() as stack:
-        url = args.url
-        if url is None:
-            binary = find_server_binary("any")
-            if binary is None:
-                raise SystemExit("no redis-server or valkey-server found; pass --url")
-            url = stack.enter_context(EphemeralServer(binary)).url
+        url = server_url(stack, args.url)
         results = floors(redis.Redis.from_url(url), args.calls)
     width = max(map(len, results))
     for label, value in results.items():

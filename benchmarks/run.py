@@ -36,7 +36,7 @@ import redis.asyncio.connection
 import redis.connection
 
 import redis_msglog
-from redis_msglog.testing import EphemeralServer, find_server_binary
+from benchmarks.server import server_url
 
 from . import contenders as c
 from .report import Workload, check_targets, markdown, write_chart
@@ -620,12 +620,7 @@ def main(argv: list[str] | None = None) -> None:
     sizes = SMOKE if args.smoke else QUICK if args.quick else FULL
     started = time.perf_counter()
     with contextlib.ExitStack() as stack:
-        url = args.url
-        if url is None:
-            binary = find_server_binary("any")
-            if binary is None:
-                raise SystemExit("no redis-server or valkey-server found; pass --url")
-            url = stack.enter_context(EphemeralServer(binary)).url
+        url = server_url(stack, args.url)
         server = redis.Redis.from_url(url).info("server")
         run = Runner()
         workloads: list[Workload] = []

@@ -275,13 +275,10 @@ end
 
 local last = 0
 if raw then
-  -- Exactly the canonical non-negative integers INCRBY accepts ("3.0", " 3", "0x3", "+3",
-  -- "03" pass tonumber but not INCRBY), and few enough digits for Lua's doubles.
-  if not (raw == '0' or (string.match(raw, '^[1-9]%d*$') and #raw <= 15)) then
-    return redis.error_reply('MSGLOG_BADSEQ seq counter ' .. KEYS[1] .. ' holds ' ..
-      string.format('%q', raw) .. ', not a seq')
+  last = counter_value(KEYS[1], raw)  -- see view_lib.lua
+  if type(last) == 'table' then
+    return last
   end
-  last = tonumber(raw)
   -- A healthy log has one entry per seq, so XLEN == counter; only when it does not (an
   -- operator's XDEL, a counter moved by hand) is the stream's last entry read.
   if length ~= last then

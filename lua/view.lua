@@ -25,11 +25,10 @@
 local raw = redis.call('GET', KEYS[1])
 local last
 if raw then
-  if not (raw == '0' or (string.match(raw, '^[1-9]%d*$') and #raw <= 15)) then
-    return redis.error_reply('MSGLOG_BADSEQ seq counter ' .. KEYS[1] .. ' holds ' ..
-      string.format('%q', raw) .. ', not a seq')
+  last = counter_value(KEYS[1], raw)
+  if type(last) == 'table' then
+    return last
   end
-  last = tonumber(raw)
 else
   local newest = redis.call('XREVRANGE', KEYS[2], '+', '-', 'COUNT', 1)
   last = newest[1] and tonumber(string.match(newest[1][1], '^(%d+)')) or 0

@@ -1,4 +1,5 @@
--- view_lib.lua: the view of a log, shared by append.lua (edits) and view.lua (reads).
+-- view_lib.lua: the view of a log, shared by append.lua (edits) and view.lua (reads),
+-- with the check of the seq counter both make.
 -- Not a script of its own: the loader puts it where a script says `-- @include view_lib.lua`.
 --
 -- The view (docs/edits.md) is kept in two keys beside the stream:
@@ -11,6 +12,17 @@
 -- Every entry not hidden is a message, so a run of seqs between hidden ranges is read
 -- with one XRANGE: a view read costs what it returns plus one step per hidden range it
 -- crosses, never a scan of the history.
+
+-- The seq counter's value: exactly the canonical non-negative integers INCRBY accepts
+-- ("3.0", " 3", "0x3", "+3", "03" pass tonumber but not INCRBY), and few enough digits
+-- for Lua's doubles; otherwise an error reply (a table).
+local function counter_value(counter, raw)
+  if raw == '0' or (string.match(raw, '^[1-9]%d*$') and #raw <= 15) then
+    return tonumber(raw)
+  end
+  return redis.error_reply('MSGLOG_BADSEQ seq counter ' .. counter .. ' holds ' ..
+    string.format('%q', raw) .. ', not a seq')
+end
 
 local function bad_view(view, what)
   return {err = 'MSGLOG_BADVIEW view ' .. view .. ' ' .. what .. ' (set by hand?)'}

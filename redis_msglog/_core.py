@@ -917,6 +917,8 @@ class LogCore:
         rows: list[Entry] = []
         start = 0
         for index, (entry_id, fields) in enumerate(entries):
+            if len(fields) == 4 and fields[0] in _AT_FIELD and fields[2] in _MSG_FIELD:
+                continue  # a message as the script writes it: decoded with its page
             named = dict(zip(fields[::2], fields[1::2], strict=False))
             edit = named.get("edit", named.get(b"edit"))
             if edit is None:
@@ -951,6 +953,7 @@ _BYTES = (b"at", b"msg", b"-")
 _ZERO: dict[Any, Any] = {"-": "0", b"-": b"0"}
 _first, _second, _third, _fourth = (itemgetter(i) for i in range(4))
 _EDIT_FIELDS = frozenset(("edit", b"edit"))
+_AT_FIELD, _MSG_FIELD = frozenset(("at", b"at")), frozenset(("msg", b"msg"))
 _NO_EDITS = (None, b"0", "0")
 R = TypeVar("R", bound=Entry)
 
