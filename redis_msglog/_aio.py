@@ -26,6 +26,7 @@ from ._core import (
     DEFAULT_PAGE_SIZE,
     Batch,
     Commit,
+    PreparedAppend,
     require_non_negative,
 )
 from ._durability import Durability
@@ -210,7 +211,11 @@ class AsyncMessageLog(ShellBase):
     async def _commit_batch(
         self, batch: Batch, idempotency_key: str | None, expected_seq: int | None
     ) -> Commit:
-        commit = await self._run(self._append_plan(batch, idempotency_key, expected_seq))
+        prepared = self._quick_append(batch, idempotency_key, expected_seq)
+        if prepared is None:
+            commit = await self._run(self._append_plan(batch, idempotency_key, expected_seq))
+        else:
+            commit = await self._send_quick(prepared)
         self._warn(commit)
         if commit.fresh and batch.encoded and self._on_append is not None:
             await io.call_hook(self._on_append, self._core.committed_rows(batch, commit))
@@ -656,6 +661,21 @@ class AsyncMessageLog(ShellBase):
             except (*CLIENT_FAILURES, ReplyLost) as exc:
                 failure = step_failure(exc)
 
+    async def _send_quick(self, prepared: PreparedAppend) -> Commit:
+        """A quick append (see ``LogCore.quick_append``): its first try sent here, and
+        only a failure handed to a plan."""
+        command, first_sent = self._core.quick_command(prepared), self._core.clock()
+        try:
+            reply = await io.honouring_cancel(
+                self._router.run(lambda conn, asking: _send_once(conn, command, None, asking))
+            )
+        except (*CLIENT_FAILURES, ReplyLost) as exc:
+            return await self._run(self._core.quick_failed(prepared, step_failure(exc), first_sent))
+        except BaseException:
+            prepared.settle()  # cancelled or interrupted: as a plan's end would
+            raise
+        return self._core.quick_commit(prepared, reply)
+
     async def _read(self, commands: tuple[Command, ...]) -> list[Any]:
         # Raw replies (redis-py's response callbacks would reshape every stream entry).
         # No redis-py retry: re-sends are the core's, under the log's RetryPolicy.
@@ -677,6 +697,8 @@ async def _send_once(conn: Any, command: Command, then: Command | None, asking: 
     try:
         # A cancel honoured mid-exchange leaves replies unread: the router discards conn.
         await io.send(conn, pack(conn, commands))
+        if len(commands) == 1:  # most writes: one reply (an error reply raises)
+            return await io.honouring_cancel(conn.read_response())
         replies: list[Any] = []
         for _ in commands:
             try:

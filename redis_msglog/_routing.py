@@ -285,6 +285,8 @@ def pack(conn: Any, commands: Sequence[Command]) -> list[bytes]:
         and encoder.encoding_errors == "strict"
     ):
         try:
+            if len(commands) == 1:
+                return [_hiredis_pack(commands[0])]
             return [b"".join([_hiredis_pack(command) for command in commands])]
         except (TypeError, ValueError):  # UnicodeEncodeError is a ValueError
             pass

@@ -14,7 +14,7 @@ from typing import Any
 
 from redis import exceptions as redis_errors
 
-from ._core import Batch, Commit, LogCore
+from ._core import Batch, Commit, LogCore, PreparedAppend
 from ._keys import ConversationKeys
 from ._routing import is_cluster
 from ._steps import NotSent, Plan, Refused, StepFailure
@@ -114,6 +114,15 @@ class ShellBase:
         return self._core.append_plan(
             batch, idempotency_key, expected_seq=expected_seq, check_eviction=check
         )
+
+    def _quick_append(
+        self, batch: Batch, idempotency_key: str | None, expected_seq: int | None
+    ) -> PreparedAppend | None:
+        """The first try to send without a plan (``LogCore.quick_append``), once the
+        client's eviction policy has been looked at (by a planned append), else ``None``."""
+        if self._redis not in _EVICTION_CHECKED:
+            return None
+        return self._core.quick_append(batch, idempotency_key, expected_seq)
 
     def _warn(self, commit: Commit) -> None:
         if commit.eviction_risk is not None:

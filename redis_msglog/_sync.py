@@ -24,6 +24,7 @@ from ._core import (
     DEFAULT_PAGE_SIZE,
     Batch,
     Commit,
+    PreparedAppend,
     require_non_negative,
 )
 from ._durability import Durability
@@ -208,7 +209,11 @@ class MessageLog(ShellBase):
     def _commit_batch(
         self, batch: Batch, idempotency_key: str | None, expected_seq: int | None
     ) -> Commit:
-        commit = self._run(self._append_plan(batch, idempotency_key, expected_seq))
+        prepared = self._quick_append(batch, idempotency_key, expected_seq)
+        if prepared is None:
+            commit = self._run(self._append_plan(batch, idempotency_key, expected_seq))
+        else:
+            commit = self._send_quick(prepared)
         self._warn(commit)
         if commit.fresh and batch.encoded and self._on_append is not None:
             io.call_hook(self._on_append, self._core.committed_rows(batch, commit))
@@ -654,6 +659,21 @@ class MessageLog(ShellBase):
             except (*CLIENT_FAILURES, ReplyLost) as exc:
                 failure = step_failure(exc)
 
+    def _send_quick(self, prepared: PreparedAppend) -> Commit:
+        """A quick append (see ``LogCore.quick_append``): its first try sent here, and
+        only a failure handed to a plan."""
+        command, first_sent = self._core.quick_command(prepared), self._core.clock()
+        try:
+            reply = io.honouring_cancel(
+                self._router.run(lambda conn, asking: _send_once(conn, command, None, asking))
+            )
+        except (*CLIENT_FAILURES, ReplyLost) as exc:
+            return self._run(self._core.quick_failed(prepared, step_failure(exc), first_sent))
+        except BaseException:
+            prepared.settle()  # cancelled or interrupted: as a plan's end would
+            raise
+        return self._core.quick_commit(prepared, reply)
+
     def _read(self, commands: tuple[Command, ...]) -> list[Any]:
         # Raw replies (redis-py's response callbacks would reshape every stream entry).
         # No redis-py retry: re-sends are the core's, under the log's RetryPolicy.
@@ -675,6 +695,8 @@ def _send_once(conn: Any, command: Command, then: Command | None, asking: bool) 
     try:
         # A cancel honoured mid-exchange leaves replies unread: the router discards conn.
         io.send(conn, pack(conn, commands))
+        if len(commands) == 1:  # most writes: one reply (an error reply raises)
+            return io.honouring_cancel(conn.read_response())
         replies: list[Any] = []
         for _ in commands:
             try:

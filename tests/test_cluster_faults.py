@@ -384,6 +384,7 @@ class CrashWriters:
         self.client = cluster.client(socket_timeout=1, socket_connect_timeout=1)
         self.outcomes: list[tuple[str, str, str, float]] = []  # policy, content, result, s
         self.in_doubt: list[tuple[str, str, str]] = []  # conversation, content, key
+        self.acked_at: dict[str, float] = {}  # content: when its append returned
         self._stop = threading.Event()
         plans = [(c, policy) for c in conversations for policy in ("default", "short")]
         self._threads = [threading.Thread(target=self._sync, args=plan) for plan in plans]
@@ -393,6 +394,8 @@ class CrashWriters:
         self, conversation: str, policy: str, content: str, started: float, error: Any
     ) -> None:
         result = "acked" if error is None else type(error).__name__
+        if error is None:
+            self.acked_at[content] = time.monotonic()
         if isinstance(error, AppendInDoubtError):
             assert error.idempotency_key is not None
             self.in_doubt.append((conversation, content, error.idempotency_key))
@@ -447,8 +450,11 @@ class CrashWriters:
 
 def test_appends_ride_out_a_crash_failover() -> None:
     """SIGSTOP then SIGKILL of a primary under appends (the pause lets the kernel hand the
-    replica what the primary sent it, so nothing acknowledged is lost to asynchronous
-    replication and the test can demand that). The default policy waits through the
+    replica what the primary sent it, so nothing acknowledged well before the crash is
+    lost to asynchronous replication and the test can demand that: within one turn of
+    its event loop Redis writes a reply before the replication stream, so an append acked
+    in the last moments may be lost; only ``Durability(replicas=1)`` rules that out, see
+    test_durability). The default policy waits through the
     promotion: no error, nothing lost, nothing twice. A 0.3 s deadline gives up:
     ServerUnavailableError (nothing written) or AppendInDoubtError (re-sent afterwards
     with its key: written once)."""
@@ -497,5 +503,6 @@ def test_appends_ride_out_a_crash_failover() -> None:
             contents = [m.content for m in rows]
             assert len(set(contents)) == len(contents), "an append was written twice"
             mine = {c for c in acked | doubtful if c.startswith(conversation)}
-            assert mine <= set(contents), "an acknowledged append was lost"
+            last_moments = {c for c, at in writers.acked_at.items() if at > crashed - 0.1}
+            assert mine - last_moments <= set(contents), "an acknowledged append was lost"
             assert not refused & set(contents), "a refused append was written"

@@ -45,6 +45,18 @@ def test_noscript_after_script_flush_is_transparent(env: Env) -> None:
     assert [m.seq for m in log.all()] == [1, 2, 3, 4]
 
 
+def test_noscript_is_transparent_with_retries_off_too(env: Env) -> None:
+    """A script the server no longer has is not a failure to retry: nothing ran, so it
+    is sent again at once (EVAL), whatever the retry policy."""
+    log = env.log(retry=NO_RETRY)
+    assert log.add("user", "before") == 1
+    env.raw.script_flush()
+    assert log.add("user", "after") == 2  # no plan: the quick lane's first try
+    env.raw.script_flush()
+    assert log.retract([1]) == 3
+    assert [m.content for m in log.all()] == ["after"]
+
+
 def test_stream_key_of_wrong_type(env: Env) -> None:
     log = env.log()
     env.raw.set(log.keys.stream, "not a stream")
