@@ -26,7 +26,7 @@ MESSAGE = {"role": "user", "content": "x" * 250}
 SMALLEST = """
 local t = redis.call('TIME')
 local s = redis.call('INCR', KEYS[1])
-redis.call('XADD', KEYS[2], s .. '-0', 'at', t[1], 'msg', ARGV[1])
+redis.call('XADD', KEYS[2], s .. '-' .. t[1], 'msg', ARGV[1])
 return s
 """
 """The least a script assigning a seq does."""
@@ -37,7 +37,7 @@ local at = t[1] .. string.format('%06d', tonumber(t[2]))
 local last = tonumber(redis.call('GET', KEYS[1]) or '0')
 redis.call('XLEN', KEYS[2])
 redis.call('HGET', KEYS[3], ARGV[1])
-redis.call('XADD', KEYS[2], (last + 1) .. '-0', 'at', at, 'msg', ARGV[2])
+redis.call('XADD', KEYS[2], string.format('%d-', last + 1) .. at, 'msg', ARGV[2])
 redis.call('INCRBY', KEYS[1], 1)
 redis.call('HSET', KEYS[3], ARGV[1], '1 ' .. (last + 1))
 redis.call('PUBLISH', KEYS[4], '{"first":' .. (last + 1) .. ',"messages":[' .. ARGV[2] .. ']}')

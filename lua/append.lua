@@ -7,7 +7,11 @@
 -- with the first line blanked out; see scripts.py.)
 --
 -- KEYS[1]   seq counter: a string holding the last assigned seq (absent = 0)
--- KEYS[2]   stream: one entry per message, entry ID "<seq>-0", fields "at" and "msg"
+-- KEYS[2]   stream: one entry per message, entry ID "<seq>-<at>" (at: the commit time in
+--           microseconds since the Unix epoch), one field: "msg" (an edit entry: "edit").
+--           Entries written by earlier versions have ID "<seq>-0" and fields "at" (the
+--           commit time) and "msg" or "edit"; they are read as before, and appends
+--           continue after them (seq grows, so IDs still grow).
 -- KEYS[3]   blobs: a hash of large binaries stored off the rows, field = SHA-256 (hex);
 --           touched only when the batch stores blobs or ARGV[6] sets a lifetime, and
 --           otherwise passed as KEYS[2] again (see "Slot moves" below)
@@ -123,19 +127,23 @@ local WINDOW = 64
 local PRUNE_ABOVE = 32
 local PRUNE_SAMPLE = 4
 
--- The commit time of the entry `seq` ("0" if it is gone), or nil if KEYS[2] is no stream.
+-- The commit time of the entry `seq` ("0" if it is gone), or nil if KEYS[2] is no stream:
+-- the second part of its ID, or an older entry's "at" field (ID "<seq>-0").
 local function committed_at(seq)
-  local entry = redis.pcall('XRANGE', KEYS[2], seq .. '-0', seq .. '-0')
+  local entry = redis.pcall('XRANGE', KEYS[2], seq, seq)  -- "<seq>-0" to "<seq>-<max>"
   if type(entry) == 'table' and entry.err then
     return nil
   end
-  local fields = entry[1] and entry[1][2] or {}
+  if not entry[1] then
+    return '0'
+  end
+  local fields = entry[1][2]
   for i = 1, #fields - 1, 2 do
     if fields[i] == 'at' then
       return fields[i + 1]
     end
   end
-  return '0'
+  return string.match(entry[1][1], '%-(%d+)$') or '0'
 end
 
 -- This producer's results (nil: none yet), their count and newest pseq; or, as the fourth
@@ -259,18 +267,36 @@ if BLOBS > 0 or ARGV[6] ~= '' then
   end
 end
 
+-- The seq of a stream entry ({id, fields}) as this library writes it, or nil: ID
+-- "<seq>-<at>" and a "msg" or "edit" field, or (older versions) ID "<seq>-0" and an "at"
+-- field besides. An "at" field under any other ID is not ours: `XADD key *` makes IDs
+-- "<ms>-<n>".
+local function entry_seq(entry)
+  local seq, tail = string.match(entry[1], '^(%d+)-(%d+)$')
+  local has_at, has_body = false, false
+  local fields = entry[2]
+  for i = 1, #fields - 1, 2 do
+    has_at = has_at or fields[i] == 'at'
+    has_body = has_body or fields[i] == 'msg' or fields[i] == 'edit'
+  end
+  if seq and has_body and has_at == (tail == '0') then
+    return tonumber(seq)
+  end
+  return nil
+end
+
 -- The seq of the stream's newest entry (0 when it is empty).
 local function stream_end()
   local newest = redis.call('XREVRANGE', KEYS[2], '+', '-', 'COUNT', 1)
   if not newest[1] then
     return 0
   end
-  local seq = string.match(newest[1][1], '^(%d+)-0$')
+  local seq = entry_seq(newest[1])
   if not seq then
     return redis.error_reply('MSGLOG_FOREIGN stream ' .. KEYS[2] .. ' ends with entry ' ..
-      newest[1][1] .. ', not one of the form <seq>-0')
+      newest[1][1] .. ', not one of the form <seq>-<at> with a msg or edit field')
   end
-  return tonumber(seq)
+  return seq
 end
 
 local last = 0
@@ -289,6 +315,10 @@ if raw then
     if ends > last then
       return redis.error_reply('MSGLOG_BEHIND seq counter ' .. KEYS[1] .. ' (' .. last ..
         ') is behind the last entry of stream ' .. KEYS[2] .. ' (seq ' .. ends .. ')')
+    end
+    if length > last then  -- more entries than seqs: a seq written twice (by hand)
+      return redis.error_reply('MSGLOG_BEHIND seq counter ' .. KEYS[1] .. ' (' .. last ..
+        ') is behind stream ' .. KEYS[2] .. ', which has ' .. length .. ' entries')
     end
     if ends < last then
       return redis.error_reply('MSGLOG_AHEAD seq counter ' .. KEYS[1] .. ' (' .. last ..
@@ -325,7 +355,7 @@ local function check_row(segments, s, what)
     return bad_edit(what .. ' ' .. s .. ' is not in the view: an edit entry, or already ' ..
       'retracted or compacted away')
   end
-  local entry = redis.call('XRANGE', KEYS[2], s .. '-0', s .. '-0')
+  local entry = redis.call('XRANGE', KEYS[2], s, s)  -- "<s>-0" to "<s>-<max>"
   if not entry[1] then
     return bad_edit(what .. ' ' .. s .. ' is missing from the stream (deleted by hand?)')
   end
@@ -469,7 +499,8 @@ for i = HEADER + 1, #ARGV do
   entries[#entries + 1] = {'msg', ARGV[i]}
 end
 
-local added = redis.pcall('XADD', KEYS[2], string.format('%d-0', last + 1), 'at', at,
+-- Entry ID "<seq>-<at>": the commit time is kept in the ID, not in a field of its own.
+local added = redis.pcall('XADD', KEYS[2], string.format('%d-', last + 1) .. at,
   entries[1][1], entries[1][2])
 if type(added) == 'table' and added.err then
   local err = tostring(added.err)  -- fakeredis hands over a userdata, not a string
@@ -482,7 +513,7 @@ if type(added) == 'table' and added.err then
   return redis.error_reply(err)
 end
 for i = 2, #entries do
-  redis.call('XADD', KEYS[2], string.format('%d-0', last + i), 'at', at, entries[i][1],
+  redis.call('XADD', KEYS[2], string.format('%d-', last + i) .. at, entries[i][1],
     entries[i][2])
 end
 for i = 0, BLOBS - 1 do  -- content-addressed: the same bytes are stored once

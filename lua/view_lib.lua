@@ -141,8 +141,10 @@ local function walk_down(stream, hidden, lo, from, need, out)
       if hlo and hhi + 1 > floor then
         floor = hhi + 1
       end
-      local entries = redis.call('XREVRANGE', stream, string.format('%d-0', cursor),
-        string.format('%d-0', floor), 'COUNT', need)
+      -- Incomplete IDs: "<cursor>" ends at "<cursor>-<max>", "<floor>" starts at
+      -- "<floor>-0" (entry IDs are "<seq>-<at>", or "<seq>-0" for older entries).
+      local entries = redis.call('XREVRANGE', stream, string.format('%d', cursor),
+        string.format('%d', floor), 'COUNT', need)
       for _, entry in ipairs(entries) do
         out[#out + 1] = entry
       end
@@ -170,8 +172,8 @@ local function walk_up(stream, hidden, from, hi, need, out)
       if next_lo and next_lo - 1 < ceiling then
         ceiling = next_lo - 1
       end
-      local entries = redis.call('XRANGE', stream, string.format('%d-0', cursor),
-        string.format('%d-0', ceiling), 'COUNT', need)
+      local entries = redis.call('XRANGE', stream, string.format('%d', cursor),
+        string.format('%d', ceiling), 'COUNT', need)  -- incomplete IDs: see walk_down
       for _, entry in ipairs(entries) do
         out[#out + 1] = entry
       end

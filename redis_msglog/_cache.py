@@ -201,7 +201,7 @@ def _new_rows(core: LogCore, entry: _Entry) -> Plan[list[StoredMessage] | None]:
     page = core.page_size
     before, raw_high, length, entries, version = yield from core._read(
         *core._counter_commands(),
-        ("XRANGE", core.keys.stream, f"{last.seq}-0", "+", "COUNT", page + 1),
+        core._xrange(last.seq, page + 1),  # from the cached last entry (any commit time)
         ("HGET", view_key(core), "version"),
     )
     if raw_high is None or version != entry.version or len(entries) > page:

@@ -827,8 +827,10 @@ class LogCore:
         while len(entries) == want and len(newest_first) < n and newest_first[-1].seq > 1:
             want = min(self.page_size, n - len(newest_first))
             below = newest_first[-1].seq - 1
+            # "<below>" is an incomplete ID: as an end, "<below>-<max>", so the entry of
+            # seq ``below`` is in, whatever its commit time (the second part of its ID).
             (entries,) = yield from self._read(
-                ("XREVRANGE", self.keys.stream, f"{below}-0", "-", "COUNT", want)
+                ("XREVRANGE", self.keys.stream, str(below), "-", "COUNT", want)
             )
             newest_first.extend(self._contiguous(decode(entries), below, step=-1))
         if len(newest_first) < n and newest_first and newest_first[-1].seq > 1:
@@ -870,10 +872,19 @@ class LogCore:
         for row in rows:
             if row.seq != expected:
                 assert expected is not None
+                if row.seq == expected - step:
+                    self.twice(row.seq)
                 low, high = sorted((expected, row.seq - step))
                 self._gap(low, high)
             expected = row.seq + step
         return rows
+
+    def twice(self, seq: int) -> None:
+        """Raise: two entries of ``seq`` (IDs ``<seq>-<at>`` can differ in their time)."""
+        raise errors.CorruptLogError(
+            f"stream {self.keys.stream} holds two entries of seq {seq} (added by hand?): the "
+            "log is not one entry per seq; see `msglog verify`"
+        )
 
     def _gap(self, low: int, high: int) -> None:
         missing = f"seq {low}" if low == high else f"seqs {low}..{high}"
@@ -927,33 +938,46 @@ class LogCore:
             yield Pause(delay)
 
     def _xrange(self, start_seq: int, count: int) -> Command:
+        # As a start, "<seq>-0" is below every entry of that seq: "<seq>-<at>", and an
+        # older entry's "<seq>-0".
         return ("XRANGE", self.keys.stream, f"{start_seq}-0", "+", "COUNT", count)
 
     def decode_entries(self, entries: list[Any]) -> list[StoredMessage]:
         """Rows of a raw ``XRANGE``/``XREVRANGE`` reply (``[id, [field, value, ...]]``);
-        an entry the library did not write raises :class:`~redis_msglog.CorruptEntryError`."""
+        an entry the library did not write raises :class:`~redis_msglog.CorruptEntryError`.
+
+        An entry is ID ``<seq>-<at>`` (the commit time, in microseconds) with one field,
+        ``msg``; or, written by earlier versions, ID ``<seq>-0`` with fields ``at`` and
+        ``msg``."""
         if not entries:
             return []
         # One check per page: the client returns all bytes or all str.
         at_key, msg_key, sep = ("at", "msg", "-") if isinstance(entries[0][0], str) else _BYTES
         # The common case, a page of entries as the append script writes them, is checked
         # and decoded without a Python loop per entry (map/itemgetter run in C), then
-        # validated in one call; anything else takes the row-by-row path below, which
-        # names the first entry that is not a message.
+        # validated in one call; anything else (a page mixing both formats, edits, foreign
+        # entries) takes the row-by-row path below, which names the first entry that is not
+        # a message.
         ids = list(map(_first, entries))
         fields = list(map(_second, entries))
+        lengths = set(map(len, fields))
+        zero = sep + _ZERO[sep]
         if (
-            all(map(methodcaller("endswith", sep + _ZERO[sep]), ids))
-            and set(map(len, fields)) == {4}
+            lengths == {2}
+            and set(map(_first, fields)) == {msg_key}
+            and not any(map(methodcaller("endswith", zero), ids))
+        ):
+            parts = list(map(methodcaller("partition", sep), ids))
+            seqs = list(map(int, map(_first, parts)))  # stream IDs: two integers
+            return decode_page(seqs, list(map(_third, parts)), list(map(_second, fields)))
+        if (
+            lengths == {4}
+            and all(map(methodcaller("endswith", zero), ids))
             and set(map(_first, fields)) == {at_key}
             and set(map(_third, fields)) == {msg_key}
         ):
-            try:
-                seqs = list(map(int, map(methodcaller("removesuffix", sep + _ZERO[sep]), ids)))
-            except ValueError:
-                pass
-            else:
-                return decode_page(seqs, list(map(_second, fields)), list(map(_fourth, fields)))
+            seqs = list(map(int, map(methodcaller("removesuffix", zero), ids)))
+            return decode_page(seqs, list(map(_second, fields)), list(map(_fourth, fields)))
         return self.decode_entries_one_by_one(entries)
 
     def decode_entries_one_by_one(self, entries: list[Any]) -> list[StoredMessage]:
@@ -965,18 +989,23 @@ class LogCore:
         rows = []
         for entry_id, fields in entries:
             seq_part, _, tail = entry_id.partition(sep)
-            if len(fields) == 4 and fields[0] == at_key and fields[2] == msg_key:
-                at, body = fields[1], fields[3]
+            if len(fields) == 2 and fields[0] == msg_key:
+                at, body, field = tail, fields[1], False
+            elif len(fields) == 4 and fields[0] == at_key and fields[2] == msg_key:
+                at, body, field = fields[1], fields[3], True
             else:  # other field orders, edits, missing or foreign fields
                 named = dict(zip(fields[::2], fields[1::2], strict=False))
-                at, body = named.get(at_key), named.get(msg_key)
-                if body is None and at is not None and _EDIT_FIELDS & named.keys():
+                field = at_key in named
+                at, body = named.get(at_key, tail), named.get(msg_key)
+                if body is None and _EDIT_FIELDS & named.keys() and field == (tail in _ZEROS):
                     raise EditsPresent  # a view read of a log with edits: see read_plan
-            if at is None or body is None or tail not in ("0", b"0"):
+            # The commit time is in an "at" field exactly when the ID is "<seq>-0".
+            if body is None or field != (tail in _ZEROS):
                 raise errors.CorruptEntryError(
                     f"stream {self.keys.stream} entry {_text(entry_id)} was not written by "
-                    f"redis-msglog (expected ID <seq>-0 and fields 'at' and 'msg')",
-                    seq=int(seq_part) if tail in ("0", b"0") else None,
+                    f"redis-msglog (expected ID <seq>-<at> and field 'msg', or an earlier "
+                    f"version's ID <seq>-0 and fields 'at' and 'msg')",
+                    seq=int(seq_part),
                 )
             rows.append(decode_entry(int(seq_part), at, body))
         return rows
@@ -986,25 +1015,37 @@ class LogCore:
         rows: list[Entry] = []
         start = 0
         for index, (entry_id, fields) in enumerate(entries):
-            if len(fields) == 4 and fields[0] in _AT_FIELD and fields[2] in _MSG_FIELD:
+            if len(fields) == 2 and fields[0] in _MSG_FIELD:
                 continue  # a message as the script writes it: decoded with its page
+            if len(fields) == 4 and fields[0] in _AT_FIELD and fields[2] in _MSG_FIELD:
+                continue  # the same, written by an earlier version
             named = dict(zip(fields[::2], fields[1::2], strict=False))
             edit = named.get("edit", named.get(b"edit"))
             if edit is None:
                 continue
             rows.extend(self.decode_entries(entries[start:index]))
-            seq, _, tail = _text(entry_id).partition("-")
-            at = named.get("at", named.get(b"at"))
-            if at is None or len(named) != 2 or tail != "0" or not seq.isdigit():
-                raise errors.CorruptEntryError(
-                    f"stream {self.keys.stream} entry {_text(entry_id)} was not written by "
-                    f"redis-msglog (expected ID <seq>-0 and fields 'at' and 'edit')",
-                    seq=int(seq) if seq.isdigit() else None,
-                )
-            rows.append(decode_edit(int(seq), at, edit))
+            rows.append(self._decode_edit(entry_id, named, edit))
             start = index + 1
         rows.extend(self.decode_entries(entries[start:]))
         return rows
+
+    def _decode_edit(self, entry_id: bytes | str, named: dict[Any, Any], edit: Any) -> EditEntry:
+        """An edit entry: ID ``<seq>-<at>`` and field ``edit`` alone, or (an earlier
+        version's) ID ``<seq>-0`` and fields ``at`` and ``edit``."""
+        seq, _, tail = _text(entry_id).partition("-")
+        at = named.get("at", named.get(b"at"))
+        if at is None and len(named) == 1 and tail != "0":
+            at = tail
+        elif len(named) != 2 or tail != "0":
+            at = None
+        if at is None or not seq.isdigit():
+            raise errors.CorruptEntryError(
+                f"stream {self.keys.stream} entry {_text(entry_id)} was not written by "
+                f"redis-msglog (expected ID <seq>-<at> and field 'edit', or an earlier "
+                f"version's ID <seq>-0 and fields 'at' and 'edit')",
+                seq=int(seq) if seq.isdigit() else None,
+            )
+        return decode_edit(int(seq), at, edit)
 
     def entries_with_blobs(self, entries: list[Entry], mode: BlobMode) -> Plan[list[Entry]]:
         """:meth:`with_blobs` for a physical read: the messages' binaries put back."""
@@ -1020,6 +1061,7 @@ class EditsPresent(Exception):
 
 _BYTES = (b"at", b"msg", b"-")
 _ZERO: dict[Any, Any] = {"-": "0", b"-": b"0"}
+_ZEROS = ("0", b"0")  # the second part of an earlier version's entry ID
 _first, _second, _third, _fourth = (itemgetter(i) for i in range(4))
 _EDIT_FIELDS = frozenset(("edit", b"edit"))
 _AT_FIELD, _MSG_FIELD = frozenset(("at", b"at")), frozenset(("msg", b"msg"))

@@ -58,11 +58,14 @@ class FollowCursor:
         """The next read: the check of the entry at ``position`` when one is due, else up
         to a page of entries after ``position``, waiting for one."""
         if self._verify:
-            at = f"{self.position}-0"
+            # An incomplete ID: "<seq>-0" to "<seq>-<max>", the entry of that seq whatever
+            # its commit time (the second part of its ID; 0 for an earlier version's).
+            at = str(self.position)
             return ("XRANGE", self._core.keys.stream, at, at)
+        # XREAD returns the entries after the ID given: the greatest ID of seq ``position``.
         return (
             "XREAD", "COUNT", self._core.page_size, "BLOCK", self._block_ms,
-            "STREAMS", self._core.keys.stream, f"{self.position}-0",
+            "STREAMS", self._core.keys.stream, f"{self.position}-{MAX_ID_PART}",
         )  # fmt: skip
 
     def accept(self, reply: Any) -> list[Entry]:
@@ -82,8 +85,11 @@ class FollowCursor:
                 f"stream {self._core.keys.stream} has a gap: expected seq {self.position + 1}, "
                 f"got {rows[0].seq} (entries deleted or trimmed?)"
             )
-        # Hand out the contiguous run; a gap further on is met (and raised) by the next read.
+        # Hand out the contiguous run; a gap further on is met (and raised) by the next read,
+        # a seq written twice (IDs "<seq>-<at>" of two times) here: no read would meet it.
         end = next((i for i, row in enumerate(rows) if row.seq != rows[0].seq + i), len(rows))
+        if end < len(rows) and rows[end].seq == rows[end - 1].seq:
+            self._core.twice(rows[end].seq)
         rows = rows[:end]
         if rows:
             self.position, self._last = rows[-1].seq, rows[-1]
@@ -92,6 +98,8 @@ class FollowCursor:
     def _check_position(self, entries: Any) -> None:
         self._verify = False
         rows = self._core.decode_physical(entries or [])
+        if len(rows) > 1:  # XRANGE <seq> <seq>: every entry of that seq
+            self._core.twice(self.position)
         if not rows:
             raise errors.LogRewoundError(
                 f"follow of {self._core.keys.stream} is at seq {self.position}, beyond the end "
@@ -145,6 +153,10 @@ class FollowCursor:
         self._failures += 1
         self._verify = self.position > 0  # a new connection may reach a new primary
         return follow_backoff(self._failures)
+
+
+MAX_ID_PART = 2**64 - 1
+"""The greatest second part of a stream entry ID (an unsigned 64-bit integer)."""
 
 
 def follow_block_ms(socket_timeout: float | None) -> int:

@@ -3,7 +3,10 @@
 Layout, for a prefix ``msglog`` and conversation id ``conv-42``::
 
     msglog:{conv-42}:seq      string: the last assigned seq (the high-water mark)
-    msglog:{conv-42}:stream   stream: one entry per message, entry ID "<seq>-0"
+    msglog:{conv-42}:stream   stream: one entry per message, entry ID "<seq>-<at>" (at:
+                              the commit time, µs since the epoch), field "msg" (an
+                              edit: "edit"); earlier versions wrote ID "<seq>-0" and
+                              the time in an "at" field, still read
     msglog:{conv-42}:events   pub/sub channel: one event per committed append
     msglog:{conv-42}:blobs    hash: large binaries stored off the rows, field = the
                               SHA-256 (hex) of the bytes, value = the bytes

@@ -149,11 +149,12 @@ def _describe(
 
 
 def _entry_time(entry: tuple[Any, dict[Any, Any]]) -> datetime | None:
-    """The entry's commit time, or ``None`` if it has none that is valid."""
+    """The entry's commit time, or ``None`` if it has none that is valid: the second part
+    of its ID ``<seq>-<at>``, or the ``at`` field of an earlier version's ``<seq>-0``."""
     fields = {_text(k): v for k, v in entry[1].items()}
-    at = fields.get("at")
+    at = fields.get("at", _text(entry[0]).partition("-")[2])
     try:
-        return micros_to_datetime(int(at)) if at is not None else None
+        return micros_to_datetime(int(at)) if at not in (None, "0") else None
     except (ValueError, OverflowError):
         return None
 
@@ -207,7 +208,8 @@ def verify_conversation(
     max_problems: int = 20,
 ) -> VerifyReport:
     """Check one conversation: the seq counter matches the stream's last entry, entry IDs
-    are ``1-0, 2-0, ...`` with no gap, every entry decodes to a message or an edit, every
+    are ``1-<at>, 2-<at>, ...`` with no gap (``<seq>-0`` and an ``at`` field for entries
+    of earlier versions), every entry decodes to a message or an edit, every
     edit refers to rows of the view before it, and the view keys agree with the entries.
     (The view's rows are held in memory while checking.)"""
     keys = ConversationKeys.build(prefix, conversation)
@@ -375,28 +377,47 @@ def _check_entry(
     problem: Callable[[str], None],
 ) -> tuple[int, int, Entry | None]:
     """Check one entry; return its seq, the next expected seq and the row (``None`` when
-    it does not decode)."""
+    it does not decode).
+
+    An entry is ID ``<seq>-<at>`` (the commit time, microseconds since the Unix epoch)
+    with one field, ``msg`` or ``edit``; or, written by an earlier version, ID
+    ``<seq>-0`` with fields ``at`` and ``msg`` (or ``at`` and ``edit``)."""
     seq_part, _, tail = _text(entry_id).partition("-")
-    if tail != "0" or not seq_part.isdigit():
-        problem(f"entry {_text(entry_id)} is not of the form <seq>-0")
+    if not seq_part.isdigit() or not tail.isdigit() or int(seq_part) == 0:
+        problem(f"entry {_text(entry_id)} is not of the form <seq>-<at> (seqs start at 1)")
         return 0, expected, None
     seq = int(seq_part)
+    if seq == expected - 1:
+        problem(f"stream {keys.stream} holds seq {seq} twice (entry {_text(entry_id)})")
+        return seq, expected, None
     if seq != expected:
         missing = f"seq {expected}" if seq == expected + 1 else f"seqs {expected}..{seq - 1}"
         problem(f"stream {keys.stream} is missing {missing}")
     values = {_text(k): v for k, v in fields.items()}
     row: Entry
     try:
-        if values.keys() == {"at", "edit"}:
-            row = decode_edit(seq, values["at"], values["edit"])
-        elif "at" not in values or "msg" not in values:
-            raise CodecError("expected fields 'at' and 'msg' (or 'at' and 'edit')")
-        else:
-            row = decode_entry(seq, values["at"], values["msg"])
+        at, body, is_edit = _entry_fields(values, tail)
+        row = decode_edit(seq, at, body) if is_edit else decode_entry(seq, at, body)
     except (CodecError, CorruptLogError, ValueError) as exc:
         problem(f"entry {seq} does not decode: {exc}")
         return seq, seq + 1, None
     return seq, seq + 1, row
+
+
+def _entry_fields(values: dict[str, Any], tail: str) -> tuple[Any, Any, bool]:
+    """The commit time, the body and whether it is an edit, of an entry whose ID ends in
+    ``tail`` and whose fields are ``values``; :class:`CodecError` for any other layout."""
+    if tail == "0":  # an earlier version's layout: the time in a field
+        if values.keys() == {"at", "edit"}:
+            return values["at"], values["edit"], True
+        if values.keys() == {"at", "msg"}:
+            return values["at"], values["msg"], False
+        raise CodecError("expected fields 'at' and 'msg' (or 'at' and 'edit') under an ID <seq>-0")
+    if values.keys() == {"edit"}:
+        return tail, values["edit"], True
+    if values.keys() == {"msg"}:
+        return tail, values["msg"], False
+    raise CodecError("expected one field, 'msg' or 'edit', under an ID <seq>-<at>")
 
 
 def import_jsonl(

@@ -135,10 +135,11 @@ class CorruptLogError(StorageError):
 
 
 class CorruptEntryError(CorruptLogError):
-    """One stored stream entry does not decode to a message: an ID not of the form
-    ``<seq>-0``, a missing ``at`` or ``msg`` field, a commit time out of range, or a body
-    that is not a valid message. ``seq`` names the entry (``None`` when its ID is not a
-    seq). Told apart from :class:`CodecError`, which is about the caller's input."""
+    """One stored stream entry does not decode to a message: neither ID ``<seq>-<at>``
+    with a ``msg`` field nor (an earlier version's) ID ``<seq>-0`` with ``at`` and
+    ``msg`` fields, a commit time out of range, or a body that is not a valid message.
+    ``seq`` names the entry (``None`` when its ID is not a seq). Told apart from
+    :class:`CodecError`, which is about the caller's input."""
 
     def __init__(self, message: str, *, seq: int | None) -> None:
         super().__init__(message)

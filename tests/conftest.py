@@ -143,6 +143,13 @@ def new_id() -> str:
     return f"test-{uuid.uuid4().hex[:12]}"
 
 
+def entry_id(client: Any, stream: str, seq: int) -> Any:
+    """The stream entry ID of ``seq`` (``<seq>-<at>``, or an earlier version's
+    ``<seq>-0``): read with incomplete IDs, ``XRANGE stream <seq> <seq>``."""
+    [(found, _)] = client.xrange(stream, str(seq), str(seq))
+    return found
+
+
 def make_env(backend: str, flavor: str, server: EphemeralServer | LocalCluster | None) -> Env:
     loop = asyncio.new_event_loop()
     if isinstance(server, LocalCluster):

@@ -355,7 +355,12 @@ def read_stream(client: Any, keys: ConversationKeys) -> tuple[list[tuple[int, st
     while entries := client.xrange(keys.stream, min=start, count=1000):
         for entry_id, fields in entries:
             seq, _, tail = _text(entry_id).partition("-")
-            assert tail == "0", f"stream entry {_text(entry_id)} is not of the form <seq>-0"
+            # ID <seq>-<at> (the commit time) and "msg"; an earlier version's: <seq>-0,
+            # "at" and "msg".
+            older = b"at" in fields or "at" in fields
+            assert tail.isdigit() and (tail == "0") == older, (
+                f"stream entry {_text(entry_id)} is not of the form <seq>-<at>"
+            )
             doc = orjson.loads(fields[b"msg"] if b"msg" in fields else fields["msg"])
             log.append((int(seq), doc["content"]))
         start = "(" + _text(entries[-1][0])

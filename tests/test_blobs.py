@@ -54,7 +54,7 @@ def image(row: StoredMessage) -> ImagePart:
 
 
 def stored_document(env: Env, stream: str, seq: int) -> dict[str, Any]:
-    entries: Any = env.raw.xrange(stream, f"{seq}-0", f"{seq}-0")
+    entries: Any = env.raw.xrange(stream, str(seq), str(seq))  # "<seq>-0".."<seq>-<max>"
     fields = entries[0][1]
     doc: dict[str, Any] = orjson.loads(fields[b"msg"])
     return doc

@@ -21,7 +21,7 @@ from redis_msglog import MessageLog
 from redis_msglog._cli import main
 from redis_msglog.testing import EphemeralServer
 
-from .conftest import new_id
+from .conftest import entry_id, new_id
 
 TURN: list[dict[str, object]] = [
     {"role": "system", "content": "be brief"},
@@ -303,7 +303,7 @@ def test_stats_of_one_and_of_all(url: str, prefix: str) -> None:
 def test_verify_reports_precisely_and_exits_1(url: str, prefix: str) -> None:
     good, bad = seeded(url, prefix), seeded(url, prefix)
     client = redis.Redis.from_url(url)
-    client.xdel(bad.keys.stream, "2-0")
+    client.xdel(bad.keys.stream, entry_id(client, bad.keys.stream, 2))
     client.xadd(bad.keys.stream, {"at": "1", "msg": "{not json"}, id="6-0")
     client.set(bad.keys.seq, 5)
     ok = msglog(url, prefix, "verify", good.conversation)

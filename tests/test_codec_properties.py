@@ -213,12 +213,17 @@ _BAD_BODIES = [
 ]
 _AT = [b"1700000000000000", b"1700000000000001", b"0", b"-5", b"x", b"99999999999999999999"]
 entry_fields = st.one_of(
+    # An earlier version's entry: ID <seq>-0, the time in an "at" field.
     st.tuples(st.sampled_from(_AT), st.sampled_from(_VALID_BODIES + _BAD_BODIES)).map(
         lambda t: [b"at", t[0], b"msg", t[1]]
     ),
+    # Today's: ID <seq>-<at>, the message alone.
+    st.sampled_from(_VALID_BODIES + _BAD_BODIES).map(lambda body: [b"msg", body]),
     st.sampled_from([[b"msg", _VALID_BODIES[0], b"at", _AT[0]], [b"at", _AT[0]], []]),
 )
-pages = st.lists(st.tuples(st.sampled_from(["-0", "-0", "-0", "-1", ""]), entry_fields), max_size=8)
+# The ID's second part: 0 (an earlier version's), a commit time (today's), one out of range.
+_TAILS = ["-0", "-0", "-1700000000000000", "-1700000000000001", "-18446744073709551615", ""]
+pages = st.lists(st.tuples(st.sampled_from(_TAILS), entry_fields), max_size=8)
 
 
 def _row_by_row(core: LogCore, entries: list[Any]) -> Any:
@@ -271,3 +276,11 @@ def test_a_large_page_is_decoded_in_one_piece_and_leaves_the_collector_on() -> N
         core.decode_entries(entries)
     assert getattr(caught.value, "seq", None) == 151
     assert gc.isenabled()
+    # Today's layout: ID <seq>-<at>, the message alone.
+    entries = [
+        (f"{i}-{1700000000000000 + i}".encode(), [b"msg", _VALID_BODIES[i % 5]])
+        for i in range(1, 301)
+    ]
+    rows = core.decode_entries(entries)
+    assert [r.seq for r in rows] == list(range(1, 301))
+    assert rows == _row_by_row(core, entries) and gc.isenabled()

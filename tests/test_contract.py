@@ -8,6 +8,7 @@ import orjson
 import pytest
 
 from redis_msglog import AgentMessage, LogRewoundError, StoredMessage, ToolCall
+from redis_msglog._codec import micros_to_datetime
 from redis_msglog._keys import ConversationKeys
 
 from .conftest import Env, new_id
@@ -181,10 +182,14 @@ def test_key_layout_is_what_the_readme_documents(env: Env) -> None:
     entries = env.raw.xrange(f"{prefix}:{{conv-42}}:stream")
     assert entries is not None
     [(entry_id, fields)] = entries
-    assert entry_id == b"1-0" and fields is not None
-    assert set(fields) == {b"at", b"msg"}
+    assert isinstance(entry_id, bytes)
+    seq, _, at = entry_id.partition(b"-")  # entry ID "<seq>-<at>": the commit time in it
+    assert seq == b"1" and fields is not None
+    assert int(at) > 1_700_000_000_000_000  # microseconds since the epoch
+    assert set(fields) == {b"msg"}
     assert orjson.loads(fields[b"msg"]) == TOOL_TURN  # camelCase, no null fields
-    assert int(fields[b"at"]) > 1_700_000_000_000_000  # microseconds since the epoch
+    [row] = log.all()
+    assert row.at == micros_to_datetime(int(at))
 
 
 def test_clients_with_decode_responses(env: Env) -> None:

@@ -27,7 +27,7 @@ from redis_msglog import (
 )
 from redis_msglog.testing import EphemeralServer
 
-from .conftest import Env, acl_server, make_env, new_id
+from .conftest import Env, acl_server, entry_id, make_env, new_id
 
 WRITERS = 8
 PER_WRITER = 60  # 20 rounds of: one append, then an append_many of 2
@@ -115,7 +115,7 @@ def test_follow_rejects_bad_arguments_at_once(sync_env: Env) -> None:
 def test_follow_refuses_to_skip_a_gap(sync_env: Env) -> None:
     log = sync_env.log()
     log.append_many([{"role": "user", "content": str(i)} for i in range(3)])
-    sync_env.raw.xdel(log.keys.stream, "2-0")  # an operator deleted an entry
+    sync_env.raw.xdel(log.keys.stream, entry_id(sync_env.raw, log.keys.stream, 2))  # by hand
     follower = log.follow()
     assert next(follower).seq == 1
     with pytest.raises(CorruptLogError, match="gap: expected seq 2, got 3"):

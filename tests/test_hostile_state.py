@@ -15,6 +15,7 @@ import asyncio
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
 from typing import Any
 
 import orjson
@@ -37,6 +38,7 @@ from redis_msglog._codec import to_document
 from redis_msglog._keys import ConversationKeys
 from redis_msglog.testing import EphemeralServer
 
+from . import conftest
 from .conftest import Env, SyncView, make_env, new_id
 
 PREFIX = "hostile"
@@ -56,21 +58,43 @@ def _set_counter(value: str | bytes) -> Callable[[Raw, ConversationKeys], object
 
 
 def _rewrite(
-    seq: int, fields: dict[str, bytes] | None, entry_id: str | None = None
+    seq: int, fields: dict[str, bytes] | None, new_id: str | None = None
 ) -> Callable[[Raw, ConversationKeys], object]:
-    """Rebuild the stream with entry ``seq`` replaced by ``fields`` (under ``entry_id``)
-    or dropped (``fields`` None): stream IDs cannot be inserted below the last one."""
+    """Rebuild the stream with entry ``seq`` replaced by ``fields`` (under ``new_id``,
+    else its own ID ``<seq>-<at>``) or dropped (``fields`` None): stream IDs cannot be
+    inserted below the last one."""
 
     def apply(raw: Raw, keys: ConversationKeys) -> None:
         entries = _raw_entries(raw, keys.stream)
         raw.delete(keys.stream)
         for entry_id_, entry_fields in entries:
-            if entry_id_ != f"{seq}-0".encode():
+            if _seq(entry_id_.decode()) != seq:
                 _xadd(raw, keys.stream, entry_fields, entry_id_)
             elif fields is not None:
-                _xadd(raw, keys.stream, fields, entry_id or entry_id_)
+                _xadd(raw, keys.stream, fields, new_id or entry_id_)
 
     return apply
+
+
+def _older_format(through: int) -> Callable[[Raw, ConversationKeys], object]:
+    """Rebuild the stream with entries 1..``through`` as earlier versions wrote them: ID
+    ``<seq>-0``, the commit time in an ``at`` field before ``msg``."""
+
+    def apply(raw: Raw, keys: ConversationKeys) -> None:
+        entries = _raw_entries(raw, keys.stream)
+        raw.delete(keys.stream)
+        for entry_id_, entry_fields in entries:
+            seq, _, at = entry_id_.decode().partition("-")
+            if int(seq) <= through:
+                _xadd(raw, keys.stream, {b"at": at.encode(), **entry_fields}, f"{seq}-0")
+            else:
+                _xadd(raw, keys.stream, entry_fields, entry_id_)
+
+    return apply
+
+
+def _delete(seq: int) -> Callable[[Raw, ConversationKeys], object]:
+    return lambda raw, keys: raw.xdel(keys.stream, conftest.entry_id(raw, keys.stream, seq))
 
 
 def _append_raw(entry_id: str, fields: dict[str, bytes]) -> Callable[[Raw, ConversationKeys], Any]:
@@ -108,6 +132,7 @@ def _raw_bytes(value: bytes | str | None) -> bytes:
 
 GOOD_MSG = b'{"role":"user","content":"planted"}'
 AT = b"1700000000000000"
+MAX_ID_PART = 2**64 - 1  # the greatest second part of a stream ID
 
 BAD_COUNTERS: list[tuple[str, str | bytes]] = [
     ("decimal", "5.0"),
@@ -127,6 +152,8 @@ BAD_COUNTERS: list[tuple[str, str | bytes]] = [
 
 DAMAGES = [
     Damage("none", lambda raw, keys: None, heals=True),
+    Damage("older-format", _older_format(SEEDED), heals=True),
+    Damage("mixed-format", _older_format(3), heals=True),
     Damage("counter-missing", lambda raw, keys: raw.delete(keys.seq), heals=True),
     *[Damage(f"counter-{label}", _set_counter(value)) for label, value in BAD_COUNTERS],
     Damage("counter-behind", _set_counter("3")),
@@ -142,26 +169,53 @@ DAMAGES = [
         lambda raw, keys: (raw.delete(keys.producers), raw.set(keys.producers, "x")),
     ),
     Damage("producers-garbage", lambda raw, keys: _garble_producers(raw, keys)),
-    Damage("entry-deleted-first", lambda raw, keys: raw.xdel(keys.stream, "1-0")),
-    Damage("entry-deleted-middle", lambda raw, keys: raw.xdel(keys.stream, "3-0")),
-    Damage("entry-deleted-last", lambda raw, keys: raw.xdel(keys.stream, f"{SEEDED}-0")),
-    Damage("entry-foreign-id-at-end", _append_raw(f"{SEEDED}-1", {"at": AT, "msg": GOOD_MSG})),
-    Damage("entry-beyond-counter", _append_raw(f"{SEEDED + 1}-0", {"at": AT, "msg": GOOD_MSG})),
-    Damage("entry-foreign-id-middle", _rewrite(3, {"at": AT, "msg": GOOD_MSG}, "3-7")),
-    Damage("entry-missing-msg", _rewrite(3, {"at": AT})),
-    Damage("entry-missing-at", _rewrite(3, {"msg": GOOD_MSG})),
-    Damage("entry-other-fields", _rewrite(3, {"x": b"1"})),
-    Damage("entry-at-out-of-range", _rewrite(3, {"at": b"99999999999999999999", "msg": GOOD_MSG})),
-    Damage("entry-at-negative", _rewrite(3, {"at": b"-99999999999999999999", "msg": GOOD_MSG})),
-    Damage("entry-at-not-a-number", _rewrite(3, {"at": b"yesterday", "msg": GOOD_MSG})),
-    Damage("entry-msg-not-json", _rewrite(3, {"at": AT, "msg": b"{not json"})),
-    Damage("entry-msg-not-object", _rewrite(3, {"at": AT, "msg": b"[1, 2]"})),
-    Damage("entry-msg-bad-role", _rewrite(3, {"at": AT, "msg": b'{"role":"x","content":"y"}'})),
-    Damage("entry-msg-bad-content", _rewrite(3, {"at": AT, "msg": b'{"role":"user","content":5}'})),
+    Damage("entry-deleted-first", _delete(1)),
+    Damage("entry-deleted-middle", _delete(3)),
+    Damage("entry-deleted-last", _delete(SEEDED)),
+    # An "at" field under an ID other than <seq>-0, after the entry of that seq.
     Damage(
-        "entry-msg-not-utf8", _rewrite(3, {"at": AT, "msg": b'{"role":"user","content":"\xff"}'})
+        "entry-foreign-id-at-end",
+        _append_raw(f"{SEEDED}-{MAX_ID_PART}", {"at": AT, "msg": GOOD_MSG}),
     ),
+    Damage("entry-seq-twice", _append_raw(f"{SEEDED}-{MAX_ID_PART}", {"msg": GOOD_MSG})),
+    Damage("entry-xadd-star-at-end", _append_raw("*", {"msg": GOOD_MSG})),  # <ms>-0, no at
+    Damage("entry-beyond-counter", _append_raw(f"{SEEDED + 1}-0", {"at": AT, "msg": GOOD_MSG})),
+    Damage("entry-beyond-counter-new", _append_raw(f"{SEEDED + 1}-1", {"msg": GOOD_MSG})),
+    Damage("entry-foreign-id-middle", _rewrite(3, {"at": AT, "msg": GOOD_MSG}, "3-7")),
+    Damage("entry-missing-msg", _rewrite(3, {"at": AT}, "3-0")),
+    Damage("entry-missing-msg-new", _rewrite(3, {"x": b"1"})),
+    # The commit time nowhere: an ID <seq>-0 without an "at" field.
+    Damage("entry-missing-at", _rewrite(3, {"msg": GOOD_MSG}, "3-0")),
+    Damage("entry-other-fields", _rewrite(3, {"x": b"1"}, "3-0")),
+    Damage("entry-id-time-out-of-range", _rewrite(3, {"msg": GOOD_MSG}, f"3-{MAX_ID_PART}")),
+    Damage(
+        "entry-at-out-of-range",
+        _rewrite(3, {"at": b"99999999999999999999", "msg": GOOD_MSG}, "3-0"),
+    ),
+    Damage(
+        "entry-at-negative", _rewrite(3, {"at": b"-99999999999999999999", "msg": GOOD_MSG}, "3-0")
+    ),
+    Damage("entry-at-not-a-number", _rewrite(3, {"at": b"yesterday", "msg": GOOD_MSG}, "3-0")),
+    Damage("entry-msg-not-json", _rewrite(3, {"msg": b"{not json"})),
+    Damage("entry-msg-not-json-older", _rewrite(3, {"at": AT, "msg": b"{not json"}, "3-0")),
+    Damage("entry-msg-not-object", _rewrite(3, {"msg": b"[1, 2]"})),
+    Damage("entry-msg-bad-role", _rewrite(3, {"msg": b'{"role":"x","content":"y"}'})),
+    Damage("entry-msg-bad-content", _rewrite(3, {"msg": b'{"role":"user","content":5}'})),
+    Damage("entry-msg-not-utf8", _rewrite(3, {"msg": b'{"role":"user","content":"\xff"}'})),
 ]
+SOUND = {"none", "older-format", "mixed-format"}  # damages after which verify finds nothing
+_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+
+
+def _micros(when: datetime) -> int:
+    return (when - _EPOCH) // timedelta(microseconds=1)
+
+
+def _ours(entry_id: str, fields: dict[bytes, bytes]) -> bool:
+    """Whether an entry has a layout the library writes: ID ``<seq>-<at>`` and ``msg``, or
+    an earlier version's ID ``<seq>-0`` with ``at`` and ``msg`` (edits: ``edit``)."""
+    body = b"msg" in fields or b"edit" in fields
+    return body and (b"at" in fields) == entry_id.endswith("-0")
 
 
 # -- the truth: what the raw stream holds ---------------------------------------------------
@@ -179,24 +233,36 @@ class Truth:
     def ids(self) -> list[str]:
         return [entry_id for entry_id, _ in self.entries]
 
+    def row_id(self, row: Entry) -> str:
+        """The ID of the entry ``row`` was read from: ``<seq>-<at>``, or (an entry of an
+        earlier version) ``<seq>-0``, whose ``at`` field must be the row's time."""
+        new = f"{row.seq}-{_micros(row.at)}"
+        by_id = dict(self.entries)
+        if new in by_id and b"at" not in by_id[new]:
+            return new
+        old = by_id.get(f"{row.seq}-0", {})
+        assert b"at" not in old or int(old[b"at"]) == _micros(row.at), f"seq {row.seq}: time"
+        return f"{row.seq}-0"
+
     def expect_rows(self, rows: Sequence[Entry], ids: list[str], what: str) -> None:
         """``rows`` must be exactly the entries ``ids``, each decoded faithfully."""
-        assert [f"{row.seq}-0" for row in rows] == ids, (
+        assert [self.row_id(row) for row in rows] == ids, (
             f"{what} returned seqs {[r.seq for r in rows]} but the stream holds {self.ids}: "
             "a silent gap or truncation"
         )
         by_id = dict(self.entries)
         for row in rows:
-            stored = orjson.loads(by_id[f"{row.seq}-0"][b"msg"])
+            stored = orjson.loads(by_id[self.row_id(row)][b"msg"])
             assert isinstance(row, StoredMessage), f"{what}: seq {row.seq} is not a message"
             assert to_document(row) == stored, f"{what}: seq {row.seq} decoded differently"
 
     def sound_prefix(self) -> list[str]:
-        """The ids of the stream's leading run 1-0, 2-0, ... (what a follower may deliver
-        before it must stop with an error)."""
+        """The ids of the stream's leading run of seqs 1, 2, ..., each entry of a layout
+        the library writes (what a follower may deliver before it must stop with an
+        error)."""
         run = []
-        for i, entry_id in enumerate(self.ids, start=1):
-            if entry_id != f"{i}-0":
+        for i, (entry_id, fields) in enumerate(self.entries, start=1):
+            if _seq(entry_id) != i or not _ours(entry_id, fields):
                 break
             run.append(entry_id)
         return run
@@ -271,10 +337,12 @@ def test_append_is_correct_or_writes_nothing(
     after = _truth(hostile_env.raw, keys)
     added = len(after.entries) - len(before.entries)
     assert added >= 1 and after.entries[: len(before.entries)] == before.entries
-    end = int(before.ids[-1].split("-")[0]) if before.entries else 0
-    assert after.ids[len(before.entries) :] == [f"{end + i}-0" for i in range(1, added + 1)], (
+    end = _seq(before.ids[-1]) if before.entries else 0
+    new = after.entries[len(before.entries) :]
+    assert [_seq(i) for i, _ in new] == list(range(end + 1, end + added + 1)), (
         f"{damage.name}: the append did not continue right after the stream's last entry"
     )
+    assert all(set(fields) == {b"msg"} and not i.endswith("-0") for i, fields in new), new
     assert seq == end + added and after.counter == str(seq).encode()
 
 
@@ -330,7 +398,7 @@ def _check_count(log: Any, truth: Truth) -> None:
     # count() is O(1): it must agree with the number of entries and where the stream ends;
     # the shape in between is for the reads (and verify) to check.
     count = log.count()
-    assert count == len(truth.ids) and truth.ids[-1:] == ([f"{count}-0"] if count else []), (
+    assert count == len(truth.ids) and [_seq(i) for i in truth.ids[-1:]] == [count][:count], (
         f"count() is {count} but the stream holds {truth.ids}"
     )
 
@@ -521,8 +589,8 @@ def test_cli_reports_damage_without_a_traceback(
     )
     assert "Traceback" not in output
     if command.startswith("verify"):
-        assert (result.exit_code == 0) == (damage.name == "none"), output
+        assert (result.exit_code == 0) == (damage.name in SOUND), output
     if command in ("show-json", "export") and result.exit_code == 0:
         seqs = [orjson.loads(line)["seq"] for line in result.stdout_bytes.splitlines()]
         truth = _truth(raw, log.keys)
-        assert [f"{s}-0" for s in seqs] == truth.ids, f"{command} cut or gapped the history"
+        assert seqs == [_seq(i) for i in truth.ids], f"{command} cut or gapped the history"

@@ -57,12 +57,23 @@ def core(clock: Clock | None = None, **options: Any) -> LogCore:
     return LogCore("conv", clock=clock or Clock(), **settings)
 
 
-def entry(seq: int, content: str = "m", *, entry_id: bytes | None = None) -> list[Any]:
+def entry(
+    seq: int, content: str = "m", *, entry_id: bytes | None = None, older: bool = False
+) -> list[Any]:
+    """A stream entry as the append script writes it: ID ``<seq>-<at>``, field ``msg``;
+    ``older``: as earlier versions did, ID ``<seq>-0``, fields ``at`` and ``msg``."""
     body = b'{"role":"user","content":"' + content.encode() + b'"}'
-    return [entry_id or f"{seq}-0".encode(), [b"at", AT, b"msg", body]]
+    if older:
+        return [entry_id or f"{seq}-0".encode(), [b"at", AT, b"msg", body]]
+    return [entry_id or f"{seq}-".encode() + AT, [b"msg", body]]
 
 
 Server = Callable[[Step], Any]
+
+
+def replying(reply: Any) -> Server:
+    """A server that answers every step with ``reply``."""
+    return lambda step: reply
 
 
 def drive(plan: Plan[Any], server: Server, clock: Clock | None = None) -> tuple[Any, list[Step]]:
@@ -203,6 +214,56 @@ def test_an_entry_that_does_not_decode_names_its_seq() -> None:
     bad_time = [[b"1-0", [b"at", b"99999999999999999999", b"msg", b"{}"]]]
     with pytest.raises(CorruptEntryError, match="entry 1"):
         drive(core(page_size=10).read_plan(0, 1), lambda step: [bad_time])
+    body = b'{"role":"user","content":"m"}'
+    for entry_id, fields in [
+        (b"1-18446744073709551615", [b"msg", body]),  # the time in the ID: out of range
+        (b"1-0", [b"msg", body]),  # <seq>-0 but no "at" field: the time is nowhere
+        (b"1-7", [b"at", AT, b"msg", body]),  # an "at" field under a <seq>-<at> ID
+    ]:
+        with pytest.raises(CorruptEntryError, match="entry 1") as caught:
+            drive(core(page_size=10).read_plan(0, 1), replying([[[entry_id, fields]]]))
+        assert caught.value.seq == 1
+
+
+def test_entries_of_earlier_versions_are_read_with_their_at_field() -> None:
+    """Earlier versions wrote ID ``<seq>-0`` and an ``at`` field: a page may mix both."""
+    page = [entry(1, older=True), entry(2, older=True), entry(3), entry(4)]
+    rows, _ = drive(core(page_size=10).read_plan(0, 4), lambda step: [page])
+    assert [r.seq for r in rows] == [1, 2, 3, 4]
+    assert len({r.at for r in rows}) == 1  # the same time, from the field or the ID
+    assert rows[0].at.year == 2023
+    edit = [b"5-0", [b"at", AT, b"edit", b'{"op":"retract","seqs":[4]}']]
+    newer_edit = [b"6-" + AT, [b"edit", b'{"op":"retract","seqs":[3]}']]
+    entries, _ = drive(
+        core(page_size=10).physical_read_plan(0, 6), lambda step: [[*page, edit, newer_edit]]
+    )
+    assert [(e.seq, e.at) for e in entries[4:]] == [(5, rows[0].at), (6, rows[0].at)]
+
+
+def test_a_seq_written_twice_is_corrupt() -> None:
+    """IDs ``<seq>-<at>`` of two times can share a seq (only by hand): an error."""
+    twice = [entry(1), entry(2), entry(2, entry_id=b"2-" + AT[:-1] + b"9"), entry(3)]
+    with pytest.raises(CorruptLogError, match="two entries of seq 2"):
+        drive(core(page_size=10).read_plan(0, 4), lambda step: [twice])
+    with pytest.raises(CorruptLogError, match="two entries of seq 2"):
+        drive(core(page_size=10).last_plan(4), lambda step: [twice[::-1]])
+    cursor = FollowCursor(core(page_size=10), 0, block_ms=100, reconnect_within=None)
+    with pytest.raises(CorruptLogError, match="two entries of seq 2"):
+        drive(cursor.page_plan(), lambda step: [[[b"s", twice]]])
+
+
+def test_reads_name_a_seq_with_incomplete_ids() -> None:
+    """An entry ID's second part is the commit time: "up to seq S" ends at ``S`` (an
+    incomplete ID: ``S-<max>``), and a follower reads after ``S-<max>``."""
+    log = core(page_size=2)
+    answers = iter([[[entry(9), entry(8)]], [[entry(7), entry(6)]]])
+    _, steps = drive(log.last_plan(4), lambda step: next(answers))
+    second = steps[1]
+    assert isinstance(second, Read) and second.commands[0][2:4] == ("7", "-")
+    cursor = FollowCursor(log, 3, block_ms=100, reconnect_within=None)
+    assert cursor.command()[2:] == ("3", "3")  # the check of the entry at its position
+    cursor.accept([entry(3)])
+    assert cursor.command()[-1] == "3-18446744073709551615"  # XREAD: entries after seq 3
 
 
 def test_a_cursor_past_the_end_is_a_rewind() -> None:
