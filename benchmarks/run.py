@@ -372,8 +372,8 @@ def warm_reads(histories: Histories, sizes: Sizes, run: Runner) -> Workload:
             continue
         run(handle.all())  # read once: the next reads are warm
         samples = []
-        # Turns of an agent loop: many, each one new message and one read (a handful of
-        # single calls was mostly the first turn's warm-up: ~4x the median of 25).
+        # Turns of an agent loop, each one new message and one read: a median over
+        # many, like the other reads (three single calls gave a noisy median).
         for i in range(WARM_TURNS):
             (payload,) = handle.prepare(messages(1, tag=f"warm{i}:"))
             run(handle.append(payload))
