@@ -18,8 +18,9 @@ import time
 import uuid
 from collections.abc import Awaitable, Callable
 from contextlib import ExitStack
-from typing import Any
+from typing import Any, cast
 
+import hiredis
 import orjson
 import redis
 import redis.asyncio
@@ -70,14 +71,44 @@ def sync_figures(url: str, appends: int, rounds: int) -> Figures:
     client.xadd(key, {"msg": payloads[0]})
     for log in logs.values():
         log.append(msgs[0])  # connect and load the script first
-    figures: Figures = {"raw redis-py XADD": [], **{name: [] for name in logs}}
+    alone = MessageLog(client, uuid.uuid4().hex)
+    alone.append(msgs[0])
+    figures: Figures = {"raw redis-py XADD": [], **{name: [] for name in logs}, ALONE: []}
     for _ in range(rounds):
         figures["raw redis-py XADD"].append(
             _measure(admin, payloads, lambda p: client.xadd(key, {"msg": p}))
         )
         for name, log in logs.items():
             figures[name].append(_measure(admin, msgs, log.append))
+        send, commands = _script_alone(client, alone, msgs)
+        figures[ALONE].append(_measure(admin, commands, send))
     return figures
+
+
+ALONE = "the append script alone (floor: no client work)"
+
+
+def _script_alone(
+    client: redis.Redis, log: MessageLog, msgs: list[Any]
+) -> tuple[Callable[[bytes], object], list[bytes]]:
+    """The floor of the client path: each message's append command, made and packed
+    beforehand (a call of its own, as ``log.append`` would send it), and a call sending
+    one on a held connection and reading the reply. What an append costs with no client
+    work but the socket's: the script's share of the gap to raw ``XADD``."""
+    core, commands = log._core, []
+    for msg in msgs:
+        prepared = core.quick_append(core.batch((msg,)), None, None)
+        assert prepared is not None
+        commands.append(hiredis.pack_command(cast(Any, core.quick_command(prepared))))
+        prepared.settle()
+    conn = client.connection_pool.get_connection()
+    client.connection_pool.release(conn)  # held: nothing else uses the client meanwhile
+
+    def send(packed: bytes) -> object:
+        conn.send_packed_command([packed], check_health=False)
+        return conn.read_response()
+
+    return send, commands
 
 
 async def async_figures(url: str, appends: int, rounds: int) -> Figures:
