@@ -385,6 +385,70 @@ def test_a_lost_reply_is_re_sent_with_the_same_key_and_recognised_as_ours() -> N
     assert (first[-14], second[-14]) == ("0", "1")  # looked up on re-sends only
 
 
+def test_a_quick_append_sends_the_plans_first_try_and_settles_on_its_reply() -> None:
+    """The quick lane (the shell sends the first try itself) sends what the plan would,
+    and its answer is the plan's commit."""
+    quick, planned = core(), core()
+    planned._producer = quick._producer
+    prepared = quick.quick_append(quick.batch(BATCH_MSG), None, None)
+    assert prepared is not None
+    _, steps = drive(planned.append_plan(planned.batch(BATCH_MSG), None), script_reply)
+    assert isinstance(steps[0], Write) and quick.quick_command(prepared) == steps[0].command
+    commit = quick.quick_commit(prepared, [1, AT, 0, b""])
+    assert (commit.last_seq, commit.fresh) == (1, True) and quick._in_flight == set()
+    # A caller's key or a durability wait takes the plan.
+    assert quick.quick_append(quick.batch(BATCH_MSG), "key", None) is None
+    durable = core(durability=Durability(replicas=1))
+    assert durable.quick_append(durable.batch(BATCH_MSG), None, None) is None
+
+
+def test_a_quick_append_whose_reply_is_lost_goes_on_as_the_plan_would() -> None:
+    """A lost reply: the rest is the plan's, from its second try: a pause, then the same
+    call looked up (never written twice)."""
+    clock = Clock()
+    log = core(clock)
+    prepared = log.quick_append(log.batch(BATCH_MSG), None, None)
+    assert prepared is not None
+    first = log.quick_command(prepared)
+    rest = log.quick_failed(prepared, ReplyLost("reset after sending"), clock.now)
+    commit, steps = drive(rest, lambda step: script_reply(step, replayed=1), clock)
+    assert commit.fresh and commands(steps) == [("pause",), ("EVALSHA",)]
+    resent = steps[1]
+    assert isinstance(resent, Write)
+    assert (first[-5], resent.command[-5]) == (1, 1)  # the same call number
+    assert (first[-14], resent.command[-14]) == ("0", "1")  # looked up on the re-send
+    assert log._in_flight == set()
+
+
+def test_a_quick_append_refused_is_the_plans_error_or_its_eval() -> None:
+    clock = Clock()
+    log = core(clock, retry=NO_RETRY)
+    prepared = log.quick_append(log.batch(BATCH_MSG), None, None)
+    assert prepared is not None
+    # Not cached: sent again at once (EVALSHA, then EVAL), whatever the retry policy.
+    answers = iter(["noscript", "ok"])
+
+    def server(step: Step) -> Any:
+        if next(answers) == "noscript":
+            raise Refused("NOSCRIPT No matching script. Please use EVAL.")
+        return script_reply(step)
+
+    rest = log.quick_failed(prepared, Refused("NOSCRIPT No matching script."), clock.now)
+    commit, steps = drive(rest, server, clock)
+    assert commit.fresh and commands(steps) == [("EVALSHA",), ("EVAL",)]
+    # Any other refusal is the error the plan raises, and the call is settled.
+    prepared = log.quick_append(log.batch(BATCH_MSG), None, None)
+    assert prepared is not None
+    with pytest.raises(WrongTypeError):
+        drive(log.quick_failed(prepared, Refused("WRONGTYPE no"), clock.now), script_reply)
+    assert log._in_flight == set()
+    # Not sent (no connection): with retries off, unavailable and nothing written.
+    prepared = log.quick_append(log.batch(BATCH_MSG), None, None)
+    assert prepared is not None
+    with pytest.raises(ServerUnavailableError, match="Nothing was written"):
+        drive(log.quick_failed(prepared, NotSent("refused"), clock.now), script_reply)
+
+
 def test_a_producer_numbers_its_calls_and_each_log_is_its_own_producer() -> None:
     log, other = core(), core()
     sent: list[tuple[Any, ...]] = []
