@@ -491,17 +491,18 @@ if OP ~= '' then
   end
 end
 
-local entries = {}
+-- The first entry (the edit's, else the first message) is added alone: it is the one
+-- that can still fail. The messages follow without a table per message (a batch of 100
+-- is 100 XADDs).
+local first_field, first_value, next_arg = 'msg', ARGV[HEADER + 1], HEADER + 2
 if edit then
-  entries[1] = {'edit', edit[1]}
+  first_field, first_value, next_arg = 'edit', edit[1], HEADER + 1
 end
-for i = HEADER + 1, #ARGV do
-  entries[#entries + 1] = {'msg', ARGV[i]}
-end
+local written = n + (edit and 1 or 0)
 
 -- Entry ID "<seq>-<at>": the commit time is kept in the ID, not in a field of its own.
 local added = redis.pcall('XADD', KEYS[2], string.format('%d-', last + 1) .. at,
-  entries[1][1], entries[1][2])
+  first_field, first_value)
 if type(added) == 'table' and added.err then
   local err = tostring(added.err)  -- fakeredis hands over a userdata, not a string
   if string.find(err, 'equal or smaller', 1, true) then
@@ -512,16 +513,16 @@ if type(added) == 'table' and added.err then
   end
   return redis.error_reply(err)
 end
-for i = 2, #entries do
-  redis.call('XADD', KEYS[2], string.format('%d-', last + i) .. at, entries[i][1],
-    entries[i][2])
+for i = next_arg, #ARGV do
+  redis.call('XADD', KEYS[2], string.format('%d-', last + 2 + i - next_arg) .. at, 'msg',
+    ARGV[i])
 end
 for i = 0, BLOBS - 1 do  -- content-addressed: the same bytes are stored once
   redis.call('HSETNX', KEYS[3], ARGV[18 + 2 * i], ARGV[19 + 2 * i])
 end
-local new_last = last + #entries
+local new_last = last + written
 if raw then
-  redis.call('INCRBY', KEYS[1], #entries)
+  redis.call('INCRBY', KEYS[1], written)
 else
   redis.call('SET', KEYS[1], new_last)  -- a new counter, or one healed from the stream
 end

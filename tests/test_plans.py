@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from datetime import timedelta
+from types import MappingProxyType
 from typing import Any
 
 import pytest
@@ -36,6 +37,7 @@ from redis_msglog._core import Commit, LogCore
 from redis_msglog._follow import FollowCursor
 from redis_msglog._shell import step_failure
 from redis_msglog._steps import NotSent, Pause, Plan, Read, Refused, ReplyLost, Step, Write
+from redis_msglog.models import AgentMessage
 
 AT = b"1700000000000000"
 
@@ -383,6 +385,25 @@ def test_a_lost_reply_is_re_sent_with_the_same_key_and_recognised_as_ours() -> N
     # The same producer and call number (ARGV[13], ARGV[14]) on every try.
     assert first[-6] == second[-6] != "" and first[-5] == second[-5] == 1
     assert (first[-14], second[-14]) == ("0", "1")  # looked up on re-sends only
+
+
+def test_a_batch_is_validated_as_each_of_its_messages_would_be() -> None:
+    """A batch of dicts is validated in one pydantic-core call; the messages are those of
+    one call each, given messages are kept as they are, and other mappings and
+    iterables take the message-by-message path."""
+    log = core()
+    given = AgentMessage(role="assistant", content="b")
+    msgs: list[Any] = [
+        {"role": "user", "content": "a"},
+        given,
+        {"role": "tool", "content": "c", "toolCallId": "t"},
+    ]
+    one_by_one = tuple(log.batch([m]).messages[0] for m in msgs)
+    assert log.batch(msgs).messages == one_by_one
+    assert log.batch(msgs).messages[1] is given
+    assert log.batch(iter(msgs)).messages == one_by_one
+    assert log.batch([MappingProxyType(msgs[0]), msgs[2]]).messages == one_by_one[::2]
+    assert log.batch(msgs).encoded == tuple(log.batch([m]).encoded[0] for m in msgs)
 
 
 def test_a_quick_append_sends_the_plans_first_try_and_settles_on_its_reply() -> None:
