@@ -207,16 +207,25 @@ def env(
     shared_server: Callable[[str], EphemeralServer],
     shared_cluster: Callable[[], LocalCluster],
 ) -> Iterator[Env]:
-    server: EphemeralServer | LocalCluster | None = None
-    if backend == "cluster":
-        server = shared_cluster()
-    elif backend == "acl":
-        server = acl_server(shared_server)
-    elif backend != "fakeredis":
-        server = shared_server(backend)
+    server = backend_server(backend, shared_server, shared_cluster)
     environment = make_env(backend, flavor, server)
     yield environment
     environment.close()
+
+
+def backend_server(
+    backend: str,
+    shared_server: Callable[[str], EphemeralServer],
+    shared_cluster: Callable[[], LocalCluster],
+) -> EphemeralServer | LocalCluster | None:
+    """The server of a backend (``None``: fakeredis, in-process)."""
+    if backend == "cluster":
+        return shared_cluster()
+    if backend == "acl":
+        return acl_server(shared_server)
+    if backend != "fakeredis":
+        return shared_server(backend)
+    return None
 
 
 def acl_server(shared_server: Callable[[str], EphemeralServer]) -> EphemeralServer:

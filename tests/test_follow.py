@@ -27,7 +27,7 @@ from redis_msglog import (
 )
 from redis_msglog.testing import EphemeralServer
 
-from .conftest import Env, acl_server, entry_id, make_env, new_id
+from .conftest import Env, backend_server, entry_id, make_env, new_id
 
 WRITERS = 8
 PER_WRITER = 60  # 20 rounds of: one append, then an append_many of 2
@@ -35,13 +35,7 @@ PER_WRITER = 60  # 20 rounds of: one append, then an append_many of 2
 
 @pytest.fixture
 def sync_env(backend: str, shared_server: Any, shared_cluster: Any) -> Iterator[Env]:
-    server = None
-    if backend == "cluster":
-        server = shared_cluster()
-    elif backend == "acl":
-        server = acl_server(shared_server)
-    elif backend != "fakeredis":
-        server = shared_server(backend)
+    server = backend_server(backend, shared_server, shared_cluster)
     environment = make_env(backend, "sync", server)
     yield environment
     environment.close()
@@ -49,13 +43,7 @@ def sync_env(backend: str, shared_server: Any, shared_cluster: Any) -> Iterator[
 
 @pytest.fixture
 def async_env(backend: str, shared_server: Any, shared_cluster: Any) -> Iterator[Env]:
-    server = None
-    if backend == "cluster":
-        server = shared_cluster()
-    elif backend == "acl":
-        server = acl_server(shared_server)
-    elif backend != "fakeredis":
-        server = shared_server(backend)
+    server = backend_server(backend, shared_server, shared_cluster)
     environment = make_env(backend, "async", server)
     yield environment
     environment.close()

@@ -32,7 +32,7 @@ from redis_msglog.integrations.langchain import MessageLogChatHistory, MessageLo
 from redis_msglog.testing import EphemeralServer
 
 from .cluster import LocalCluster
-from .conftest import Env, acl_server, make_env
+from .conftest import Env, backend_server, make_env
 
 BACKENDS = ["redis", "valkey", "fakeredis", "cluster", "acl"]  # acl: a restricted user
 # BaseChatMessageHistory's users still run RunnableWithMessageHistory (deprecated in 1.3.3).
@@ -49,13 +49,7 @@ def lc_env(
     shared_cluster: Callable[[], LocalCluster],
 ) -> Iterator[Env]:
     backend = str(request.param)
-    server: Any = None
-    if backend == "cluster":
-        server = shared_cluster()
-    elif backend == "acl":
-        server = acl_server(shared_server)
-    elif backend != "fakeredis":
-        server = shared_server(backend)
+    server = backend_server(backend, shared_server, shared_cluster)
     env = make_env(backend, "async", server)
     yield env
     env.close()

@@ -43,7 +43,7 @@ from redis_msglog.integrations.openai_agents import MessageLogSession
 from redis_msglog.testing import EphemeralServer
 
 from .cluster import LocalCluster
-from .conftest import acl_server, make_env
+from .conftest import backend_server, make_env
 from .sdk_check import ANTHROPIC, OPENAI, strict_validate
 
 BACKENDS = ["redis", "valkey", "fakeredis", "cluster", "acl"]  # acl: a restricted user
@@ -167,13 +167,7 @@ def make_session(
     """``make(session_id=None, **options)``: a session on the backend, and the loop to
     run it on."""
     backend = str(request.param)
-    server: Any = None
-    if backend == "cluster":
-        server = shared_cluster()
-    elif backend == "acl":
-        server = acl_server(shared_server)
-    elif backend != "fakeredis":
-        server = shared_server(backend)
+    server = backend_server(backend, shared_server, shared_cluster)
     env = make_env(backend, "async", server)
     clients: list[Any] = []
 
