@@ -666,9 +666,7 @@ class AsyncMessageLog(ShellBase):
         only a failure handed to a plan."""
         command, first_sent = self._core.quick_command(prepared), self._core.clock()
         try:
-            reply = await io.honouring_cancel(
-                self._router.run(lambda conn, asking: _send_once(conn, command, None, asking))
-            )
+            reply = await io.honouring_cancel(self._write_once(Write(command)))
         except (*CLIENT_FAILURES, ReplyLost) as exc:
             return await self._run(self._core.quick_failed(prepared, step_failure(exc), first_sent))
         except BaseException:

@@ -664,9 +664,7 @@ class MessageLog(ShellBase):
         only a failure handed to a plan."""
         command, first_sent = self._core.quick_command(prepared), self._core.clock()
         try:
-            reply = io.honouring_cancel(
-                self._router.run(lambda conn, asking: _send_once(conn, command, None, asking))
-            )
+            reply = io.honouring_cancel(self._write_once(Write(command)))
         except (*CLIENT_FAILURES, ReplyLost) as exc:
             return self._run(self._core.quick_failed(prepared, step_failure(exc), first_sent))
         except BaseException:
