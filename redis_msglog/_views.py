@@ -15,11 +15,12 @@ from typing import TYPE_CHECKING, Any, Literal
 from . import errors
 from ._codec import encode_edit
 from ._steps import Command, Plan, StepFailure
+from .edits import EditEntry
 from .models import StoredMessage
 
 if TYPE_CHECKING:
     from ._core import LogCore
-    from .edits import View
+    from .edits import Entry, View
 
 EditOp = Literal["retract", "pop", "compact", "archive", "fork", "attrs"]
 MAX_ATTR_NAME = 256
@@ -163,6 +164,24 @@ def fork_edit(source: str, source_seq: int, count: int, attrs: AttrChanges | Non
     if attrs is not None:
         doc["attrs"] = dict(attrs.pairs)
     return Edit("fork", "end", encode_edit(doc))
+
+
+def check_fork_point(entries: Iterable[Entry], at_seq: int) -> None:
+    """Refuse a fork at ``at_seq`` (``entries`` are seqs 1..``at_seq``) that falls inside
+    a compaction or a fork: from its entry to its last message the view is being
+    replaced, and the view there (the compacted rows gone, the summary missing or half
+    of it) never existed. The caller picks the side: the seq before the entry, or the
+    compaction's last."""
+    for entry in entries:
+        if isinstance(entry, EditEntry) and entry.op in ("compact", "fork"):
+            end = entry.seq + (entry.count or 0)
+            if end > at_seq:
+                raise errors.InvalidEditError(
+                    f"fork: at_seq {at_seq} falls inside the {entry.op} written at seqs "
+                    f"{entry.seq}..{end} (its entry and its {entry.count or 0} messages), "
+                    f"where the view never was what a fork there would copy: fork at seq "
+                    f"{entry.seq - 1} (before it) or {end} (after it). Nothing was written."
+                )
 
 
 def window_start(
