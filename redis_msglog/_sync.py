@@ -347,9 +347,11 @@ class MessageLog(ShellBase):
         ``at_seq`` (default: now), and return its log (same client and options, no
         hook). Its first entry records the source and seq; this log is untouched. A
         target that already has entries raises :class:`~redis_msglog.SeqConflictError`,
-        and an ``at_seq`` inside a compaction (from its entry to its last message, where
-        that view never existed) :class:`~redis_msglog.InvalidEditError` naming the seqs
-        on either side; nothing is written."""
+        and an ``at_seq`` inside a compaction that keeps rows after its messages (from
+        its entry to its last message, where that view never existed)
+        :class:`~redis_msglog.InvalidEditError` naming the seqs on either side; nothing
+        is written. Inside a ``replace`` (or a fork's copy) it copies the first of its
+        messages, a prefix of the view, as at any other seq."""
         if new_conversation == self.conversation:
             raise ValueError("fork: the new conversation must differ from this one")
         target = MessageLog(self._redis, new_conversation, **self._options)
@@ -358,9 +360,9 @@ class MessageLog(ShellBase):
         entries = self._run(self._core.physical_read_plan(0, at_seq))
         if at_seq is not None and len(entries) < at_seq:
             raise InvalidEditError(f"fork: at_seq {at_seq} is beyond the end ({len(entries)})")
-        if at_seq is not None:
-            check_fork_point(entries, at_seq)
         view = LogView(entries)
+        if at_seq is not None:
+            check_fork_point(view, entries, at_seq)
         changes = None if attrs is None else AttrChanges.of(attrs)
         edit = fork_edit(self.conversation, view.last_seq, len(view.rows), changes)
         batch = target._core.batch(view.rows, edit, attrs)

@@ -8,14 +8,14 @@ arguments of the edits, checked before anything is sent.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
 from . import errors
 from ._codec import encode_edit
 from ._steps import Command, Plan, StepFailure
-from .edits import EditEntry
+from .edits import EditEntry, LogView
 from .models import StoredMessage
 
 if TYPE_CHECKING:
@@ -166,22 +166,21 @@ def fork_edit(source: str, source_seq: int, count: int, attrs: AttrChanges | Non
     return Edit("fork", "end", encode_edit(doc))
 
 
-def check_fork_point(entries: Iterable[Entry], at_seq: int) -> None:
-    """Refuse a fork at ``at_seq`` (``entries`` are seqs 1..``at_seq``) that falls inside
-    a compaction or a fork: from its entry to its last message the view is being
-    replaced, and the view there (the compacted rows gone, the summary missing or half
-    of it) never existed. The caller picks the side: the seq before the entry, or the
-    compaction's last."""
-    for entry in entries:
-        if isinstance(entry, EditEntry) and entry.op in ("compact", "fork"):
-            end = entry.seq + (entry.count or 0)
-            if end > at_seq:
-                raise errors.InvalidEditError(
-                    f"fork: at_seq {at_seq} falls inside the {entry.op} written at seqs "
-                    f"{entry.seq}..{end} (its entry and its {entry.count or 0} messages), "
-                    f"where the view never was what a fork there would copy: fork at seq "
-                    f"{entry.seq - 1} (before it) or {end} (after it). Nothing was written."
-                )
+def check_fork_point(view: LogView, entries: Sequence[Entry], at_seq: int) -> None:
+    """Refuse a fork at ``at_seq`` (``view`` folds ``entries``, seqs 1..``at_seq``) that
+    falls inside a compaction keeping rows after its messages, where the view (the
+    compacted rows gone, part of the summary, the kept rows) never existed. The error
+    names the seqs on either side, for the caller to pick."""
+    if not view.mid_compaction:
+        return
+    entry = next(e for e in reversed(entries) if isinstance(e, EditEntry) and e.count)
+    end = entry.seq + (entry.count or 0)
+    raise errors.InvalidEditError(
+        f"fork: at_seq {at_seq} falls inside the compaction written at seqs {entry.seq}..{end} "
+        f"(its entry and its {entry.count} messages, which rows of the view follow): the "
+        f"view there never existed. Fork at seq {entry.seq - 1} (before it) or {end} (after "
+        "it). Nothing was written."
+    )
 
 
 def window_start(

@@ -342,28 +342,41 @@ def test_a_fork_inside_a_compaction_is_refused(env: Env) -> None:
     log = env.log()
     log.append_many([{"role": "user", "content": c} for c in "abcd"])  # 1..4
     summary = [{"role": "system", "content": "s1"}, {"role": "system", "content": "s2"}]
-    assert log.compact(summary, through_seq=2) == 7  # entry 5, summary 6 and 7
+    assert log.compact(summary, through_seq=2) == 7  # entry 5, summary 6 and 7; c, d kept
     log.add("user", "e")  # 8
     source = snapshot(env.raw, log)
-    for at_seq in (5, 6):
+    for at_seq in (5, 6):  # [c, d] and [s1, c, d]: views no reader ever saw
         target = env.log()
-        with pytest.raises(InvalidEditError, match=r"fork at seq 4 \(before it\) or 7"):
+        with pytest.raises(InvalidEditError, match=r"Fork at seq 4 \(before it\) or 7"):
             log.fork(target.conversation, at_seq=at_seq)
         assert set(snapshot(env.raw, target).values()) == {None}  # not even created
     assert snapshot(env.raw, log) == source
+    assert views_of_forks(env, log, 4, 7, 8) == {
+        4: list("abcd"),
+        7: ["s1", "s2", "c", "d"],
+        8: ["s1", "s2", "c", "d", "e"],
+    }
+
+
+def views_of_forks(env: Env, log: Any, *seqs: int) -> dict[int, list[str]]:
     views = {}
-    for at_seq in (4, 7, 8):
+    for at_seq in seqs:
         fork = log.fork(new_id(), at_seq=at_seq)
         fork = SyncView(fork, env.loop) if isinstance(fork, AsyncMessageLog) else fork
-        views[at_seq] = [m.content for m in fork.all()]
-    assert views == {4: list("abcd"), 7: ["s1", "s2", "c", "d"], 8: ["s1", "s2", "c", "d", "e"]}
-    # A compaction of nothing (clear) leaves a view that existed: an empty one.
-    cleared = log.clear()
-    empty = log.fork(new_id(), at_seq=cleared)
-    empty = SyncView(empty, env.loop) if isinstance(empty, AsyncMessageLog) else empty
-    assert empty.all() == []
-    # A fork's own copied messages are a compaction too: a fork of it inside them is refused.
-    fork = log.fork(new_id(), at_seq=8)  # entry 1, messages 2..6
+        views[at_seq] = [m.text for m in fork.all()]
+    return views
+
+
+def test_a_fork_inside_a_replace_copies_a_prefix_of_its_messages(env: Env) -> None:
+    """Nothing is kept after a replace's (or a fork's) messages: the rows up to a seq
+    among them are the first rows of the view that followed, as after any append (the
+    Pydantic AI store forks at a row written by a replace)."""
+    log = env.log()
+    log.append_many([{"role": "user", "content": c} for c in "ab"])  # 1, 2
+    assert log.replace([{"role": "user", "content": c} for c in "xyz"]) == 6  # entry 3
+    assert views_of_forks(env, log, 3, 4, 5, 6) == {3: [], 4: ["x"], 5: ["x", "y"], 6: list("xyz")}
+    cleared = log.clear()  # a compaction of nothing: the view at its entry is empty
+    assert views_of_forks(env, log, cleared) == {cleared: []}
+    fork = log.fork(new_id(), at_seq=6)  # a fork's own copy: entry 1, messages 2..4
     fork = SyncView(fork, env.loop) if isinstance(fork, AsyncMessageLog) else fork
-    with pytest.raises(InvalidEditError, match=r"fork at seq 0 \(before it\) or 6"):
-        fork.fork(new_id(), at_seq=3)
+    assert views_of_forks(env, fork, 3) == {3: ["x", "y"]}
