@@ -380,3 +380,61 @@ def test_a_fork_inside_a_replace_copies_a_prefix_of_its_messages(env: Env) -> No
     fork = log.fork(new_id(), at_seq=6)  # a fork's own copy: entry 1, messages 2..4
     fork = SyncView(fork, env.loop) if isinstance(fork, AsyncMessageLog) else fork
     assert views_of_forks(env, fork, 3) == {3: ["x", "y"]}
+
+
+operations = st.lists(
+    st.tuples(st.sampled_from(["append", "compact", "replace", "retract"]), st.integers(0, 3)),
+    min_size=1,
+    max_size=6,
+)
+
+
+@given(operations)
+@settings(
+    max_examples=25,
+    deadline=None,
+    derandomize=True,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+def test_a_fork_at_any_seq_copies_a_view_that_existed_or_is_refused(
+    shared_server: Any, ops: list[tuple[str, int]]
+) -> None:
+    """After each call the view is recorded; a fork at a seq a call ended at copies that
+    view, one inside a call a prefix of the view it made, or it is refused (only inside
+    a compaction that keeps rows), writing nothing."""
+    raw = redis.Redis.from_url(shared_server("redis").url)
+    log = MessageLog(raw, new_id())
+    views: dict[int, list[str]] = {0: []}  # the view after the call ending at each seq
+    ends, counter = [0], iter(range(1000))
+
+    def fresh(n: int) -> list[dict[str, Any]]:
+        return [{"role": "user", "content": f"m{next(counter)}"} for _ in range(n)]
+
+    for op, n in ops:
+        rows = log.all()
+        if op == "append":
+            log.append_many(fresh(n + 1))
+        elif op == "compact" and rows:
+            log.compact(fresh(n), through_seq=rows[min(n, len(rows) - 1)].seq)
+        elif op == "replace":
+            log.replace(fresh(n))
+        elif op == "retract" and rows:
+            log.retract([rows[min(n, len(rows) - 1)].seq])
+        else:
+            continue
+        ends.append(log.count())
+        views[ends[-1]] = [m.text for m in log.all()]
+    for at_seq in range(log.count() + 1):
+        call_end = next(end for end in ends if end >= at_seq)
+        target = MessageLog(raw, new_id())
+        try:
+            fork = log.fork(target.conversation, at_seq=at_seq)
+        except InvalidEditError:
+            assert at_seq != call_end  # a view that existed always forks
+            assert set(snapshot(raw, target).values()) == {None}
+            continue
+        copied = [m.text for m in fork.all()]
+        if at_seq == call_end:
+            assert copied == views[at_seq]
+        else:
+            assert copied == views[call_end][: len(copied)]  # a prefix of what followed
