@@ -8,7 +8,7 @@ exporters and the providers' request bodies wrap a value in up to ~8 more, and e
 recursive Python walk of it (equality, JSON merge patches, ``json.dumps`` in the SDKs)
 spends a frame a level out of the interpreter's 1,000. 64 keeps every reader a factor
 of four inside the tightest of those, and is far beyond any real tool call (OpenAI's
-structured outputs allow 10 levels of schema nesting).
+structured outputs capped schema nesting at 5 levels at launch).
 
 Depth: a scalar is 0, ``{}`` and ``[]`` are 1, ``{"a": [1]}`` is 2. An ``arguments``
 string is measured as the text nests (brackets outside string literals), valid JSON or
