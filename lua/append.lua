@@ -272,10 +272,12 @@ if BLOBS > 0 or ARGV[6] ~= '' or ARGV[18] ~= '' then
   end
 end
 -- A reference is written only if this conversation holds its bytes: otherwise every
--- hydrating read of every worker would fail on it.
-for message, part, digest in string.gmatch(ARGV[18], '(%d+)%.(%d+):(%x+)') do
-  if redis.call('HEXISTS', KEYS[3], digest) == 0 then
-    return redis.error_reply('MSGLOG_BADBLOB ' .. message .. ' ' .. part .. ' ' .. digest)
+-- hydrating read of every worker would fail on it. (Most calls have none.)
+if ARGV[18] ~= '' then
+  for message, part, digest in string.gmatch(ARGV[18], '(%d+)%.(%d+):(%x+)') do
+    if redis.call('HEXISTS', KEYS[3], digest) == 0 then
+      return redis.error_reply('MSGLOG_BADBLOB ' .. message .. ' ' .. part .. ' ' .. digest)
+    end
   end
 end
 
