@@ -13,8 +13,9 @@
 --           commit time) and "msg" or "edit"; they are read as before, and appends
 --           continue after them (seq grows, so IDs still grow).
 -- KEYS[3]   blobs: a hash of large binaries stored off the rows, field = SHA-256 (hex);
---           touched only when the batch stores blobs or ARGV[6] sets a lifetime, and
---           otherwise passed as KEYS[2] again (see "Slot moves" below)
+--           touched only when the batch stores blobs, refers to stored ones (ARGV[18])
+--           or ARGV[6] sets a lifetime, and otherwise passed as KEYS[2] again (see "Slot
+--           moves" below)
 -- KEYS[4]   producers: a hash, field = a producer id, value = its recent results (see
 --           "The idempotent producer" below); KEYS[2] again when ARGV[13] is ""
 -- KEYS[5]   optional idempotency record: "<last_seq> <at> <count> <fingerprint> <call>"
@@ -52,7 +53,11 @@
 -- ARGV[16]  A, the number of conversation attributes this call changes (0 for most)
 -- ARGV[17]  those changes as JSON ({"name":"value","gone":null}; "" when A is 0), added
 --           to the call's edit entry as "attrs" (docs/edits.md, "Attributes")
--- ARGV[18..] B pairs of a blob's SHA-256 (hex) and its bytes, then A pairs of an
+-- ARGV[18]  the blob references of this call's messages to bytes it does not bring
+--           ("<message>.<part>:<sha256>" separated by spaces, indexes from 0; "" for
+--           none, most calls): each must be a field of KEYS[3], which is then named, or
+--           MSGLOG_BADBLOB and nothing is written (a reading worker could not hydrate it)
+-- ARGV[19..] B pairs of a blob's SHA-256 (hex) and its bytes, then A pairs of an
 --           attribute change ("+name" to set, "-name" to delete) and its value, then the
 --           encoded messages (JSON), in order; at least one unless this is an edit
 --
@@ -79,7 +84,7 @@
 
 local BLOBS = tonumber(ARGV[8])
 local ATTRS = tonumber(ARGV[16])
-local HEADER = 17 + 2 * BLOBS + 2 * ATTRS
+local HEADER = 18 + 2 * BLOBS + 2 * ATTRS
 local n = #ARGV - HEADER
 local OP = ARGV[10]
 local PRODUCERS = KEYS[4]
@@ -260,10 +265,19 @@ if VIEW and OP == '' then  -- a log with a lifetime refreshes (and creates) its 
     return redis.error_reply('WRONGTYPE hidden ranges ' .. HIDDEN .. ' is not a sorted set')
   end
 end
-if BLOBS > 0 or ARGV[6] ~= '' then
+if BLOBS > 0 or ARGV[6] ~= '' or ARGV[18] ~= '' then
   local kind = redis.call('TYPE', KEYS[3])['ok']
   if kind ~= 'none' and kind ~= 'hash' then
     return redis.error_reply('WRONGTYPE blobs ' .. KEYS[3] .. ' is not a hash')
+  end
+end
+-- A reference is written only if this conversation holds its bytes: otherwise every
+-- hydrating read of every worker would fail on it. (Most calls have none.)
+if ARGV[18] ~= '' then
+  for message, part, digest in string.gmatch(ARGV[18], '(%d+)%.(%d+):(%x+)') do
+    if redis.call('HEXISTS', KEYS[3], digest) == 0 then
+      return redis.error_reply('MSGLOG_BADBLOB ' .. message .. ' ' .. part .. ' ' .. digest)
+    end
   end
 end
 
@@ -518,7 +532,7 @@ for i = next_arg, #ARGV do
     ARGV[i])
 end
 for i = 0, BLOBS - 1 do  -- content-addressed: the same bytes are stored once
-  redis.call('HSETNX', KEYS[3], ARGV[18 + 2 * i], ARGV[19 + 2 * i])
+  redis.call('HSETNX', KEYS[3], ARGV[19 + 2 * i], ARGV[20 + 2 * i])
 end
 local new_last = last + written
 if raw then
@@ -533,7 +547,7 @@ if edit then
   end
   hide(HIDDEN, last + 1, last + 1)  -- the edit entry itself is in no view
   redis.call('HSET', VIEW, 'segments', format_segments(edit[2]), 'version', last + 1)
-  local first_attr = 18 + 2 * BLOBS
+  local first_attr = 19 + 2 * BLOBS
   for i = first_attr, first_attr + 2 * ATTRS - 1, 2 do  -- attributes live in the view hash
     local change, name = string.sub(ARGV[i], 1, 1), 'a:' .. string.sub(ARGV[i], 2)
     if change == '+' then

@@ -12,6 +12,7 @@ Quick start::
 
 from ._aio import AsyncMessageLog
 from ._cache import DEFAULT_READ_CACHE_BYTES, configure_read_cache
+from ._depth import MAX_JSON_DEPTH
 from ._durability import Durability
 from ._keys import ConversationKeys, acl_rules
 from ._retry import DEFAULT_RETRY, NO_RETRY, RetryPolicy
@@ -66,6 +67,7 @@ from .parts import (
 __all__ = [
     "DEFAULT_READ_CACHE_BYTES",
     "DEFAULT_RETRY",
+    "MAX_JSON_DEPTH",
     "NO_RETRY",
     "AgentMessage",
     "AppendInDoubtError",

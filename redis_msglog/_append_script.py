@@ -5,6 +5,7 @@ through one table."""
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -21,9 +22,9 @@ key; ``blobs`` is the stream's name again when the append does not touch it, and
 ARGV_NAMES = (
     "publish", "channel", "record_ttl_ms", "fingerprint", "look_up", "ttl_ms", "call", "blobs",
     "expected_seq", "op", "op_arg", "entry", "producer", "pseq", "floor", "attrs",
-    "attrs_json",
+    "attrs_json", "blob_refs",
 )  # fmt: skip
-"""``ARGV[1..17]`` of the script, in order; the blobs (digest, bytes), the attribute
+"""``ARGV[1..18]`` of the script, in order; the blobs (digest, bytes), the attribute
 changes (``+name``/``-name``, value) and the encoded messages follow."""
 
 EditOp = Literal["", "retract", "pop", "compact", "archive", "fork", "attrs"]
@@ -58,13 +59,14 @@ class AppendCall:
     producer: str = ""  # the idempotent producer making the call ("": none)
     pseq: int = 0  # the producer's number of this call, the same on every try
     floor: int | None = None  # the producer's lowest call in flight (None: unknown)
+    blob_refs: str = ""  # "<message>.<part>:<sha256> ...": references the batch cannot store
 
     def keys_and_args(self) -> Command:
         """``numkeys, KEYS..., ARGV...`` for ``EVALSHA``/``EVAL``."""
         # Only keys that exist once the conversation does (or that the script needs):
         # during a cluster slot move a declared key that does not exist holds the
         # append up (TRYAGAIN). Unused positions repeat the stream's name.
-        uses_blobs = bool(self.blobs) or self.ttl_ms is not None
+        uses_blobs = bool(self.blobs) or self.ttl_ms is not None or bool(self.blob_refs)
         blobs = self.keys.blobs if uses_blobs else self.keys.stream
         producers = self.keys.producers if self.producer else self.keys.stream
         keys: tuple[str, ...] = (self.keys.seq, self.keys.stream, blobs, producers)
@@ -90,6 +92,7 @@ class AppendCall:
             "" if self.floor is None else self.floor,
             len(self.attrs),
             self.attrs_json,
+            self.blob_refs,
         )
         if not self.blobs and not self.attrs:  # most calls: only messages follow
             return (len(keys), *keys, *argv, *self.messages)
@@ -138,6 +141,7 @@ ERRORS: dict[str, type[errors.MessageLogError]] = {
     "MSGLOG_BADEDIT": errors.InvalidEditError,  # an edit of a seq that is not in the view
     "MSGLOG_BADVIEW": errors.CorruptLogError,  # a view hash we did not write
     "MSGLOG_STALE": errors.AppendInDoubtError,  # a producer's result no longer held
+    "MSGLOG_BADBLOB": errors.InvalidMessageError,  # a blob reference the log does not hold
 }
 """What each error code of the script (and of the server, for its keys) means."""
 
@@ -162,6 +166,8 @@ def error_for(refused: Refused, keys: ConversationKeys) -> errors.MessageLogErro
         )
     if kind is errors.InvalidEditError:
         return kind(f"{refused.text.split(' ', 1)[1]}. Nothing was written.")
+    if kind is errors.InvalidMessageError:
+        return _missing_blob(refused.text, keys)
     if kind is errors.AppendInDoubtError:
         return kind(
             f"{refused.text}: an earlier try of this append may have committed, and the server "
@@ -172,3 +178,19 @@ def error_for(refused: Refused, keys: ConversationKeys) -> errors.MessageLogErro
     if kind is not None:
         return kind(refused.text)
     return errors.StorageError(f"Redis error: {refused.text}")
+
+
+def _missing_blob(text: str, keys: ConversationKeys) -> errors.InvalidMessageError:
+    """MSGLOG_BADBLOB <message> <part> <sha256>: a reference to bytes this conversation
+    does not hold (a row read with ``blobs="refs"`` from another log, or a made-up digest)."""
+    found = re.search(r"MSGLOG_BADBLOB (\d+) (\d+) ([0-9a-fA-F]+)", text)
+    message, part, digest = found.groups() if found else ("0", "?", "?")
+    return errors.InvalidMessageError(
+        f"message {message}: content.{part} refers to blob {digest}, which "
+        f"{keys.blobs} does not hold. Nothing was written. A reference is accepted only in "
+        "the conversation holding its bytes (or with them in the same call): to copy a "
+        'message to another conversation, append the row read with blobs="hydrate" (the '
+        "default), whose as_message() carries the bytes (`msglog export` writes them "
+        "inline too).",
+        index=int(message),
+    )

@@ -15,7 +15,7 @@ from collections.abc import Iterable, Mapping
 from typing import Literal
 
 from .models import AgentMessage, StoredMessage
-from .parts import BINARY_PARTS, ContentPart
+from .parts import BINARY_PARTS, ContentPart, _Media
 
 DEFAULT_BLOB_THRESHOLD = 256 * 1024
 BlobMode = Literal["hydrate", "refs"]
@@ -60,8 +60,18 @@ def references(rows: Iterable[AgentMessage]) -> list[str]:
     return list(seen)
 
 
+def blob_references(index: int, parts: Iterable[ContentPart]) -> list[tuple[int, int, str]]:
+    """``(index, part, sha256)`` for each part of message ``index`` holding a reference."""
+    found = []
+    for position, part in enumerate(parts):
+        if isinstance(part, _Media) and part.blob is not None:
+            found.append((index, position, part.blob))
+    return found
+
+
 def hydrate(rows: list[StoredMessage], blobs: Mapping[str, bytes]) -> list[StoredMessage]:
-    """``rows`` with every reference replaced by its bytes (all must be in ``blobs``)."""
+    """``rows`` with every reference in ``blobs`` replaced by its bytes (the others stay
+    references: a read checks that it has them all first)."""
     out = []
     for row in rows:
         if isinstance(row.content, str) or not any(
@@ -76,6 +86,6 @@ def hydrate(rows: list[StoredMessage], blobs: Mapping[str, bytes]) -> list[Store
 
 def _hydrated(part: ContentPart, blobs: Mapping[str, bytes]) -> ContentPart:
     digest = getattr(part, "blob", None)
-    if digest is None:
+    if digest is None or digest not in blobs:  # a batch's rows: bytes it did not bring
         return part
     return part.model_copy(update={"data": blobs[digest], "blob": None})

@@ -29,12 +29,14 @@ from . import errors
 from ._blobs import (
     DEFAULT_BLOB_THRESHOLD,
     BlobMode,
+    blob_references,
     check_blob_mode,
     hydrate,
     offload,
     references,
 )
 from ._codec import decode_edit, decode_entry, decode_page, encode_message
+from ._depth import MAX_JSON_DEPTH, too_deep_field
 from ._durability import Durability
 from ._keys import ConversationKeys
 from ._retry import DEFAULT_RETRY, RetryPolicy
@@ -70,6 +72,7 @@ class Batch:
     blobs: tuple[tuple[str, bytes], ...] = ()  # (SHA-256 hex, bytes) to store off the rows
     edit: Edit | None = None  # the edit written before the messages (docs/edits.md)
     attrs: AttrChanges | None = None  # attribute changes made with it
+    blob_refs: str = ""  # "<message>.<part>:<sha256> ...": references to bytes it lacks
 
     def fingerprint(self) -> str:
         """A digest of the batch, stored with an idempotency record so that a key reused
@@ -206,9 +209,13 @@ class LogCore:
         messages = _coerce_all(msgs)
         encoded = []
         blobs: dict[str, bytes] = {}
+        refs: list[tuple[int, int, str]] = []
         for index, msg in enumerate(messages):
+            _check_depth(msg, index)
             stored, offloaded = offload(msg, self.blob_threshold)
             blobs.update(offloaded)
+            if not isinstance(stored.content, str):
+                refs += blob_references(index, stored.content)
             try:
                 data = encode_message(stored)
             except errors.CodecError as exc:
@@ -220,7 +227,10 @@ class LogCore:
                     f"over {self.blob_threshold} bytes off the row)"
                 )
             encoded.append(data)
-        return Batch(messages, tuple(encoded), tuple(blobs.items()), edit, changes)
+        # The references whose bytes this call does not bring: the script checks that the
+        # conversation holds them (only the server can tell, atomically with the write).
+        held = " ".join(f"{i}.{p}:{d}" for i, p, d in refs if d not in blobs) if refs else ""
+        return Batch(messages, tuple(encoded), tuple(blobs.items()), edit, changes, held)
 
     def append_plan(
         self,
@@ -333,6 +343,7 @@ class LogCore:
             producer=producer,
             pseq=pseq,
             floor=None if in_flight is None else _lowest(in_flight),
+            blob_refs=batch.blob_refs,
         )
         if batch.edit is not None:
             edit = batch.edit
@@ -1106,6 +1117,17 @@ def _coerce(msg: AgentMessage | Mapping[str, Any], index: int) -> AgentMessage:
     except ValidationError as exc:
         problems = describe_errors(exc, msg)
         raise errors.InvalidMessageError(f"message {index}: {problems}", index=index) from exc
+
+
+def _check_depth(msg: AgentMessage, index: int) -> None:
+    where = too_deep_field(msg)
+    if where is not None:
+        raise errors.InvalidMessageError(
+            f"message {index}: {where} nests deeper than {MAX_JSON_DEPTH} levels of objects "
+            "and arrays, the limit for every JSON value of a message (docs/guide.md, "
+            '"Limits"). Nothing was written.',
+            index=index,
+        )
 
 
 def parse_seq_counter(raw: bytes | str) -> int | None:

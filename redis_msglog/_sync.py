@@ -34,7 +34,7 @@ from ._routing import Router, asking_before_each, pack, socket_timeout, without_
 from ._shell import CLIENT_FAILURES, ShellBase, step_failure
 from ._steps import Command, Pause, Plan, Read, ReplyLost, StepFailure, Write
 from ._subscription import OnAppend, OnCommit, Subscription
-from ._views import AttrChanges, Edit, fork_edit, retract_edit, through_edit
+from ._views import AttrChanges, Edit, check_fork_point, fork_edit, retract_edit, through_edit
 from .edits import Attributes, Entry, LogView, MessageView, View
 from .errors import InvalidEditError
 from .models import AgentMessage, Role, StoredMessage
@@ -346,8 +346,12 @@ class MessageLog(ShellBase):
         """Start ``new_conversation`` as a copy of this log's view as it was at seq
         ``at_seq`` (default: now), and return its log (same client and options, no
         hook). Its first entry records the source and seq; this log is untouched. A
-        target that already has entries raises :class:`~redis_msglog.SeqConflictError`
-        and nothing is written."""
+        target that already has entries raises :class:`~redis_msglog.SeqConflictError`,
+        and an ``at_seq`` inside a compaction that keeps rows after its messages (from
+        its entry to its last message, where that view never existed)
+        :class:`~redis_msglog.InvalidEditError` naming the seqs on either side; nothing
+        is written. Inside a ``replace`` (or a fork's copy) it copies the first of its
+        messages, a prefix of the view, as at any other seq."""
         if new_conversation == self.conversation:
             raise ValueError("fork: the new conversation must differ from this one")
         target = MessageLog(self._redis, new_conversation, **self._options)
@@ -357,6 +361,8 @@ class MessageLog(ShellBase):
         if at_seq is not None and len(entries) < at_seq:
             raise InvalidEditError(f"fork: at_seq {at_seq} is beyond the end ({len(entries)})")
         view = LogView(entries)
+        if at_seq is not None:
+            check_fork_point(view, entries, at_seq)
         changes = None if attrs is None else AttrChanges.of(attrs)
         edit = fork_edit(self.conversation, view.last_seq, len(view.rows), changes)
         batch = target._core.batch(view.rows, edit, attrs)

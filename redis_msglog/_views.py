@@ -8,18 +8,19 @@ arguments of the edits, checked before anything is sent.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
 from . import errors
 from ._codec import encode_edit
 from ._steps import Command, Plan, StepFailure
+from .edits import EditEntry, LogView
 from .models import StoredMessage
 
 if TYPE_CHECKING:
     from ._core import LogCore
-    from .edits import View
+    from .edits import Entry, View
 
 EditOp = Literal["retract", "pop", "compact", "archive", "fork", "attrs"]
 MAX_ATTR_NAME = 256
@@ -163,6 +164,23 @@ def fork_edit(source: str, source_seq: int, count: int, attrs: AttrChanges | Non
     if attrs is not None:
         doc["attrs"] = dict(attrs.pairs)
     return Edit("fork", "end", encode_edit(doc))
+
+
+def check_fork_point(view: LogView, entries: Sequence[Entry], at_seq: int) -> None:
+    """Refuse a fork at ``at_seq`` (``view`` folds ``entries``, seqs 1..``at_seq``) that
+    falls inside a compaction keeping rows after its messages, where the view (the
+    compacted rows gone, part of the summary, the kept rows) never existed. The error
+    names the seqs on either side, for the caller to pick."""
+    if not view.mid_compaction:
+        return
+    entry = next(e for e in reversed(entries) if isinstance(e, EditEntry) and e.count)
+    end = entry.seq + (entry.count or 0)
+    raise errors.InvalidEditError(
+        f"fork: at_seq {at_seq} falls inside the compaction written at seqs {entry.seq}..{end} "
+        f"(its entry and its {entry.count} messages, which rows of the view follow): the "
+        f"view there never existed. Fork at seq {entry.seq - 1} (before it) or {end} (after "
+        "it). Nothing was written."
+    )
 
 
 def window_start(

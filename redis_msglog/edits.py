@@ -105,6 +105,16 @@ class LogView:
         """The rows up to and including the archive watermark."""
         return [row for row, gone in self._rows[: self._watermark_index() + 1] if not gone]
 
+    @property
+    def mid_compaction(self) -> bool:
+        """Whether the entries folded so far stop inside a compaction that keeps rows of
+        the view after its messages (between its entry and its last message): a view no
+        reader ever saw, with the compacted rows gone but not all of their replacement
+        in place. Inside a ``replace``, a ``clear`` or a fork's copy, where nothing is
+        kept, the rows so far are the first of the new view (a prefix, as after any
+        append), so this is ``False``."""
+        return self._absorb > 0 and any(not gone for _, gone in self._rows[self._placed :])
+
     def apply(self, entry: Entry) -> None:
         """Fold one more entry (the next seq) into the view."""
         if entry.seq <= self.last_seq:

@@ -110,7 +110,9 @@ class StoredMessage(AgentMessage):
     """Commit time from the server's clock (UTC); informational, ordering is by ``seq``."""
 
     def as_message(self) -> AgentMessage:
-        """This row without ``seq`` and ``at``, e.g. to append it to another log."""
+        """This row without ``seq`` and ``at``, e.g. to append it to another log. Read
+        it hydrated (the default) for that: a row read with ``blobs="refs"`` holds only
+        the digests of its large binaries, which another conversation refuses."""
         return AgentMessage.model_validate(
             self.model_dump(exclude={"seq", "at"}, exclude_none=True)
         )

@@ -114,8 +114,18 @@ def drive(plan: Plan[Any], server: Server, clock: Clock | None = None) -> tuple[
 def script_reply(step: Step, *, last: int = 1, replayed: int = 0, writer: str | None = None) -> Any:
     """The append script's reply to ``step``, written by this call unless ``writer``."""
     assert isinstance(step, Write)
-    call = str(step.command[-12])  # ARGV[7]; ARGV[8] (no blobs) to [17], then the message
+    call = str(argv(step.command, 7))
     return [last, AT, replayed, (call if writer is None else writer).encode()]
+
+
+def argv(command: tuple[Any, ...], n: int) -> Any:
+    """``ARGV[n]`` of an ``EVALSHA sha numkeys KEYS... ARGV...`` command."""
+    return command[3 + int(command[2]) + n - 1]
+
+
+def argvs(command: tuple[Any, ...], n: int, count: int) -> tuple[Any, ...]:
+    """``ARGV[n]`` and the ``count - 1`` after it."""
+    return tuple(argv(command, i) for i in range(n, n + count))
 
 
 def commands(steps: list[Step]) -> list[tuple[Any, ...]]:
@@ -383,8 +393,8 @@ def test_a_lost_reply_is_re_sent_with_the_same_key_and_recognised_as_ours() -> N
     first, second = (step.command for step in sent)
     assert first[2] == 4 and first[6] == "msglog:{conv}:producers"  # KEYS[4], no KEYS[5]
     # The same producer and call number (ARGV[13], ARGV[14]) on every try.
-    assert first[-6] == second[-6] != "" and first[-5] == second[-5] == 1
-    assert (first[-14], second[-14]) == ("0", "1")  # looked up on re-sends only
+    assert argv(first, 13) == argv(second, 13) != "" and argv(first, 14) == argv(second, 14) == 1
+    assert (argv(first, 5), argv(second, 5)) == ("0", "1")  # looked up on re-sends only
 
 
 def test_a_batch_is_validated_as_each_of_its_messages_would_be() -> None:
@@ -436,8 +446,8 @@ def test_a_quick_append_whose_reply_is_lost_goes_on_as_the_plan_would() -> None:
     assert commit.fresh and commands(steps) == [("pause",), ("EVALSHA",)]
     resent = steps[1]
     assert isinstance(resent, Write)
-    assert (first[-5], resent.command[-5]) == (1, 1)  # the same call number
-    assert (first[-14], resent.command[-14]) == ("0", "1")  # looked up on the re-send
+    assert (argv(first, 14), argv(resent.command, 14)) == (1, 1)  # the same call number
+    assert (argv(first, 5), argv(resent.command, 5)) == ("0", "1")  # looked up on the re-send
     assert log._in_flight == set()
 
 
@@ -481,10 +491,10 @@ def test_a_producer_numbers_its_calls_and_each_log_is_its_own_producer() -> None
 
     for each in (log, log, log, other):
         drive(each.append_plan(each.batch(BATCH_MSG), None), server)
-    assert [c[-5] for c in sent] == [1, 2, 3, 1]
-    assert [c[-4] for c in sent] == [1, 2, 3, 1]  # the floor: one call at a time
-    assert sent[0][-6] == sent[1][-6] == sent[2][-6] != sent[3][-6]
-    assert len(str(sent[0][-6])) == 12
+    assert [argv(c, 14) for c in sent] == [1, 2, 3, 1]
+    assert [argv(c, 15) for c in sent] == [1, 2, 3, 1]  # the floor: one call at a time
+    assert argv(sent[0], 13) == argv(sent[1], 13) == argv(sent[2], 13) != argv(sent[3], 13)
+    assert len(str(argv(sent[0], 13))) == 12
     # No per-append key, and the blobs hash only when the script touches it (slot moves).
     assert sent[0][3:7] == (
         "msglog:{conv}:seq", "msglog:{conv}:stream", "msglog:{conv}:stream",
@@ -493,7 +503,7 @@ def test_a_producer_numbers_its_calls_and_each_log_is_its_own_producer() -> None
     drive(core(ttl=timedelta(hours=1)).append_plan(log.batch(BATCH_MSG), None), server)
     assert sent[-1][5] == "msglog:{conv}:blobs"
     drive(core(retry=NO_RETRY).append_plan(log.batch(BATCH_MSG), None), server)
-    assert sent[-1][-6:-3] == ("", "", "")  # retries off: no producer
+    assert argvs(sent[-1], 13, 3) == ("", "", "")  # retries off: no producer
 
 
 def test_each_try_carries_the_producer_s_lowest_call_in_flight() -> None:
@@ -505,21 +515,21 @@ def test_each_try_carries_the_producer_s_lowest_call_in_flight() -> None:
     first, second = log.append_plan(batch, None), log.append_plan(batch, None)
     step_1, step_2 = next(first), next(second)  # both sent, neither answered yet
     assert isinstance(step_1, Write) and isinstance(step_2, Write)
-    assert (step_1.command[-5:-3], step_2.command[-5:-3]) == ((1, 1), (2, 1))
+    assert (argvs(step_1.command, 14, 2), argvs(step_2.command, 14, 2)) == ((1, 1), (2, 1))
     pause = first.throw(ReplyLost("reset"))  # call 1's reply is lost: it will re-send
     assert isinstance(pause, Pause)
     with pytest.raises(StopIteration):
         second.send(script_reply(step_2, last=2))  # call 2 answered: settled
     clock.now += pause.seconds
     resent = first.send(None)
-    assert isinstance(resent, Write) and resent.command[-5:-3] == (1, 1)
+    assert isinstance(resent, Write) and argvs(resent.command, 14, 2) == (1, 1)
     third = log.append_plan(batch, None)
     step_3 = next(third)
-    assert isinstance(step_3, Write) and step_3.command[-5:-3] == (3, 1)  # 1 still in flight
+    assert isinstance(step_3, Write) and argvs(step_3.command, 14, 2) == (3, 1)  # 1 still in flight
     with pytest.raises(StopIteration):
         first.send(script_reply(resent, last=1, replayed=1, writer=""))
     fourth = next(log.append_plan(batch, None))
-    assert isinstance(fourth, Write) and fourth.command[-5:-3] == (4, 3)
+    assert isinstance(fourth, Write) and argvs(fourth.command, 14, 2) == (4, 3)
 
 
 def test_a_call_refused_before_it_is_sent_leaves_no_call_in_flight() -> None:
@@ -552,7 +562,7 @@ def test_the_key_of_an_in_doubt_append_is_a_try_of_the_same_call() -> None:
         return script_reply(step)
 
     drive(log.append_plan(log.batch(BATCH_MSG), None), answer)
-    assert sent[-1][-6] != sent[0][-6] and sent[-1][-5] == sent[0][-5] + 1
+    assert argv(sent[-1], 13) != argv(sent[0], 13) and argv(sent[-1], 14) == argv(sent[0], 14) + 1
     elsewhere = core()  # another process, say
     commit, steps = drive(
         elsewhere.append_plan(elsewhere.batch(BATCH_MSG), key),
@@ -560,9 +570,9 @@ def test_the_key_of_an_in_doubt_append_is_a_try_of_the_same_call() -> None:
     )
     assert not commit.fresh  # its hook is not this call's to fire
     (again,) = [step.command for step in steps if isinstance(step, Write)]
-    assert again[-6:-4] == sent[0][-6:-4]  # the original producer and call number
-    assert again[-4] == ""  # its floor: the other log cannot know the producer's calls
-    assert again[-14] == "1" and again[-12] != ""  # looked up, with this call's own token
+    assert argvs(again, 13, 2) == argvs(sent[0], 13, 2)  # the original producer and call number
+    assert argv(again, 15) == ""  # its floor: the other log cannot know the producer's calls
+    assert argv(again, 5) == "1" and argv(again, 7) != ""  # looked up, with this call's own token
     assert len(again) == len(sent[0])  # no idempotency record key: not a caller's key
     with pytest.raises(IdempotencyConflictError, match="different batch"):
         drive(elsewhere.append_plan(elsewhere.batch([{"role": "user", "content": "x"}]), key), lost)
