@@ -33,13 +33,14 @@ _READS = (
     "hscan",  # msglog verify: the producers hash
     "scan",  # msglog ls/verify --all, the Pydantic AI store's listing (names only)
     "memory|usage", "info",  # msglog stats
-    "command|info",  # Durability(aof=True): does the server have WAITAOF?
+    # COMMAND (metadata only): the cluster client's key table; Durability(aof=True)
+    # asks COMMAND INFO WAITAOF.
+    "command",
 )  # fmt: skip
 _DURABILITY = ("wait", "waitaof")
 _EVENTS = ("subscribe", "unsubscribe", "ssubscribe", "sunsubscribe")  # redis-cli SUBSCRIBE
-_CLUSTER = (  # redis-py's cluster client: the topology, redirections, replica reads
-    "cluster|slots", "cluster|shards", "cluster|nodes", "cluster|info", "cluster|myid",
-    "asking", "readonly", "readwrite", "command|docs", "command|count", "command|list",
+_CLUSTER = (  # a cluster client: the topology, redirections, reads from replicas
+    "cluster|slots", "cluster|shards", "asking", "readonly", "readwrite",
 )  # fmt: skip
 
 LIBRARY_COMMANDS: tuple[str, ...] = (
