@@ -30,6 +30,7 @@ from redis_msglog import (
     AsyncMessageLog,
     Durability,
     DurabilityUnsupportedError,
+    EvictionWarning,
     MessageLog,
     MessageLogError,
     NotDurableError,
@@ -67,13 +68,12 @@ class AclServer:
         return f"redis://{name}:{PASSWORD}@127.0.0.1:{self.server.port}/0"
 
     def refused(self, name: str) -> list[str]:
-        """The commands and keys refused to ``name`` (``ACL LOG``), but ``CONFIG GET``:
-        the eviction and AOF checks ask, and are documented to go without."""
+        """The commands, keys and channels refused to ``name`` (``ACL LOG``)."""
         entries = self.admin.execute_command("ACL", "LOG", "128")
         found = []
         for entry in entries:
             fields = _fields(entry)
-            if fields["username"] == name and fields["object"] != "config|get":
+            if fields["username"] == name:
                 found.append(f"{fields['reason']} {fields['object']}")
         return found
 
@@ -398,6 +398,79 @@ def test_a_cluster_client_under_the_rules(
         _fields(e)
         for node in nodes
         for e in node.execute_command("ACL", "LOG", "128")
-        if _fields(e)["username"] == user and _fields(e)["object"] != "config|get"
+        if _fields(e)["username"] == user
     ]
     assert refused == []
+
+
+# -- the integrations under the rules ---------------------------------------------------------
+
+
+async def exercise_the_integrations(url: str, owned: str) -> None:
+    """Each integration's reads and writes (``owned``: the start of the ids the user owns)."""
+    from langchain_core.messages import AIMessage, HumanMessage
+    from llama_index.core.llms import ChatMessage
+    from pydantic_ai import Agent
+    from pydantic_ai.conversation import Conversation
+    from pydantic_ai.models.test import TestModel
+
+    from redis_msglog.integrations.langchain import MessageLogChatHistory
+    from redis_msglog.integrations.llama_index import MessageLogChatStore
+    from redis_msglog.integrations.openai_agents import MessageLogSession
+    from redis_msglog.integrations.pydantic_ai import RedisConversationStore
+
+    history = MessageLogChatHistory(f"{owned}{new_id()}", redis.Redis.from_url(url))
+    history.add_messages([HumanMessage("hi"), AIMessage("hello")])
+    assert [m.content for m in history.messages] == ["hi", "hello"]
+    history.clear()
+
+    session = MessageLogSession.from_url(f"{owned}{new_id()}", url=url)
+    await session.add_items([{"role": "user", "content": "hi"}])
+    assert len(await session.get_items()) == 1
+    assert await session.pop_item() is not None
+    await session.clear_session()
+    await session.close()
+
+    store = MessageLogChatStore.from_url(url)
+    key = f"{owned}{new_id()}"
+    await store.add_message(key, ChatMessage(role="user", content="hi"))
+    assert [m.content for m in await store.get_messages(key)] == ["hi"]
+    assert key in await store.get_keys()
+    await store.delete_messages(key)
+    await store.aclose()
+
+    conversations = RedisConversationStore.from_url(url)
+    conversation_id = f"{owned}{new_id()}"
+    result = await Agent(TestModel()).run(
+        "hi", conversation=Conversation(conversation_id=conversation_id)
+    )
+    await conversations.save(result)
+    loaded = await conversations.load(conversation_id)
+    assert loaded is not None and loaded.messages
+    await conversations.aclose()
+
+
+def test_the_integrations_work_under_the_rules(acl: AclServer) -> None:
+    """Each integration under the whole-prefix rules (the Pydantic AI store keeps an index
+    outside any tenant's conversations: tenants give it a prefix of their own)."""
+    user = acl.user("app")
+    asyncio.run(exercise_the_integrations(acl.url(user), ""))
+    assert acl.refused(user) == []
+
+
+def test_the_server_checks_work_under_the_rules(
+    real_backend: str, private_server: Callable[..., EphemeralServer]
+) -> None:
+    """The eviction-policy warning and the AOF check read ``INFO``, which the rules
+    allow (with ``CONFIG GET`` they went silently unchecked for this user)."""
+    server = private_server(real_backend, ["--maxmemory-policy", "allkeys-lru"])
+    acl = AclServer(server, redis.Redis(port=server.port))
+    client = acl.client(acl.user("app"))
+    with pytest.warns(EvictionWarning, match="allkeys-lru"):
+        MessageLog(client, new_id()).add("user", "may be evicted")
+    if acl.version >= (7, 2):  # appendonly no: refused before anything is written
+        log = MessageLog(client, new_id(), durability=Durability(aof=True))
+        with pytest.raises(DurabilityUnsupportedError, match="appendonly yes"):
+            log.add("user", "x")
+        assert acl.admin.exists(log.keys.stream) == 0
+    assert acl.refused("app") == []
