@@ -25,9 +25,12 @@ import pytest
 import redis
 import redis.asyncio
 import redis.cluster
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from redis_msglog import (
     AsyncMessageLog,
+    ConversationKeys,
     Durability,
     DurabilityUnsupportedError,
     EvictionWarning,
@@ -474,3 +477,36 @@ def test_the_server_checks_work_under_the_rules(
             log.add("user", "x")
         assert acl.admin.exists(log.keys.stream) == 0
     assert acl.refused("app") == []
+
+
+IDS = st.tuples(
+    st.sampled_from(["acme:", "acme2:", "acme", "acme:{", "acme}:", "%61cme:", "ACME:", "", "x"]),
+    st.text(st.characters(exclude_categories=["Cs"]), max_size=12),
+).map("".join)
+
+
+def test_a_tenant_pattern_covers_exactly_its_ids(
+    shared_server: Callable[[str], EphemeralServer],
+) -> None:
+    """The server's own verdict (``ACL DRYRUN``) on every key and the channel of
+    generated ids: tenant ``acme`` may touch exactly the ids that start with ``acme:``."""
+    admin = redis.Redis.from_url(shared_server("redis").url)
+    users = {}
+    for tenant in ("acme", "acme2"):
+        users[tenant] = f"dryrun-{tenant}-{new_id()}"
+        rules = acl_rules(tenant=tenant, redis_version=server_version(admin))
+        admin.execute_command("ACL", "SETUSER", users[tenant], "on", "nopass", *rules)
+
+    @settings(max_examples=300, deadline=None, derandomize=True)
+    @given(conversation=IDS.filter(bool))
+    def check(conversation: str) -> None:
+        keys = ConversationKeys.build("msglog", conversation)
+        for tenant, user in users.items():
+            owns = conversation.startswith(f"{tenant}:")
+            for key in (keys.seq, keys.stream, keys.blobs, keys.idempotency_record("k")):
+                verdict = admin.execute_command("ACL", "DRYRUN", user, "GET", key)
+                assert (verdict in (b"OK", "OK")) == owns, (tenant, conversation, key, verdict)
+            verdict = admin.execute_command("ACL", "DRYRUN", user, "PUBLISH", keys.channel, "x")
+            assert (verdict in (b"OK", "OK")) == owns, (tenant, conversation, verdict)
+
+    check()
