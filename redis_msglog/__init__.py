@@ -10,11 +10,12 @@ Quick start::
     history = log.all()
 """
 
+from ._acl import acl_rules
 from ._aio import AsyncMessageLog
 from ._cache import DEFAULT_READ_CACHE_BYTES, configure_read_cache
 from ._depth import MAX_JSON_DEPTH
 from ._durability import Durability
-from ._keys import ConversationKeys, acl_rules
+from ._keys import ConversationKeys
 from ._retry import DEFAULT_RETRY, NO_RETRY, RetryPolicy
 from ._subscription import AsyncSubscription, Subscription
 from ._sync import MessageLog

@@ -3,17 +3,25 @@ operator needs to look at conversations without writing Python."""
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import os
+import re
+import signal
+import stat
 import sys
+import tempfile
+import urllib.parse
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import IO, Any, TypeVar, cast
+from typing import IO, Any, NoReturn, TypeVar, cast
 
 import click
 import orjson
 import redis
 import redis.cluster
+from redis import exceptions as redis_errors
 from rich.console import Console
 from rich.progress import Progress
 from rich.table import Table
@@ -34,8 +42,14 @@ CLI_RETRY = RetryPolicy(deadline=5.0)
 FORMATS = ("jsonl", "openai", "responses", "anthropic", "langchain")
 F = TypeVar("F", bound=Callable[..., Any])
 
-out = Console(highlight=False, soft_wrap=True)
-err = Console(stderr=True, highlight=False, soft_wrap=True)
+
+class _Console(Console):
+    def on_broken_pipe(self) -> None:  # rich's own: exit status 1
+        _reader_went_away()
+
+
+out = _Console(highlight=False, soft_wrap=True)
+err = _Console(stderr=True, highlight=False, soft_wrap=True)
 
 
 class CliError(click.ClickException):
@@ -52,16 +66,62 @@ class MsglogGroup(click.Group):
     def invoke(self, ctx: click.Context) -> Any:
         try:
             return super().invoke(ctx)
+        except BrokenPipeError:
+            _reader_went_away()
         except (MessageLogError, redis.RedisError, OSError, ValueError) as exc:
             raise CliError(_describe(exc)) from exc
+
+
+def _reader_went_away() -> NoReturn:
+    """stdout's reader left (``msglog show ... | head``): stop quietly, as Unix tools do
+    (the exit status a SIGPIPE gives), with stdout pointed at /dev/null so that the
+    interpreter's last flush does not complain either."""
+    with contextlib.suppress(OSError, ValueError):
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    sys.exit(128 + signal.SIGPIPE)
 
 
 def _describe(exc: BaseException) -> str:
     if isinstance(exc, redis.AuthenticationError) or "WRONGPASS" in str(exc):
         return f"authentication failed: {exc}"
+    if (moved := _redirection(exc)) is not None:
+        return (
+            f"the server is a node of a Redis Cluster (it redirected a command: {moved}): "
+            "give --cluster (or set MSGLOG_CLUSTER=1)"
+        )
     if isinstance(exc, redis.ConnectionError):
         return f"Redis is unavailable: {exc}"
     return str(exc) or type(exc).__name__
+
+
+def _redirection(exc: BaseException | None) -> str | None:
+    """``MOVED <slot> <node>`` (or ``ASK``) if a cluster redirection caused ``exc``: a
+    plain client's reply from a cluster node."""
+    seen = 0
+    while exc is not None and seen < 10:
+        if isinstance(exc, (redis_errors.MovedError, redis_errors.AskError)):
+            code = "ASK" if isinstance(exc, redis_errors.AskError) else "MOVED"
+            return f"{code} {exc}"
+        if isinstance(exc, MessageLogError) and (found := _MOVED.search(str(exc))):
+            return found.group(0)
+        exc, seen = exc.__cause__ or exc.__context__, seen + 1
+    return None
+
+
+_MOVED = re.compile(r"\b(MOVED|ASK) [0-9]+ \S+")
+
+
+def shown_url(url: str) -> str:
+    """``url`` without its password (userinfo or ``?password=``): printable."""
+    parts = urllib.parse.urlsplit(url)
+    netloc = parts.netloc
+    if parts.password is not None:
+        user = parts.username or ""
+        netloc = f"{user}:***@{netloc.rpartition('@')[2]}"
+    query = urllib.parse.parse_qsl(parts.query, keep_blank_values=True)
+    hidden = [(k, "***" if "pass" in k.lower() else v) for k, v in query]
+    query_text = urllib.parse.urlencode(hidden, safe="*/:")
+    return urllib.parse.urlunsplit(parts._replace(netloc=netloc, query=query_text))
 
 
 @dataclass
@@ -74,15 +134,29 @@ class Settings:
 
     def client(self) -> redis.Redis:
         options: dict[str, Any] = {"socket_connect_timeout": 5, "socket_timeout": 30}
-        if self.cluster:  # any node's URL; the client discovers the rest
-            cluster: Any = redis.cluster.RedisCluster.from_url(self.url or DEFAULT_URL, **options)
-            return cast(redis.Redis, cluster)
-        return redis.Redis.from_url(self.url or DEFAULT_URL, **options)
+        if not self.cluster:
+            plain = redis.Redis.from_url(self.url or DEFAULT_URL, **options)
+            if not _is_cluster_node(plain):
+                return plain
+            plain.close()
+            self.cluster = True  # a node of a cluster without --cluster: use it as one
+        # Any node's URL; the client discovers the rest.
+        cluster: Any = redis.cluster.RedisCluster.from_url(self.url or DEFAULT_URL, **options)
+        return cast(redis.Redis, cluster)
 
     def log(self, conversation: str, client: redis.Redis | None = None) -> MessageLog:
         return MessageLog(
             client or self.client(), conversation, prefix=self.prefix, retry=CLI_RETRY
         )
+
+
+def _is_cluster_node(client: redis.Redis) -> bool:
+    """Whether the server runs in cluster mode (``INFO cluster``); ``False`` when it
+    cannot say (unreachable, or ``INFO`` not allowed: the command reports what fails)."""
+    try:
+        return str(client.info("cluster").get("cluster_enabled")) == "1"
+    except (redis.RedisError, OSError):
+        return False
 
 
 def connection_options(command: F) -> F:
@@ -240,7 +314,7 @@ def export(settings: Settings, conversation: str, fmt: str, output: str | None) 
     round-trips through `msglog import`; the provider formats (one JSON array) need the
     whole history at once to pair tool calls with their results."""
     log = _existing_log(settings, conversation)
-    with _output(output) as file, _progress("exporting", log.count(), output) as advance:
+    with _output(output) as file, _progress("exporting", log.count(), output) as (advance, _):
         if fmt == "jsonl":
             for row in _pages(log, 0):
                 file.write(encode_row(row) + b"\n")
@@ -258,29 +332,29 @@ def export(settings: Settings, conversation: str, fmt: str, output: str | None) 
 
 
 @main.command("import")
-@click.argument("file", type=click.Path(exists=True, dir_okay=False, readable=True))
+@click.argument("file", type=click.Path(exists=True, dir_okay=False, allow_dash=True))
 @click.argument("conversation")
 @click.option("--batch-size", default=500, show_default=True, type=click.IntRange(1, 100_000))
 @connection_options
 def import_command(settings: Settings, file: str, conversation: str, batch_size: int) -> None:
-    """Append the messages of a jsonl export to CONVERSATION, in batches. The file is
-    validated first (nothing is written if any line is bad); running it again after an
-    interruption does not duplicate (each batch has an idempotency key, remembered 24 h)."""
+    """Append the messages of a jsonl export (FILE, or - for stdin; read once) to
+    CONVERSATION, in batches. The file is validated first (nothing is written if any
+    line is bad); running it again after an interruption does not duplicate (each
+    batch has an idempotency key, remembered 24 h) and says how many were new."""
     log = settings.log(conversation)
-    total = _count_messages(file)
-    with _progress("importing", total, file) as advance:
-        count, last_seq = admin.import_jsonl(log, file, batch_size=batch_size, progress=advance)
+    source: Any = sys.stdin.buffer if file == "-" else file
+    with _progress("importing", None, file) as (advance, set_total):
+        result = admin.import_jsonl(
+            log, source, batch_size=batch_size, progress=advance, on_validated=set_total
+        )
     err.print(
         Text.assemble(
-            f"imported {count} messages into ", safe_text(conversation), f" (last seq {last_seq})"
+            f"imported {result.messages} messages into ",
+            safe_text(conversation),
+            f": {result.new} new, {result.already_there} already there "
+            f"(last seq {result.last_seq})",
         )
     )
-
-
-def _count_messages(path: str) -> int:
-    """The non-blank lines of a jsonl file (closed afterwards: an unclosed one warns)."""
-    with open(path, "rb") as lines:
-        return sum(1 for line in lines if line.strip())
 
 
 # -- health ---------------------------------------------------------------------------------
@@ -299,7 +373,7 @@ def stats(settings: Settings, conversation: str | None) -> None:
         table.add_row("messages", str(found.count))
         table.add_row("first commit (UTC)", f"{found.first_at or '-'}")
         table.add_row("last commit (UTC)", f"{found.last_at or '-'}")
-        table.add_row("memory (counter + stream)", human_bytes(found.memory_bytes))
+        table.add_row("memory (counter, stream, blobs)", human_bytes(found.memory_bytes))
         table.add_row(
             "idempotency records",
             f"{found.idempotency_records} ({human_bytes(found.idempotency_bytes)})",
@@ -318,7 +392,8 @@ def stats(settings: Settings, conversation: str | None) -> None:
         used = sum(int(m["used_memory"]) for m in memories)
         table.add_row("conversations", str(conversations))
         table.add_row("messages", str(messages))
-        table.add_row("server", f"{server.get('redis_version')} ({settings.url or DEFAULT_URL})")
+        where_url = shown_url(settings.url or DEFAULT_URL)
+        table.add_row("server", f"{server.get('redis_version')} ({safe_text(where_url)})")
         where = f"{len(memories)} primaries" if settings.cluster else "whole server"
         table.add_row(f"used memory ({where})", human_bytes(used))
         table.add_row("maxmemory policy", str(memories[0].get("maxmemory_policy")))
@@ -397,23 +472,55 @@ def _print_row(row: Entry, as_json: bool) -> None:
 
 @contextmanager
 def _output(path: str | None) -> Iterator[IO[bytes]]:
+    """stdout, or a temporary file beside ``path`` renamed over it once complete: a
+    failed export leaves an existing file as it was."""
     if path is None or path == "-":
         yield sys.stdout.buffer
         sys.stdout.flush()
         return
-    with open(path, "wb") as file:
-        yield file
+    target = os.path.abspath(path)
+    fd, temporary = tempfile.mkstemp(
+        dir=os.path.dirname(target), prefix=f".{os.path.basename(target)}.", suffix=".part"
+    )
+    try:
+        os.fchmod(fd, _mode_for(target))
+        with os.fdopen(fd, "wb") as file:
+            yield file
+        os.replace(temporary, target)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(temporary)
+        raise
+
+
+def _mode_for(target: str) -> int:
+    """The existing file's permissions, else what ``open()`` would give a new one."""
+    try:
+        return stat.S_IMODE(os.stat(target).st_mode)
+    except FileNotFoundError:
+        umask = os.umask(0)
+        os.umask(umask)
+        return 0o666 & ~umask
+
+
+Advance = Callable[[int], None]
 
 
 @contextmanager
-def _progress(action: str, total: int, target: str | None) -> Iterator[Callable[[int], None]]:
-    """A progress bar on stderr when it is a terminal and stdout is not the data."""
+def _progress(
+    action: str, total: int | None, target: str | None
+) -> Iterator[tuple[Advance, Callable[[int], None]]]:
+    """A progress bar on stderr when it is a terminal and stdout is not the data:
+    ``(advance, set_total)``."""
     if not err.is_terminal or target in (None, "-"):
-        yield lambda n: None
+        yield (lambda n: None), (lambda n: None)
         return
     with Progress(console=err, transient=True) as progress:
         task = progress.add_task(action, total=total)
-        yield lambda n: progress.advance(task, n)
+        yield (
+            lambda n: progress.advance(task, n),
+            lambda n: progress.update(task, total=n),
+        )
 
 
 if __name__ == "__main__":

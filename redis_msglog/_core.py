@@ -524,8 +524,9 @@ class LogCore:
                 "Durability(aof=True) needs WAITAOF (Redis 7.2+ or Valkey); this server has "
                 "none. Nothing was written."
             )
-        config = yield from self._optional_read(("CONFIG", "GET", "appendonly"), patient=True)
-        if _config_value(config) == "no":
+        # INFO, not CONFIG GET: the documented ACL user may read it (docs/durability.md).
+        info = yield from self._optional_read(("INFO", "persistence"), patient=True)
+        if _info_field(info, "aof_enabled") == "0":
             raise errors.DurabilityUnsupportedError(
                 "Durability(aof=True) needs appendonly yes on the server; it is off, so "
                 "WAITAOF could never succeed. Nothing was written."
@@ -534,15 +535,13 @@ class LogCore:
 
     def _eviction_risk(self) -> Plan[str | None]:
         """Why the server may evict this library's keys under memory pressure, or
-        ``None``. Silent when ``CONFIG GET`` is not allowed or the server is away (the
+        ``None``. Silent when ``INFO`` is not allowed or the server is away (the
         append itself reports that)."""
         try:
-            reply = yield from self._optional_read(
-                ("CONFIG", "GET", "maxmemory-policy"), patient=False
-            )
+            reply = yield from self._optional_read(("INFO", "memory"), patient=False)
         except errors.StorageError:
             return None
-        policy = _config_value(reply)
+        policy = _info_field(reply, "maxmemory_policy")
         if policy.startswith("allkeys-") or (policy.startswith("volatile-") and self.ttl):
             return (
                 f"maxmemory-policy is {policy}: under memory pressure Redis may evict a "
@@ -1171,10 +1170,13 @@ def _lowest(in_flight: set[int]) -> int:
     return min(tuple(in_flight), default=0)
 
 
-def _config_value(reply: Any) -> str:
-    """The value of a one-parameter ``CONFIG GET`` reply (RESP2 list or RESP3 map)."""
-    values = list(reply.values()) if isinstance(reply, Mapping) else (reply or [])[1:]
-    return _text(values[0]) if values else ""
+def _info_field(reply: Any, name: str) -> str:
+    """The value of ``name`` in an ``INFO`` reply (``name:value`` lines), or ``""``."""
+    for line in _text(reply or b"").splitlines():
+        key, _, value = line.partition(":")
+        if key == name:
+            return value.strip()
+    return ""
 
 
 def _check_idempotency_key(key: str) -> None:

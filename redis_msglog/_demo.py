@@ -20,8 +20,10 @@ import hashlib
 import multiprocessing
 import os
 import random
+import shlex
 import struct
 import time
+import urllib.parse
 import uuid
 import zlib
 from collections.abc import Iterator
@@ -216,12 +218,55 @@ def run_demo(
         for problem in report.problems:
             console.print(f"verify: {problem}")
         if url or os.environ.get("REDIS_URL"):
-            console.print(
-                f"inspect it: msglog --url {resolved} show {conversation} | "
-                f"redis-cli -u {resolved} XRANGE '{log.keys.stream}' - + COUNT 4"
-            )
+            hint = inspect_hint(resolved, conversation, log.keys.stream, prefix, given=bool(url))
+            for line in hint:
+                console.print(line, markup=False, highlight=False, soft_wrap=True)
         console.print("verified" if ok else f"NOT verified (worker exit codes {failed})")
         return 0 if ok else 1
+
+
+# redis-py's TLS options in a URL's query, as redis-cli's flags.
+_TLS_FLAGS = {"ssl_ca_certs": "--cacert", "ssl_certfile": "--cert", "ssl_keyfile": "--key"}
+ENV_URL = '"$REDIS_URL"'  # a shell word the hint leaves unquoted: the variable's value
+
+
+def inspect_hint(
+    url: str, conversation: str, stream: str, prefix: str, *, given: bool
+) -> list[str]:
+    """Two commands that show the demo's conversation again, every word shell-quoted,
+    never the URL's password: msglog gets a URL holding one as ``"$REDIS_URL"``,
+    redis-cli the URL without it (the password from ``$REDISCLI_AUTH``, or ``--askpass``).
+    ``given``: the URL came from ``--url`` (else from ``$REDIS_URL``, which msglog reads
+    by itself). Over TLS, redis-cli gets ``--tls`` and the URL's certificates."""
+    q = shlex.quote
+    parts = urllib.parse.urlsplit(url)
+    query = urllib.parse.parse_qsl(parts.query)
+    secret = parts.password is not None or any("pass" in k.lower() for k, _ in query)
+    msglog = ["msglog"]
+    if given:
+        msglog += ["--url", ENV_URL if secret else q(url)]
+    if prefix != "msglog":
+        msglog += ["--prefix", q(prefix)]
+    host = parts.netloc.rpartition("@")[2]
+    cli = ["redis-cli", "-u", q(urllib.parse.urlunsplit(parts._replace(netloc=host, query="")))]
+    if parts.username:
+        cli += ["--user", q(urllib.parse.unquote(parts.username))]
+    if parts.scheme == "rediss":
+        cli.append("--tls")
+        cli += [f"{_TLS_FLAGS[k]} {q(v)}" for k, v in query if k in _TLS_FLAGS]
+        cli += ["--insecure"] if ("ssl_cert_reqs", "none") in query else []
+    lines = [
+        "inspect it:",
+        "  " + " ".join([*msglog, "show", q(conversation)]),
+        "  " + " ".join([*cli, "XRANGE", q(stream), "-", "+", "COUNT", "4"]),
+    ]
+    if secret:
+        where = "REDIS_URL set to the URL given to --url, " if given else ""
+        lines.append(
+            f"  (with {where}REDISCLI_AUTH set to its password, or redis-cli --askpass: "
+            "the password is not shown)"
+        )
+    return lines
 
 
 def _turn(history: list[StoredMessage], worker: int, turn: int) -> list[StoredMessage]:

@@ -105,16 +105,3 @@ class ConversationKeys:
     def idempotency_record(self, idempotency_key: str) -> str:
         """The key remembering the append made with ``idempotency_key``."""
         return f"{self.seq.removesuffix(':seq')}:idem:{idempotency_key}"
-
-
-def acl_rules(prefix: str = "msglog") -> list[str]:
-    """``ACL SETUSER <user> on ><password> <rules...>`` rules that allow exactly what this
-    library does under ``prefix``: its keys and channels, reads, writes, scripts (whose
-    ``TIME``, ``XADD``... are checked too), ``WAIT``, and publishing events."""
-    ConversationKeys.build(prefix, "x")  # validates the prefix
-    pattern = prefix.translate(_GLOB_SPECIAL)
-    return [
-        "resetkeys", f"~{pattern}:*", "resetchannels", f"&{pattern}:*",
-        "-@all", "+@read", "+@write", "+@scripting", "+@connection", "+time",
-        "+publish", "+spublish",
-    ]  # fmt: skip

@@ -6,10 +6,13 @@ from __future__ import annotations
 import hashlib
 import os
 import re
+import shutil
+import tempfile
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import IO, Any
 
 import redis
 from pydantic import ValidationError
@@ -37,6 +40,7 @@ __all__ = [
     "ConversationStats",
     "ImportBatchError",
     "ImportFileError",
+    "ImportResult",
     "VerifyReport",
     "conversation_stats",
     "import_jsonl",
@@ -111,7 +115,9 @@ def list_conversations(
     with its message count and last activity. ``match`` is a glob over the (escaped) id.
 
     A conversation is found by its seq counter, or by its stream when the counter is
-    missing (deleted or evicted), so that damaged conversations are listed too."""
+    missing (deleted or evicted), so that damaged conversations are listed too. Under
+    an ACL user, the conversations whose keys it may not read are left out (``SCAN``
+    shows it their names, not their content)."""
     ConversationKeys.build(prefix, "x")  # validates the prefix
     batch: list[tuple[str, bool]] = []  # (conversation, found by its stream)
     for key in client.scan_iter(match=key_pattern(prefix, match), count=page):
@@ -140,6 +146,8 @@ def _describe(
     replies = pipe.execute(raise_on_error=False)
     for i, (conversation, by_stream) in enumerate(conversations):
         raw_count, newest, has_counter = replies[3 * i : 3 * i + 3]
+        if any(isinstance(r, redis_errors.NoPermissionError) for r in (raw_count, has_counter)):
+            continue  # SCAN shows every key name; an ACL user lists what it may read
         if by_stream and has_counter == 1:
             continue  # listed when its counter is met (once, without remembering ids)
         parsed = parse_seq_counter(raw_count) if isinstance(raw_count, (bytes, str)) else None
@@ -420,22 +428,42 @@ def _entry_fields(values: dict[str, Any], tail: str) -> tuple[Any, Any, bool]:
     raise CodecError("expected one field, 'msg' or 'edit', under an ID <seq>-<at>")
 
 
+@dataclass(frozen=True, slots=True)
+class ImportResult:
+    """What :func:`import_jsonl` did: ``messages`` in the file, of which ``new`` were
+    written now and the rest were already there (an import run again), and the log's
+    ``last_seq`` after it."""
+
+    messages: int
+    new: int
+    last_seq: int
+
+    @property
+    def already_there(self) -> int:
+        return self.messages - self.new
+
+
 def import_jsonl(
     log: MessageLog,
-    path: str | os.PathLike[str],
+    source: str | os.PathLike[str] | IO[bytes],
     *,
     batch_size: int = 500,
     progress: Callable[[int], object] | None = None,
-) -> tuple[int, int]:
+    on_validated: Callable[[int], object] | None = None,
+) -> ImportResult:
     """Append the entries of a JSON Lines export (``seq`` and ``at`` are ignored) in
-    batches; return ``(messages, last_seq)``. Memory is bounded by one batch.
+    batches. Memory is bounded by one batch.
 
-    The whole file is validated before anything is written (:class:`ImportFileError`
-    names the line). Each batch carries an idempotency key made from its position and
-    content, so running the same import again after an interruption (within the log's
-    ``idempotency_window``) skips the batches that committed and writes the rest once.
-    ``progress(n)`` is called after each batch with the number of lines it held. A
-    batch the server refuses raises :class:`ImportBatchError`, naming its lines.
+    ``source`` is a path or a binary file; it is read once, into a private temporary
+    copy (so a pipe, ``/dev/stdin`` or ``<(...)`` works, and what is validated is what
+    is written), and the whole copy is validated before anything is written
+    (:class:`ImportFileError` names the line; then ``on_validated(lines)``). Each batch
+    carries an idempotency key made from its position and content, so running the same
+    import again after an interruption (within the log's ``idempotency_window``) skips
+    the batches that committed and writes the rest once; :class:`ImportResult` says how
+    many messages were new. ``progress(n)`` is called after each batch with the number
+    of lines it held. A batch the server refuses raises :class:`ImportBatchError`,
+    naming its lines.
 
     Edit lines (``{"seq", "at", "edit"}``, docs/edits.md) are made again as the same
     edits. They refer to seqs, so a file with edits goes only into a conversation that
@@ -443,13 +471,27 @@ def import_jsonl(
     """
     if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
         raise ValueError(f"batch_size must be a positive int, got {batch_size!r}")
-    total, edits = 0, False
-    for unit in _units(log, path, batch_size):  # validates every line first
+    with _read_once(source) as copy:
+        return _import(log, copy, batch_size, progress, on_validated)
+
+
+def _import(
+    log: MessageLog,
+    source: _Source,
+    batch_size: int,
+    progress: Callable[[int], object] | None,
+    on_validated: Callable[[int], object] | None,
+) -> ImportResult:
+    total, lines, edits = 0, 0, False
+    for unit in _units(log, source, batch_size):  # validates every line first
         total += len(unit.messages)
+        lines += len(unit.lines)
         edits = edits or unit.edit is not None
-    held = _held_prefix_of(log, path) if edits else 0
-    last_seq, position = log.count(), 0
-    for index, unit in enumerate(_units(log, path, batch_size)):
+    if on_validated is not None:
+        on_validated(lines)
+    held = _held_prefix_of(log, source) if edits else 0
+    last_seq, position, new = log.count(), 0, 0
+    for index, unit in enumerate(_units(log, source, batch_size)):
         position += len(unit.lines)
         if position <= held:  # already there (an interrupted import of this file)
             continue
@@ -458,10 +500,33 @@ def import_jsonl(
                 f"{log.conversation!r} holds the file's first {held} entries, which end "
                 f"inside the batch of lines {unit.lines[0][0]}..{unit.lines[-1][0]}"
             )
-        last_seq = _import_unit(log, path, unit, index)
+        last_seq, fresh = _import_unit(log, source, unit, index)
+        new += len(unit.messages) if fresh else 0
         if progress is not None:
             progress(len(unit.lines))
-    return total, last_seq
+    return ImportResult(messages=total, new=new, last_seq=last_seq)
+
+
+@dataclass(frozen=True, slots=True)
+class _Source:
+    """The import's input: its name (for messages) and a private seekable copy."""
+
+    name: str
+    copy: IO[bytes]
+
+
+@contextmanager
+def _read_once(source: str | os.PathLike[str] | IO[bytes]) -> Iterator[_Source]:
+    """``source`` copied once into an anonymous temporary file (deleted on close)."""
+    with tempfile.TemporaryFile() as copy:
+        if isinstance(source, (str, os.PathLike)):
+            name = os.fspath(source)
+            with open(source, "rb") as file:
+                shutil.copyfileobj(file, copy)
+        else:
+            name = str(getattr(source, "name", "<input>"))
+            shutil.copyfileobj(source, copy)
+        yield _Source(name, copy)
 
 
 @dataclass(frozen=True, slots=True)
@@ -474,17 +539,17 @@ class _Unit:
     edit: dict[str, Any] | None = None
 
 
-def _units(log: MessageLog, path: str | os.PathLike[str], batch_size: int) -> Iterator[_Unit]:
+def _units(log: MessageLog, source: _Source, batch_size: int) -> Iterator[_Unit]:
     """The file's lines grouped into units, each line validated (ImportFileError)."""
     chunk: list[tuple[int, bytes]] = []
     messages: list[dict[str, Any]] = []
     edit: tuple[int, bytes, dict[str, Any]] | None = None
     owed = 0  # messages still belonging to ``edit``
-    for number, line in _lines(path):
-        doc = _parse_line(log, path, number, line)
+    for number, line in _lines(source):
+        doc = _parse_line(log, source, number, line)
         if "edit" in doc and owed:
             raise ImportFileError(
-                f"{os.fspath(path)} line {number}: an edit where a message "
+                f"{source.name} line {number}: an edit where a message "
                 f"of the edit on line {edit[0] if edit else '?'} belongs"
             )
         if "edit" in doc:
@@ -504,15 +569,13 @@ def _units(log: MessageLog, path: str | os.PathLike[str], batch_size: int) -> It
             chunk, messages = [], []
     if owed:
         raise ImportFileError(
-            f"{os.fspath(path)}: the file ends before the {owed} messages its last edit announces"
+            f"{source.name}: the file ends before the {owed} messages its last edit announces"
         )
     if chunk:
         yield _Unit(chunk, messages)
 
 
-def _parse_line(
-    log: MessageLog, path: str | os.PathLike[str], number: int, line: bytes
-) -> dict[str, Any]:
+def _parse_line(log: MessageLog, source: _Source, number: int, line: bytes) -> dict[str, Any]:
     """A line's message document, or ``{"edit": ...}`` for an edit line."""
     try:
         doc = decode_row(line)
@@ -523,16 +586,16 @@ def _parse_line(
         else:
             log.validate([doc])
     except (CodecError, InvalidMessageError, MessageTooLargeError, ValidationError) as exc:
-        raise ImportFileError(f"{os.fspath(path)} line {number}: {exc}") from exc
+        raise ImportFileError(f"{source.name} line {number}: {exc}") from exc
     return doc
 
 
-def _held_prefix_of(log: MessageLog, path: str | os.PathLike[str]) -> int:
+def _held_prefix_of(log: MessageLog, source: _Source) -> int:
     """How many of the file's first entries the log holds: a file with edits goes into
     an empty log, or one holding exactly its first entries (an interrupted import),
     where the import goes on after them: its seqs must mean the same entries."""
     held = log.all(view="physical") if log.count() else []
-    lines = _lines(path)
+    lines = _lines(source)
     for entry in held:
         _number, line = next(lines, (0, b""))
         doc = decode_row(line) if line else None
@@ -543,19 +606,19 @@ def _held_prefix_of(log: MessageLog, path: str | os.PathLike[str]) -> int:
         )
         if not same:
             raise ImportFileError(
-                f"{os.fspath(path)} has edits, which refer to seqs, and {log.conversation!r} "
+                f"{source.name} has edits, which refer to seqs, and {log.conversation!r} "
                 f"already holds entries that are not the file's first ones (seq {entry.seq} "
                 "differs): import it into an empty conversation"
             )
     return len(held)
 
 
-def _lines(path: str | os.PathLike[str]) -> Iterator[tuple[int, bytes]]:
-    """The non-blank lines of a file with their 1-based line numbers."""
-    with open(path, "rb") as file:
-        for number, line in enumerate(file, start=1):
-            if line.strip():
-                yield number, line.strip()
+def _lines(source: _Source) -> Iterator[tuple[int, bytes]]:
+    """The non-blank lines of the copy with their 1-based line numbers."""
+    source.copy.seek(0)
+    for number, line in enumerate(source.copy, start=1):
+        if line.strip():
+            yield number, line.strip()
 
 
 def _import_edit(
@@ -580,7 +643,9 @@ def _import_edit(
     return log.replace(messages, idempotency_key=key, attrs=attrs)
 
 
-def _import_unit(log: MessageLog, path: str | os.PathLike[str], unit: _Unit, index: int) -> int:
+def _import_unit(log: MessageLog, source: _Source, unit: _Unit, index: int) -> tuple[int, bool]:
+    """Write one unit; return the last seq and whether it was written now (``False``: an
+    earlier run of this import had committed it)."""
     digest = hashlib.blake2b(digest_size=16)
     for _number, line in unit.lines:
         digest.update(line + b"\n")
@@ -588,12 +653,15 @@ def _import_unit(log: MessageLog, path: str | os.PathLike[str], unit: _Unit, ind
     edit = unit.edit
     try:
         if edit is None:
-            return log.append_many(unit.messages, idempotency_key=key)
-        return _import_edit(log, edit, unit.messages, key)
+            commit = log._commit_batch(log._core.batch(unit.messages), key, None)
+            return commit.last_seq, commit.fresh
+        # An edit's result is remembered under its key: there already, it is a replay.
+        fresh = not log._redis.exists(log.keys.idempotency_record(key))
+        return _import_edit(log, edit, unit.messages, key), fresh
     except MessageLogError as exc:
         first, last = unit.lines[0][0], unit.lines[-1][0]
         raise ImportBatchError(
-            f"{os.fspath(path)} lines {first}..{last} (batch {index + 1}) were not imported: "
+            f"{source.name} lines {first}..{last} (batch {index + 1}) were not imported: "
             f"{exc} (the batches before it committed: running the import again writes "
             "only the rest)"
         ) from exc

@@ -232,8 +232,15 @@ def acl_server(shared_server: Callable[[str], EphemeralServer]) -> EphemeralServ
     """The shared redis-server, with a user restricted by ``acl_rules()``."""
     server = shared_server("redis")
     admin = redis.Redis.from_url(server.url)
-    admin.execute_command("ACL", "SETUSER", ACL_USER, "on", f">{ACL_PASSWORD}", *acl_rules())
+    rules = acl_rules(redis_version=server_version(admin))
+    admin.execute_command("ACL", "SETUSER", ACL_USER, "reset", "on", f">{ACL_PASSWORD}", *rules)
     return server
+
+
+def server_version(client: redis.Redis) -> tuple[int, int]:
+    """The server's ``redis_version`` (Valkey reports the Redis version it matches)."""
+    major, minor, *_ = str(client.info("server")["redis_version"]).split(".")
+    return int(major), int(minor)
 
 
 @pytest.fixture(params=REAL_BACKENDS)

@@ -684,7 +684,9 @@ def test_durability_is_sent_behind_the_append_and_its_shortfall_reported() -> No
 
 def test_eviction_risk_is_reported_not_warned() -> None:
     log = core()
-    answers: Iterator[Any] = iter([[[b"maxmemory-policy", b"allkeys-lru"]]])
+    answers: Iterator[Any] = iter(
+        [[b"# Memory\r\nmaxmemory:0\r\nmaxmemory_policy:allkeys-lru\r\n"]]
+    )
 
     def server(step: Step) -> Any:
         return next(answers) if isinstance(step, Read) else script_reply(step)
