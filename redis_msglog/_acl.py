@@ -23,7 +23,7 @@ _SCRIPTS = ("evalsha", "eval")  # the append and view scripts (EVAL after NOSCRI
 _IN_SCRIPTS = (  # what lua/append.lua, view.lua and view_lib.lua call
     "time", "type", "exists", "get", "set", "incrby", "pexpire",
     "xadd", "xrange", "xrevrange", "xlen",
-    "hget", "hset", "hsetnx", "hdel", "hlen", "hrandfield",
+    "hget", "hexists", "hset", "hsetnx", "hdel", "hlen", "hrandfield",
     "zadd", "zrem", "zrangebyscore", "zrevrangebyscore",
     "publish", "spublish",  # the commit events (sharded on a cluster)
 )  # fmt: skip
