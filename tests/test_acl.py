@@ -39,6 +39,7 @@ from redis_msglog import (
     NotDurableError,
     acl_rules,
 )
+from redis_msglog._acl import LIBRARY_COMMANDS
 from redis_msglog.testing import EphemeralServer
 
 from .conftest import REAL_BACKENDS, new_id, server_version
@@ -510,3 +511,17 @@ def test_a_tenant_pattern_covers_exactly_its_ids(
             assert (verdict in (b"OK", "OK")) == owns, (tenant, conversation, verdict)
 
     check()
+
+
+def test_every_command_the_scripts_call_is_allowed() -> None:
+    """A script's commands are checked under the caller's user: a command a Lua file
+    starts to call must join the allow-list in the same change, or every ACL user's
+    appends fail (found when the blob-reference check added HEXISTS)."""
+    lua = Path(__file__).resolve().parent.parent / "lua"
+    called = {
+        name.lower()
+        for path in lua.glob("*.lua")
+        for name in re.findall(r"redis\.p?call\('([A-Za-z]+)'", path.read_text())
+    }
+    assert called, "no redis.call found: the pattern no longer matches the scripts"
+    assert called - set(LIBRARY_COMMANDS) == set()
