@@ -74,6 +74,13 @@ class AttrChanges:
 MAX_RESTARTS = 8
 """Times a paged view read starts over because an edit landed between its pages."""
 
+VIEW_READ_BYTES = 4 * 1024 * 1024
+"""A view read takes rows in one script call (one snapshot) until they hold this many
+bytes; only a longer view is read in several calls (docs/edits.md, "Snapshots")."""
+
+MAX_RETRACT = 1000
+"""The most seqs one ``retract()`` takes (the append script refuses more too)."""
+
 
 class ViewReads:
     """The view script's plans, for one log."""
@@ -82,38 +89,40 @@ class ViewReads:
         self._core = core
 
     def read_plan(self, view: View, after: int, limit: int | None) -> Plan[list[StoredMessage]]:
-        """The rows of ``view`` with seq above ``after``, in view order, at most ``limit``."""
-        page = self._core.page_size
+        """The rows of ``view`` with seq above ``after``, in view order, at most ``limit``:
+        one call up to :data:`VIEW_READ_BYTES`, then calls that must all see one version."""
         for _ in range(MAX_RESTARTS):
             rows: list[StoredMessage] = []
-            segment, start, version = 1, 0, None
-            while segment and (limit is None or len(rows) < limit):
-                want = page if limit is None else min(page, limit - len(rows))
-                now, _, entries, segment, start = yield from self._call(
-                    view, "after", want, after, segment, start
-                )
+            position, start, version, more = "", 0, None, True
+            while more and (limit is None or len(rows) < limit):
+                want = 0 if limit is None else limit - len(rows)  # 0: no limit
+                now, _, entries, more, position, start = yield from self._call(
+                    view, "after", want, after, position, start, VIEW_READ_BYTES,
+                    self._core.page_size,
+                )  # fmt: skip
                 if version is not None and now != version:
-                    break  # an edit landed between two pages: start over
+                    break  # an edit landed between two calls: start over
                 version = now
                 rows.extend(self._core.decode_entries(entries))
             else:
                 return rows
-        raise errors.StorageError(
-            f"the view of {self._core.keys.stream} changed under {MAX_RESTARTS} reads in a "
-            "row (edits faster than a paged read): read with a limit, or retry"
+        raise errors.PagedReadRetryError(
+            f"the view of {self._core.keys.stream} is larger than one read "
+            f"({VIEW_READ_BYTES} bytes) and changed under {MAX_RESTARTS} paged reads in a "
+            "row (edits faster than the pages): read it with a limit, or again later"
         )
 
     def last_plan(self, view: View, n: int) -> Plan[list[StoredMessage]]:
         """The last ``n`` rows of ``view``, in view order (one call: a snapshot)."""
-        _, _, entries, _, _ = yield from self._call(view, "last", n, 0, 0, 0)
+        _, _, entries, _, _, _ = yield from self._call(view, "last", n)
         return self._core.decode_entries(entries)
 
     def count_plan(self, view: View) -> Plan[int]:
-        """The number of rows of ``view``."""
-        _, _, total, _, _ = yield from self._call(view, "count", 0, 0, 0, 0)
+        """The number of rows of ``view`` (kept by the edits: a few fields read)."""
+        _, _, total, _, _, _ = yield from self._call(view, "count", 0)
         return int(total)
 
-    def _call(self, view: View, mode: str, *args: int) -> Plan[list[Any]]:
+    def _call(self, view: View, mode: str, *args: int | str) -> Plan[list[Any]]:
         keys = self._core.keys
         keys_and_args: Command = (
             4, keys.seq, keys.stream, keys.view, keys.hidden, view, mode, *args
@@ -127,8 +136,8 @@ class ViewReads:
             reply = yield from self._core.run_script("view.lua", keys_and_args, read)
         except StepFailure as failure:
             raise self._core.error_for(failure) from (failure.origin or failure)
-        version, last, body, segment, start = reply
-        return [int(version), int(last), body, int(segment), int(start)]
+        version, last, body, more, position, start = reply
+        return [int(version), int(last), body, bool(more), int(position), int(start)]
 
 
 def retract_edit(seqs: Iterable[int]) -> Edit:
@@ -141,6 +150,11 @@ def retract_edit(seqs: Iterable[int]) -> Edit:
             raise errors.InvalidEditError(f"retract: {seq!r} is not a seq (a positive int)")
     if not chosen:
         raise errors.InvalidEditError("retract: no seqs given")
+    if len(chosen) > MAX_RETRACT:
+        raise errors.InvalidEditError(
+            f"retract: at most {MAX_RETRACT} seqs in one call, got {len(chosen)}: "
+            "retract them in several calls"
+        )
     if len(set(chosen)) != len(chosen):
         raise errors.InvalidEditError(f"retract: seqs repeat: {chosen}")
     return Edit("retract", ",".join(map(str, chosen)))
