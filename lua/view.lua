@@ -24,6 +24,7 @@
 -- next call starts. The cost is what it returns plus the hidden ranges it crosses: the
 -- view hash is read a segment at a time, never whole (view_lib.lua).
 
+-- @include counter_lib.lua
 -- @include view_lib.lua
 
 local raw = redis.call('GET', KEYS[1])

@@ -1,6 +1,7 @@
--- view_lib.lua: the view of a log, shared by append.lua (edits) and view.lua (reads),
--- with the check of the seq counter both make.
--- Not a script of its own: the loader puts it where a script says `-- @include view_lib.lua`.
+-- view_lib.lua: the view of a log, shared by append.lua (edits) and view.lua (reads).
+-- Not a script of its own: the loader puts it where a script says `-- @include view_lib.lua`
+-- (append.lua: inside the function it calls only for an edit, so a plain append does not
+-- pay for defining these functions).
 --
 -- The view (docs/edits.md) is kept in two keys beside the stream:
 --   view hash: the view order as *segments*, ascending seq ranges read one after the other:
@@ -22,17 +23,6 @@
 -- Earlier versions kept the segments in one field, "segments" = "13-14,7-11,16-" (and
 -- no counts): such a view is still read, parsed whole (a cost that grows with its
 -- segments), and the next edit rewrites it in the form above.
-
--- The seq counter's value: exactly the canonical non-negative integers INCRBY accepts
--- ("3.0", " 3", "0x3", "+3", "03" pass tonumber but not INCRBY), and few enough digits
--- for Lua's doubles; otherwise an error reply (a table).
-local function counter_value(counter, raw)
-  if raw == '0' or (string.match(raw, '^[1-9]%d*$') and #raw <= 15) then
-    return tonumber(raw)
-  end
-  return redis.error_reply('MSGLOG_BADSEQ seq counter ' .. counter .. ' holds ' ..
-    string.format('%q', raw) .. ', not a seq')
-end
 
 local function int(x)
   return string.format('%d', x)
@@ -278,6 +268,10 @@ end
 -- The position of the segment holding seq s, or nil (compacted away, or a compaction's
 -- own entry): one ZRANGEBYSCORE and one HGET (the old form: a scan).
 local function lookup(v, s)
+  local near = v.segs[v.near or v.front]  -- the last one found: edits name nearby seqs
+  if near and s >= near[1] and (near[2] == nil or s <= near[2]) then
+    return v.near or v.front
+  end
   if v.form ~= 'new' then
     for pos = v.front, v.back do
       local seg = v.segs[pos]
@@ -299,6 +293,7 @@ local function lookup(v, s)
   if s < seg[1] or (seg[2] ~= nil and s > seg[2]) then
     return nil
   end
+  v.near = pos
   return pos
 end
 
