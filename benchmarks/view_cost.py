@@ -19,6 +19,7 @@ import argparse
 import uuid
 from collections.abc import Callable
 from contextlib import ExitStack
+from functools import partial
 from typing import Any
 
 import redis
@@ -85,7 +86,7 @@ def costs(client: redis.Redis, segments: int, ranges: int, calls: int) -> dict[s
         width = sum(1 for field in view if field.startswith(b"g"))
         print(f"{name}: {width:,} segments, {hidden:,} hidden ranges and segments by seq")
         for read, call in reads.items():
-            results[f"{read}, {name}"] = server_us(client, lambda c=call, g=log: c(g), calls)
+            results[f"{read}, {name}"] = server_us(client, partial(call, log), calls)
     stream = logs["few"].keys.stream
     results["raw XREVRANGE COUNT 10"] = server_us(
         client, lambda: client.xrevrange(stream, count=10), calls
