@@ -8,21 +8,23 @@
 -- KEYS[3]   view hash (see view_lib.lua)
 -- KEYS[4]   hidden ranges
 -- ARGV[1]   the view: "visible", "active" or "archived"
--- ARGV[2]   "last": the view's last ARGV[3] rows; "after": the rows whose seq is above
---           ARGV[4], in view order, from position ARGV[5]/ARGV[6], at most ARGV[3] (0: no
---           limit) and about ARGV[7] bytes; "count": the number of rows
+-- ARGV[2]   "last": the view's last ARGV[3] rows; "after": the runs of rows whose seq is
+--           above ARGV[4], in view order, from position ARGV[5]/ARGV[6], at most ARGV[3]
+--           rows (0: no limit) in at most ARGV[7] runs; "count": the number of rows
 -- ARGV[3]   how many rows at most
 -- ARGV[4]   "after" only: the seq the rows must be above
 -- ARGV[5]   "after" only: the position of the segment to start in ("": the view's first)
 -- ARGV[6]   "after" only: the seq to start after in that segment (0: its start)
--- ARGV[7]   "after" only: stop once the rows read hold this many bytes
--- ARGV[8]   "after" only: rows read per step (the byte budget is checked between steps)
+-- ARGV[7]   "after" only: how many runs at most
 --
--- Returns {version, last_seq, rows_or_count, more, next_position, next_seq}: the seq of
--- the last edit (0: none), the log's last seq, the rows ({id, fields} like XRANGE, in
--- view order; or the count), and for "after" whether rows may remain (1) and where the
--- next call starts. The cost is what it returns plus the hidden ranges it crosses: the
--- view hash is read a segment at a time, never whole (view_lib.lua).
+-- Returns {version, last_seq, body, more, next_position, next_seq}: the seq of the last
+-- edit (0: none), the log's last seq, and the body: for "last" the rows ({id, fields}
+-- like XRANGE, in view order), for "count" the count, for "after" the runs {lo1, hi1,
+-- lo2, hi2, ...}: every seq of a run is a row (a message), so the caller reads them with
+-- XRANGE when it likes (entries never change: the runs are the snapshot; the rows are
+-- not copied through Lua), with whether more may remain (1) and where the next call
+-- starts. The cost is what it returns plus the hidden ranges it crosses: the view hash is
+-- read a segment at a time, never whole (view_lib.lua).
 
 -- @include counter_lib.lua
 -- @include view_lib.lua
@@ -44,14 +46,6 @@ if v.err then
   return v
 end
 
-local function entry_bytes(entry)
-  local total = #entry[1]
-  for _, value in ipairs(entry[2]) do
-    total = total + #value
-  end
-  return total
-end
-
 local function last_rows(want)
   local first, final, cut_lo, cut_hi = view_span(v, ARGV[1])
   local newest_first, need = {}, want
@@ -69,30 +63,45 @@ local function last_rows(want)
   return {v.version, last, rows, 0, 0, 0}
 end
 
-local function rows_after(want)
-  local first, final, cut_lo, cut_hi = view_span(v, ARGV[1])
-  local above, budget, step = tonumber(ARGV[4]), tonumber(ARGV[7]), tonumber(ARGV[8])
-  local pos, from = tonumber(ARGV[5]) or first, tonumber(ARGV[6])
-  local need = want > 0 and want or math.huge
-  local rows, bytes = {}, 0
-  while pos <= final and need > 0 and bytes < budget do
-    local lo, hi = span_seqs(v, pos, last, first, final, cut_lo, cut_hi)
-    local take = math.min(need, step)
-    local before = #rows
-    local left = walk_up(KEYS[2], KEYS[4], math.max(lo, above + 1, from + 1), hi, take, rows)
-    need = need - (take - left)
-    for i = before + 1, #rows do
-      bytes = bytes + entry_bytes(rows[i])
-    end
-    from = 0
-    if left == 0 and #rows > before then  -- a full step: the segment may hold more
-      from = tonumber(string.match(rows[#rows][1], '^(%d+)'))
-    end
-    if from == 0 or from >= hi then
-      pos, from = pos + 1, 0
+-- Append to `runs` the runs of visible seqs from..hi (lo, hi pairs), up to `need` seqs
+-- and `room` runs; return the seqs still needed, the runs left and the next seq to look
+-- at.
+local function runs_up(from, hi, need, room, runs)
+  local cursor = from
+  while cursor <= hi and need > 0 and room > 0 do
+    local hlo, hhi = hidden_at_or_below(KEYS[4], cursor)
+    if hlo and hhi >= cursor then
+      cursor = hhi + 1
+    else
+      local ceiling = math.min(hi, cursor + need - 1)
+      local next_lo = hidden_above(KEYS[4], cursor)
+      if next_lo and next_lo - 1 < ceiling then
+        ceiling = next_lo - 1
+      end
+      runs[#runs + 1], runs[#runs + 2] = cursor, ceiling
+      need, room, cursor = need - (ceiling - cursor + 1), room - 1, ceiling + 1
     end
   end
-  return {v.version, last, rows, pos <= final and 1 or 0, pos, from}
+  return need, room, cursor
+end
+
+local function runs_after(want)
+  local first, final, cut_lo, cut_hi = view_span(v, ARGV[1])
+  local above, room = tonumber(ARGV[4]), tonumber(ARGV[7])
+  local pos, from = tonumber(ARGV[5]) or first, tonumber(ARGV[6])
+  local need = want > 0 and want or math.huge
+  local runs = {}
+  while pos <= final and need > 0 and room > 0 do
+    local lo, hi = span_seqs(v, pos, last, first, final, cut_lo, cut_hi)
+    local cursor
+    need, room, cursor = runs_up(math.max(lo, above + 1, from + 1), hi, need, room, runs)
+    if cursor > hi then
+      pos, from = pos + 1, 0
+    else
+      from = cursor - 1  -- stopped inside this segment: go on after the last seq taken
+    end
+  end
+  return {v.version, last, runs, pos <= final and 1 or 0, pos, from}
 end
 
 return guarded(function()
@@ -101,5 +110,5 @@ return guarded(function()
   elseif ARGV[2] == 'last' then
     return last_rows(tonumber(ARGV[3]))
   end
-  return rows_after(tonumber(ARGV[3]))
+  return runs_after(tonumber(ARGV[3]))
 end)

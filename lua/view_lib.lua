@@ -137,35 +137,6 @@ local function walk_down(stream, hidden, lo, from, need, out)
   return need
 end
 
--- Append to `out` up to `need` visible entries of seqs from..hi, oldest first; return how
--- many are still needed.
-local function walk_up(stream, hidden, from, hi, need, out)
-  local cursor = from
-  while cursor <= hi and need > 0 do
-    local hlo, hhi = hidden_at_or_below(hidden, cursor)
-    if hlo and hhi >= cursor then
-      cursor = hhi + 1
-    else
-      local ceiling = hi
-      local next_lo = hidden_above(hidden, cursor)
-      if next_lo and next_lo - 1 < ceiling then
-        ceiling = next_lo - 1
-      end
-      local entries = redis.call('XRANGE', stream, int(cursor), int(ceiling), 'COUNT',
-        need)  -- incomplete IDs: see walk_down
-      for _, entry in ipairs(entries) do
-        out[#out + 1] = entry
-      end
-      need = need - #entries
-      cursor = ceiling + 1
-      if need == 0 then
-        break
-      end
-    end
-  end
-  return need
-end
-
 -- The number of visible seqs in lo..hi: one step per hidden range in it.
 local function count_visible(hidden, lo, hi)
   if hi < lo then

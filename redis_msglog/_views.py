@@ -74,9 +74,9 @@ class AttrChanges:
 MAX_RESTARTS = 8
 """Times a paged view read starts over because an edit landed between its pages."""
 
-VIEW_READ_BYTES = 4 * 1024 * 1024
-"""A view read takes rows in one script call (one snapshot) until they hold this many
-bytes; only a longer view is read in several calls (docs/edits.md, "Snapshots")."""
+VIEW_READ_RUNS = 10_000
+"""Runs of rows (of consecutive seqs) one view script call returns: a view read of up to
+this many runs is one snapshot (docs/edits.md, "Snapshots")."""
 
 MAX_RETRACT = 1000
 """The most seqs one ``retract()`` takes (the append script refuses more too)."""
@@ -89,28 +89,64 @@ class ViewReads:
         self._core = core
 
     def read_plan(self, view: View, after: int, limit: int | None) -> Plan[list[StoredMessage]]:
-        """The rows of ``view`` with seq above ``after``, in view order, at most ``limit``:
-        one call up to :data:`VIEW_READ_BYTES`, then calls that must all see one version."""
+        """The rows of ``view`` with seq above ``after``, in view order, at most ``limit``.
+
+        The view script returns the view as runs of seqs (one snapshot), not the rows;
+        entries never change, so the rows are read afterwards, a page at a time, and are
+        the rows of that snapshot. Only a view of more than :data:`VIEW_READ_RUNS` runs
+        takes several script calls, which must all see one version."""
         for _ in range(MAX_RESTARTS):
-            rows: list[StoredMessage] = []
+            runs: list[tuple[int, int]] = []
+            wanted = 0
             position, start, version, more = "", 0, None, True
-            while more and (limit is None or len(rows) < limit):
-                want = 0 if limit is None else limit - len(rows)  # 0: no limit
-                now, _, entries, more, position, start = yield from self._call(
-                    view, "after", want, after, position, start, VIEW_READ_BYTES,
-                    self._core.page_size,
-                )  # fmt: skip
+            while more and (limit is None or wanted < limit):
+                want = 0 if limit is None else limit - wanted  # 0: no limit
+                now, _, flat, more, position, start = yield from self._call(
+                    view, "after", want, after, position, start, VIEW_READ_RUNS
+                )
                 if version is not None and now != version:
                     break  # an edit landed between two calls: start over
                 version = now
-                rows.extend(self._core.decode_entries(entries))
+                pairs = list(zip(map(int, flat[::2]), map(int, flat[1::2]), strict=True))
+                runs.extend(pairs)
+                wanted += sum(hi - lo + 1 for lo, hi in pairs)
             else:
-                return rows
+                return (yield from self._rows_of(runs))
         raise errors.PagedReadRetryError(
-            f"the view of {self._core.keys.stream} is larger than one read "
-            f"({VIEW_READ_BYTES} bytes) and changed under {MAX_RESTARTS} paged reads in a "
-            "row (edits faster than the pages): read it with a limit, or again later"
+            f"the view of {self._core.keys.stream} has more than {VIEW_READ_RUNS} runs of "
+            f"rows and changed under {MAX_RESTARTS} paged reads in a row (edits faster than "
+            "the pages): read it with a limit, or again later"
         )
+
+    def _rows_of(self, runs: list[tuple[int, int]]) -> Plan[list[StoredMessage]]:
+        """The rows of ``runs`` (every seq of a run is a message), a page a round trip."""
+        page, stream = self._core.page_size, self._core.keys.stream
+        ranges = [
+            (lo, min(hi, lo + page - 1)) for first, hi in runs for lo in range(first, hi + 1, page)
+        ]
+        rows: list[StoredMessage] = []
+        index = 0
+        while index < len(ranges):
+            batch, size = [ranges[index]], ranges[index][1] - ranges[index][0] + 1
+            index += 1
+            while index < len(ranges) and size + ranges[index][1] - ranges[index][0] < page:
+                batch.append(ranges[index])
+                size += ranges[index][1] - ranges[index][0] + 1
+                index += 1
+            commands = tuple(("XRANGE", stream, str(lo), str(hi)) for lo, hi in batch)
+            try:
+                replies = yield from self._core.read_raw(commands, patient=True)
+            except StepFailure as failure:
+                raise self._core.error_for(failure) from (failure.origin or failure)
+            for (lo, hi), entries in zip(batch, replies, strict=True):
+                found = self._core.decode_entries(entries)
+                if [row.seq for row in found] != list(range(lo, hi + 1)):
+                    raise errors.CorruptLogError(
+                        f"stream {stream} lacks entries of seqs {lo}..{hi}, rows of its "
+                        "view (deleted by hand, or the conversation expired?)"
+                    )
+                rows.extend(found)
+        return rows
 
     def last_plan(self, view: View, n: int) -> Plan[list[StoredMessage]]:
         """The last ``n`` rows of ``view``, in view order (one call: a snapshot)."""

@@ -4,8 +4,9 @@ The cost is checked by its structure, never by a clock: the commands the view sc
 runs, and the bytes of the view hash it reads, for ``last(10)`` and ``count(view=...)``
 do not grow with the segments (compactions) or the hidden ranges (retractions) of the
 view (``benchmarks/view_cost.py`` gives the server time). A view read under a steady
-editor completes with one snapshot; only a view larger than one read's byte budget can
-still have to be read again, and that is its own error. Also: the cap of ``retract``,
+editor completes with one snapshot (one script call returns the view's runs of seqs);
+only a view of more runs than one call returns can still have to be read again, and
+that is its own error. Also: the cap of ``retract``,
 views written by earlier versions (one ``segments`` field), and ``msglog verify``.
 """
 
@@ -195,7 +196,7 @@ def edit_after_every_call(
     yield log, 60
 
 
-def test_a_view_read_is_one_call_up_to_its_byte_budget(
+def test_a_view_read_is_one_call_up_to_its_runs_budget(
     edit_after_every_call: tuple[MessageLog, int],
 ) -> None:
     log, base = edit_after_every_call
@@ -207,7 +208,7 @@ def test_a_larger_view_changing_under_every_page_is_its_own_error(
     edit_after_every_call: tuple[MessageLog, int], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     log, _ = edit_after_every_call
-    monkeypatch.setattr(views_module, "VIEW_READ_BYTES", 1)  # one step (5 rows) a call
+    monkeypatch.setattr(views_module, "VIEW_READ_RUNS", 1)  # one run of rows a call
     with pytest.raises(PagedReadRetryError, match="read it with a limit") as raised:
         log.all()
     assert isinstance(raised.value, StorageError)  # what callers caught before
@@ -308,8 +309,8 @@ def test_the_next_edit_rewrites_a_view_of_an_earlier_version(env: Env) -> None:
 def test_views_read_in_many_small_calls_equal_the_fold(ops: list[tuple[str, int]]) -> None:
     import fakeredis
 
-    saved = views_module.VIEW_READ_BYTES
-    views_module.VIEW_READ_BYTES = 1  # every call one step of page_size rows
+    saved = views_module.VIEW_READ_RUNS
+    views_module.VIEW_READ_RUNS = 1  # every call one run of rows
     try:
         log = MessageLog(fakeredis.FakeRedis(), new_id(), page_size=2)
         fold = LogView()
@@ -317,7 +318,7 @@ def test_views_read_in_many_small_calls_equal_the_fold(ops: list[tuple[str, int]
             _apply(log, op, arg, fold)
             fold = assert_views_match_the_fold(log)
     finally:
-        views_module.VIEW_READ_BYTES = saved
+        views_module.VIEW_READ_RUNS = saved
 
 
 # -- msglog verify ---------------------------------------------------------------------
