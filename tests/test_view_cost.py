@@ -12,6 +12,7 @@ views written by earlier versions (one ``segments`` field), and ``msglog verify`
 
 from __future__ import annotations
 
+import itertools
 import threading
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -317,6 +318,11 @@ def test_views_read_in_many_small_calls_equal_the_fold(ops: list[tuple[str, int]
         for op, arg in ops:
             _apply(log, op, arg, fold)
             fold = assert_views_match_the_fold(log)
+            for after, limit in itertools.product((0, min(2, fold.last_seq)), (1, 3, 7)):
+                expected = [s for s in seqs(fold.rows) if s > after][:limit]
+                assert seqs(log.read(after=after, limit=limit)) == expected
+                active = [s for s in seqs(fold.active()) if s > after][:limit]
+                assert seqs(log.read(after=after, limit=limit, view="active")) == active
     finally:
         views_module.VIEW_READ_RUNS = saved
 
