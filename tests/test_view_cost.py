@@ -23,6 +23,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from redis_msglog import (
+    CorruptLogError,
     InvalidEditError,
     LogView,
     MessageLog,
@@ -372,3 +373,43 @@ def test_llama_index_deletes_more_rows_than_one_retract_takes(
     deleted, left, count = asyncio.run(main())
     assert [m.content for m in deleted] == [f"m{i}" for i in range(2, 9)]
     assert [m.content for m in left] == ["m9", "m10", "m11"] and count == 3
+
+
+EVERY_CALL = ("retract", "archive", "compact", "all", "last", "count")
+DAMAGES: list[tuple[Callable[[Any, ConversationKeys], object], tuple[str, ...]]] = [
+    # A view read or an edit reads the runs it walks, and the fields every call reads:
+    # each damage is found by the calls that reach it (``msglog verify`` reaches all).
+    (lambda raw, keys: raw.hset(keys.view, "g0", "garbage"), ("compact", "all", "last")),
+    (lambda raw, keys: raw.hset(keys.view, "g1", "4-"), ("retract", "archive", "all", "count")),
+    (lambda raw, keys: raw.hdel(keys.view, "g0"), ("compact", "all", "last")),
+    (lambda raw, keys: raw.hset(keys.view, "back", "x"), EVERY_CALL),
+    (lambda raw, keys: raw.hset(keys.view, "rows", "x"), EVERY_CALL),
+    (lambda raw, keys: raw.hdel(keys.view, "archivedrows"), EVERY_CALL),
+    (lambda raw, keys: raw.zadd(keys.hidden, {"@x": -4}), ("retract", "archive", "count")),
+]
+
+
+@pytest.mark.parametrize("damage, reached_by", DAMAGES)
+def test_damaged_runs_and_counts_are_an_error_and_nothing_is_written(
+    env: Env, damage: Callable[[Any, ConversationKeys], object], reached_by: tuple[str, ...]
+) -> None:
+    log = env.log()
+    log.append_many([user(f"m{i}") for i in range(6)])
+    log.compact([user("summary")], through_seq=2)  # runs g0 (the summary), g1, g2 (open)
+    log.archive(4)
+    damage(env.raw, log.keys)
+    before = snapshot(env, log)
+    calls: dict[str, Callable[[], object]] = {
+        "retract": lambda: log.retract([4]),
+        "archive": lambda: log.archive(5),
+        "compact": lambda: log.compact([user("again")], through_seq=5),
+        "all": lambda: log.all(),
+        "last": lambda: log.last(10),
+        "count": lambda: log.count(view="active"),
+    }
+    for name in reached_by:
+        with pytest.raises(CorruptLogError):
+            calls[name]()
+    assert snapshot(env, log) == before
+    report = verify_conversation(env.raw, "msglog", log.conversation)
+    assert report.problems, "msglog verify must report it"
