@@ -347,7 +347,7 @@ local function edit_part()
   -- The plan reads the view a segment at a time (view_lib.lua), so an edit costs the rows
   -- it moves in or out of the view, not the view's length.
 
-  local MAX_RETRACT = 1000  -- seqs one retract may take: it stays a short call
+  local MAX_RETRACT = 256  -- seqs one retract may take: it stays a short call
 
   local function bad_edit(text)
     return {err = 'MSGLOG_BADEDIT ' .. text}

@@ -78,7 +78,7 @@ VIEW_READ_RUNS = 10_000
 """Runs of rows (of consecutive seqs) one view script call returns: a view read of up to
 this many runs is one snapshot (docs/edits.md, "Snapshots")."""
 
-MAX_RETRACT = 1000
+MAX_RETRACT = 256
 """The most seqs one ``retract()`` takes (the append script refuses more too)."""
 
 
