@@ -80,7 +80,7 @@
 -- names only keys that exist once the conversation does: KEYS[3] only when it is used,
 -- the producers hash, and no per-append key (a record only with a caller's key).
 
--- @include view_lib.lua
+-- @include counter_lib.lua
 
 local BLOBS = tonumber(ARGV[8])
 local ATTRS = tonumber(ARGV[16])
@@ -354,146 +354,223 @@ if ARGV[9] ~= '' and last ~= tonumber(ARGV[9]) then
     ' is the last seq of ' .. KEYS[2] .. ', not ' .. ARGV[9])
 end
 
--- Edits (docs/edits.md): everything is checked before the first write.
+-- Edits (docs/edits.md): everything is checked before the first write. The functions an
+-- edit needs are defined only by a call that edits: a plain append does not pay for them.
+local function edit_part()
+-- @include view_lib.lua
+  -- The plan reads the view a segment at a time (view_lib.lua), so an edit costs the rows
+  -- it moves in or out of the view, not the view's length.
 
-local function bad_edit(text)
-  return {err = 'MSGLOG_BADEDIT ' .. text}
-end
+  local MAX_RETRACT = 256  -- seqs one retract may take: it stays a short call
 
--- An error unless seq s is a row of the view: a message, not hidden, in a segment.
-local function check_row(segments, s, what)
-  if s < 1 or s > last then
-    return bad_edit(what .. ' ' .. s .. ' is not in the log (last seq ' .. last .. ')')
+  local function bad_edit(text)
+    return {err = 'MSGLOG_BADEDIT ' .. text}
   end
-  if is_hidden(HIDDEN, s) or not segment_of(segments, s) then
-    return bad_edit(what .. ' ' .. s .. ' is not in the view: an edit entry, or already ' ..
-      'retracted or compacted away')
-  end
-  local entry = redis.call('XRANGE', KEYS[2], s, s)  -- "<s>-0" to "<s>-<max>"
-  if not entry[1] then
-    return bad_edit(what .. ' ' .. s .. ' is missing from the stream (deleted by hand?)')
-  end
-  return nil
-end
 
--- The view after a compaction through `through` (nil: everything; 0: nothing) whose
--- entry is seq c, followed by its k messages: those first, then what followed `through`.
-local function compacted(segments, through, c, k)
-  local rest = {}
-  if through == 0 then
-    rest = segments
-  elseif through then
-    local i = segment_of(segments, through)
-    if segments[i][2] == nil or through < segments[i][2] then
-      rest[1] = {through + 1, segments[i][2]}
+  -- An error unless seq s is a row of the view: a message, not hidden, in a segment.
+  local function check_row(v, s, what)
+    if s < 1 or s > last then
+      return bad_edit(what .. ' ' .. s .. ' is not in the log (last seq ' .. last .. ')')
     end
-    for j = i + 1, #segments do
-      rest[#rest + 1] = segments[j]
+    if is_hidden(HIDDEN, s) or not lookup(v, s) then
+      return bad_edit(what .. ' ' .. s .. ' is not in the view: an edit entry, or already ' ..
+        'retracted or compacted away')
+    end
+    local entry = redis.call('XRANGE', KEYS[2], s, s)  -- "<s>-0" to "<s>-<max>"
+    if not entry[1] then
+      return bad_edit(what .. ' ' .. s .. ' is missing from the stream (deleted by hand?)')
+    end
+    return nil
+  end
+
+  -- Whether row a comes before row b in the view (both in a segment).
+  local function before(v, a, b)
+    local pa, pb = lookup(v, a), lookup(v, b)
+    return pa < pb or (pa == pb and a < b)
+  end
+
+  -- The rows from the view's start, or after row `after`, up to and including row `upto`.
+  local function rows_through(v, upto, after)
+    local first, cut_lo = v.front, nil
+    if after then
+      first, cut_lo = lookup(v, after), after + 1
+    end
+    local final = lookup(v, upto)
+    return count_span(v, last, first, final, cut_lo, upto)
+  end
+
+  -- The segments after a compaction through `through` (nil: everything; 0: nothing) whose
+  -- entry is seq c, followed by its k messages: those first, then what followed `through`.
+  -- Only the ends of the view change: the segments compacted away at the front, the
+  -- compaction's at the front, the open one at the back.
+  local function compact_segments(v, through, c, k)
+    if through == nil then
+      for pos = v.front, v.back do
+        seg_drop(v, pos)
+      end
+      v.front = v.back + 1  -- empty
+    elseif through ~= 0 then
+      local at = lookup(v, through)
+      for pos = v.front, at - 1 do
+        seg_drop(v, pos)
+      end
+      local seg = seg_at(v, at)
+      v.front = at
+      if seg[2] == nil or through < seg[2] then
+        seg_set(v, at, through + 1, seg[2])
+      else
+        seg_drop(v, at)
+        v.front = at + 1
+      end
+    end
+    if v.front <= v.back then  -- the open run ends before this entry (or goes, if empty)
+      local open = seg_at(v, v.back)
+      if c - 1 >= open[1] then
+        seg_set(v, v.back, open[1], c - 1)
+      else
+        seg_drop(v, v.back)
+        v.back = v.back - 1
+      end
+    end
+    if k > 0 then
+      v.front = v.front - 1
+      v.back = math.max(v.back, v.front)
+      seg_set(v, v.front, c + 1, c + k)
+    end
+    local tail = v.front <= v.back and seg_at(v, v.back) or nil
+    if tail and (tail[2] == c + k or (k == 0 and tail[2] == c - 1)) then
+      seg_set(v, v.back, tail[1], nil)  -- nothing visible in between (the entry is hidden)
+    else
+      v.back = v.back + 1
+      seg_set(v, v.back, c + k + 1, nil)
     end
   end
-  local result = {}
-  if k > 0 then
-    result[1] = {c + 1, c + k}
-  end
-  for _, segment in ipairs(rest) do
-    if segment[2] ~= nil then
-      result[#result + 1] = segment
-    elseif c - 1 >= segment[1] then
-      result[#result + 1] = {segment[1], c - 1}  -- the open run ends before this entry
+
+  -- A row leaves the view: the counts follow.
+  local function remove_row(v, s)
+    v.total = v.total - 1
+    if v.archived and lookup(v, v.archived) and not before(v, v.archived, s) then
+      v.archivedrows = v.archivedrows - 1
     end
   end
-  local tail = result[#result]
-  if tail and (tail[2] == c + k or (k == 0 and tail[2] == c - 1)) then
-    tail[2] = nil  -- nothing visible in between (the entry itself is hidden): one run
-  else
-    result[#result + 1] = {c + k + 1, nil}
-  end
-  return result
-end
 
--- Whether row a comes before row b in the view (both in a segment).
-local function before(segments, a, b)
-  local sa, sb = segment_of(segments, a), segment_of(segments, b)
-  return sa < sb or (sa == sb and a < b)
-end
-
--- The edit to make: {marker, segments, archived ("" to clear, nil to keep), hide,
--- popped}; nil for a pop of an empty view; or an error reply.
-local function plan_edit()
-  local segments, edited = load_segments(VIEW)
-  if segments.err then
-    return segments
-  end
-  local kind = redis.call('TYPE', HIDDEN)['ok']
-  if kind ~= 'none' and kind ~= 'zset' then
-    return {err = 'WRONGTYPE hidden ranges ' .. HIDDEN .. ' is not a sorted set'}
-  end
-  local archived = edited and tonumber(redis.call('HGET', VIEW, 'archived') or '') or nil
-  local c = last + 1
-  if OP == 'attrs' then
-    return {ARGV[12], segments, nil, {}}  -- changes attributes only: the view stays
-  elseif OP == 'retract' then
-    local seqs = {}
+  local function plan_retract(v)
+    local seqs, seen = {}, {}
     for text in string.gmatch(ARGV[11], '%d+') do
       local s = tonumber(text)
-      local problem = check_row(segments, s, 'retract: seq')
+      if #seqs == MAX_RETRACT then
+        return bad_edit('retract: more than ' .. MAX_RETRACT .. ' seqs in one call')
+      end
+      if seen[s] then
+        return bad_edit('retract: seq ' .. s .. ' is given twice')
+      end
+      local problem = check_row(v, s, 'retract: seq')
       if problem then
         return problem
       end
-      seqs[#seqs + 1] = s
+      seqs[#seqs + 1], seen[s] = s, true
     end
-    return {'{"op":"retract","seqs":[' .. ARGV[11] .. ']}', segments, nil, seqs}
-  elseif OP == 'pop' then
+    for _, s in ipairs(seqs) do
+      remove_row(v, s)
+    end
+    return {'{"op":"retract","seqs":[' .. ARGV[11] .. ']}', v, false, seqs}
+  end
+
+  local function plan_pop(v)
     local found = {}
-    for i = #segments, 1, -1 do
-      if walk_down(KEYS[2], HIDDEN, segments[i][1], segments[i][2] or last, 1, found) == 0 then
+    for pos = v.back, v.front, -1 do
+      local lo, hi = seg_seqs(v, pos, last)
+      if walk_down(KEYS[2], HIDDEN, lo, hi, 1, found) == 0 then
         break
       end
     end
     if not found[1] then
       return nil
     end
-    local s = string.match(found[1][1], '^(%d+)')
-    return {'{"op":"retract","seqs":[' .. s .. ']}', segments, nil, {tonumber(s)}, found[1]}
-  elseif OP == 'archive' then
+    local s = tonumber(string.match(found[1][1], '^(%d+)'))
+    remove_row(v, s)
+    return {'{"op":"retract","seqs":[' .. int(s) .. ']}', v, false, {s}, found[1]}
+  end
+
+  local function plan_archive(v)
     local w = tonumber(ARGV[11])
-    local problem = check_row(segments, w, 'archive: seq')
+    local problem = check_row(v, w, 'archive: seq')
     if problem then
       return problem
     end
-    if archived and segment_of(segments, archived) and not before(segments, archived, w) then
+    local after = v.archived and lookup(v, v.archived) and v.archived
+    if after and not before(v, after, w) then
       return bad_edit('archive: seq ' .. w .. ' is not after the archive watermark (seq ' ..
-        archived .. '): the watermark only moves forward')
+        after .. '): the watermark only moves forward')
     end
-    return {'{"op":"archive","through":' .. w .. '}', segments, string.format('%d', w), {}}
+    v.archivedrows = (after and v.archivedrows or 0) + rows_through(v, w, after or nil)
+    v.archived = w
+    return {'{"op":"archive","through":' .. w .. '}', v, false, {}}
   end
+
   -- compact, or fork: a compaction of everything on an empty log
-  local through = nil
-  if ARGV[11] ~= 'end' then
-    through = tonumber(ARGV[11])
-    if through ~= 0 then
-      local problem = check_row(segments, through, 'compact: seq')
-      if problem then
-        return problem
+  local function plan_compact(v)
+    local through = nil
+    if ARGV[11] ~= 'end' then
+      through = tonumber(ARGV[11])
+      if through ~= 0 then
+        local problem = check_row(v, through, 'compact: seq')
+        if problem then
+          return problem
+        end
       end
     end
+    local removed = 0
+    if through == nil then
+      removed = v.total
+    elseif through ~= 0 then
+      removed = rows_through(v, through)
+    end
+    local watermark = v.archived and lookup(v, v.archived)
+    if v.archived and (through == nil or (through ~= 0 and watermark and
+        not before(v, through, v.archived))) then
+      v.archived, v.archivedrows = nil, nil  -- the watermark row is replaced: none archived
+    elseif watermark then  -- rows before the watermark replaced: their messages archived
+      v.archivedrows = v.archivedrows - removed + n
+    end
+    v.total = v.total - removed  -- the rows up to this entry (its messages follow)
+    compact_segments(v, through, last + 1, n)
+    local marker = ARGV[12]  -- a fork's: built by the client
+    if OP == 'compact' then
+      local what = through and ('"through":' .. through .. ',') or ''  -- none: everything
+      marker = '{"op":"compact",' .. what .. '"count":' .. n .. '}'
+    end
+    return {marker, v, false, {}}
   end
-  local keep = nil
-  if archived and (through == nil or (through ~= 0 and segment_of(segments, archived)
-      and not before(segments, through, archived))) then
-    keep = ''  -- the watermark row is replaced: nothing is archived any more
+
+  -- The edit to make: {marker, view state, false, seqs to hide, popped}; nil for a pop of
+  -- an empty view; or an error reply.
+  local function plan_edit()
+    local v = open_view(VIEW, HIDDEN)
+    if v.err then
+      return v
+    end
+    ensure_counts(v, last)
+    v.total = v.rows + last - v.version  -- the rows of the view now; saved as "rows"
+    if OP == 'attrs' then
+      return {ARGV[12], v, false, {}}  -- changes attributes only: the view stays
+    elseif OP == 'retract' then
+      return plan_retract(v)
+    elseif OP == 'pop' then
+      return plan_pop(v)
+    elseif OP == 'archive' then
+      return plan_archive(v)
+    end
+    return plan_compact(v)
   end
-  local marker = ARGV[12]  -- a fork's: built by the client
-  if OP == 'compact' then
-    local what = through and ('"through":' .. through .. ',') or ''  -- none: everything
-    marker = '{"op":"compact",' .. what .. '"count":' .. n .. '}'
-  end
-  return {marker, compacted(segments, through, c, n), keep, {}}
+
+  return {plan = plan_edit, save = save_view, hide = hide, guarded = guarded}
 end
 
-local edit = nil
+local edit, part = nil, nil
 if OP ~= '' then
-  edit = plan_edit()
+  part = edit_part()
+  edit = part.guarded(part.plan)
   if edit == nil then
     return {last, at, 0, ARGV[7], 0}  -- a pop of an empty view: nothing to do
   end
@@ -542,11 +619,19 @@ else
 end
 
 if edit then
-  for _, s in ipairs(edit[4]) do
-    hide(HIDDEN, s, s)
+  local runs = edit[4]
+  table.sort(runs)
+  local i = 1
+  while i <= #runs do  -- a run of consecutive seqs is hidden in one step
+    local j = i
+    while runs[j + 1] == runs[j] + 1 do
+      j = j + 1
+    end
+    part.hide(HIDDEN, runs[i], runs[j])
+    i = j + 1
   end
-  hide(HIDDEN, last + 1, last + 1)  -- the edit entry itself is in no view
-  redis.call('HSET', VIEW, 'segments', format_segments(edit[2]), 'version', last + 1)
+  part.hide(HIDDEN, last + 1, last + 1)  -- the edit entry itself is in no view
+  part.save(edit[2], last + 1)
   local first_attr = 19 + 2 * BLOBS
   for i = first_attr, first_attr + 2 * ATTRS - 1, 2 do  -- attributes live in the view hash
     local change, name = string.sub(ARGV[i], 1, 1), 'a:' .. string.sub(ARGV[i], 2)
@@ -556,20 +641,15 @@ if edit then
       redis.call('HDEL', VIEW, name)
     end
   end
-  if edit[3] == '' then
-    redis.call('HDEL', VIEW, 'archived')
-  elseif edit[3] then
-    redis.call('HSET', VIEW, 'archived', edit[3])
-  end
 elseif VIEW then
   -- A log with a lifetime names its view keys in every append (to refresh their expiry),
   -- so they must exist, or a cluster slot move would hold its appends up (TRYAGAIN). An
   -- edit-free view, and a hidden range no seq falls in, from its first append on.
   if redis.call('EXISTS', VIEW) == 0 then
-    redis.call('HSET', VIEW, 'segments', '1-', 'version', 0)
+    redis.call('HSET', VIEW, 'g1', '1-', 'front', 1, 'back', 1, 'rows', 0, 'version', 0)
   end
   if redis.call('EXISTS', HIDDEN) == 0 then
-    redis.call('ZADD', HIDDEN, 0, '0-0')
+    redis.call('ZADD', HIDDEN, 0, '0-0', -1, '@1')
   end
 end
 

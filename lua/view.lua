@@ -8,18 +8,25 @@
 -- KEYS[3]   view hash (see view_lib.lua)
 -- KEYS[4]   hidden ranges
 -- ARGV[1]   the view: "visible", "active" or "archived"
--- ARGV[2]   "last": the view's last ARGV[3] rows; "after": up to ARGV[3] rows whose seq is
---           above ARGV[4], in view order, from position ARGV[5]/ARGV[6]; "count": the
---           number of rows
+-- ARGV[2]   "last": the view's last ARGV[3] rows; "after": the runs of rows whose seq is
+--           above ARGV[4], in view order, from position ARGV[5]/ARGV[6], at most ARGV[3]
+--           rows (0: no limit) in at most ARGV[7] runs; "count": the number of rows
 -- ARGV[3]   how many rows at most
 -- ARGV[4]   "after" only: the seq the rows must be above
--- ARGV[5]   "after" only: the index of the segment (of this view) to start in
+-- ARGV[5]   "after" only: the position of the segment to start in ("": the view's first)
 -- ARGV[6]   "after" only: the seq to start after in that segment (0: its start)
+-- ARGV[7]   "after" only: how many runs at most
 --
--- Returns {version, last_seq, rows_or_count, next_segment, next_seq}: the seq of the last
--- edit (0: none), the log's last seq, the rows ({id, fields} like XRANGE, in view order;
--- or the count), and for "after" where the next page starts (next_segment 0: the end).
+-- Returns {version, last_seq, body, more, next_position, next_seq}: the seq of the last
+-- edit (0: none), the log's last seq, and the body: for "last" the rows ({id, fields}
+-- like XRANGE, in view order), for "count" the count, for "after" the runs {lo1, hi1,
+-- lo2, hi2, ...}: every seq of a run is a row (a message), so the caller reads them with
+-- XRANGE when it likes (entries never change: the runs are the snapshot; the rows are
+-- not copied through Lua), with whether more may remain (1) and where the next call
+-- starts. The cost is what it returns plus the hidden ranges it crosses: the view hash is
+-- read a segment at a time, never whole (view_lib.lua).
 
+-- @include counter_lib.lua
 -- @include view_lib.lua
 
 local raw = redis.call('GET', KEYS[1])
@@ -34,63 +41,74 @@ else
   last = newest[1] and tonumber(string.match(newest[1][1], '^(%d+)')) or 0
 end
 
-local segments, edited = load_segments(KEYS[3])
-if segments.err then
-  return segments
-end
-local kind = redis.call('TYPE', KEYS[4])['ok']
-if kind ~= 'none' and kind ~= 'zset' then
-  return redis.error_reply('WRONGTYPE hidden ranges ' .. KEYS[4] .. ' is not a sorted set')
-end
-local version, archived = 0, nil
-if edited then
-  version = tonumber(redis.call('HGET', KEYS[3], 'version') or '0')
-  archived = tonumber(redis.call('HGET', KEYS[3], 'archived') or '')
-end
-local ranges = view_segments(segments, ARGV[1], archived, last)
-local want = tonumber(ARGV[3])
-
-if ARGV[2] == 'count' then
-  local total = 0
-  for _, range in ipairs(ranges) do
-    total = total + count_visible(KEYS[4], range[1], range[2])
-  end
-  return {version, last, total, 0, 0}
+local v = open_view(KEYS[3], KEYS[4])
+if v.err then
+  return v
 end
 
-local rows = {}
-if ARGV[2] == 'last' then
-  local newest_first = {}
-  local need = want
-  for i = #ranges, 1, -1 do
-    need = walk_down(KEYS[2], KEYS[4], ranges[i][1], ranges[i][2], need, newest_first)
+local function last_rows(want)
+  local first, final, cut_lo, cut_hi = view_span(v, ARGV[1])
+  local newest_first, need = {}, want
+  for pos = final, first, -1 do
+    local lo, hi = span_seqs(v, pos, last, first, final, cut_lo, cut_hi)
+    need = walk_down(KEYS[2], KEYS[4], lo, hi, need, newest_first)
     if need == 0 then
       break
     end
   end
+  local rows = {}
   for i = #newest_first, 1, -1 do
     rows[#rows + 1] = newest_first[i]
   end
-  return {version, last, rows, 0, 0}
+  return {v.version, last, rows, 0, 0, 0}
 end
 
-local above = tonumber(ARGV[4])
-local index, from = tonumber(ARGV[5]), tonumber(ARGV[6])
-local need = want
-while index <= #ranges and need > 0 do
-  local start = math.max(ranges[index][1], above + 1, from + 1)
-  local before = #rows
-  need = walk_up(KEYS[2], KEYS[4], start, ranges[index][2], need, rows)
-  if need == 0 and #rows > before then
-    from = tonumber(string.match(rows[#rows][1], '^(%d+)'))
-    if from >= ranges[index][2] then
-      index, from = index + 1, 0
+-- Append to `runs` the runs of visible seqs from..hi (lo, hi pairs), up to `need` seqs
+-- and `room` runs; return the seqs still needed, the runs left and the next seq to look
+-- at.
+local function runs_up(from, hi, need, room, runs)
+  local cursor = from
+  while cursor <= hi and need > 0 and room > 0 do
+    local hlo, hhi = hidden_at_or_below(KEYS[4], cursor)
+    if hlo and hhi >= cursor then
+      cursor = hhi + 1
+    else
+      local ceiling = math.min(hi, cursor + need - 1)
+      local next_lo = hidden_above(KEYS[4], cursor)
+      if next_lo and next_lo - 1 < ceiling then
+        ceiling = next_lo - 1
+      end
+      runs[#runs + 1], runs[#runs + 2] = cursor, ceiling
+      need, room, cursor = need - (ceiling - cursor + 1), room - 1, ceiling + 1
     end
-  else
-    index, from = index + 1, 0
   end
+  return need, room, cursor
 end
-if index > #ranges then
-  index = 0
+
+local function runs_after(want)
+  local first, final, cut_lo, cut_hi = view_span(v, ARGV[1])
+  local above, room = tonumber(ARGV[4]), tonumber(ARGV[7])
+  local pos, from = tonumber(ARGV[5]) or first, tonumber(ARGV[6])
+  local need = want > 0 and want or math.huge
+  local runs = {}
+  while pos <= final and need > 0 and room > 0 do
+    local lo, hi = span_seqs(v, pos, last, first, final, cut_lo, cut_hi)
+    local cursor
+    need, room, cursor = runs_up(math.max(lo, above + 1, from + 1), hi, need, room, runs)
+    if cursor > hi then
+      pos, from = pos + 1, 0
+    else
+      from = cursor - 1  -- stopped inside this segment: go on after the last seq taken
+    end
+  end
+  return {v.version, last, runs, pos <= final and 1 or 0, pos, from}
 end
-return {version, last, rows, index, from}
+
+return guarded(function()
+  if ARGV[2] == 'count' then
+    return {v.version, last, view_count(v, ARGV[1], last), 0, 0, 0}
+  elseif ARGV[2] == 'last' then
+    return last_rows(tonumber(ARGV[3]))
+  end
+  return runs_after(tonumber(ARGV[3]))
+end)

@@ -1,63 +1,54 @@
--- view_lib.lua: the view of a log, shared by append.lua (edits) and view.lua (reads),
--- with the check of the seq counter both make.
--- Not a script of its own: the loader puts it where a script says `-- @include view_lib.lua`.
+-- view_lib.lua: the view of a log, shared by append.lua (edits) and view.lua (reads).
+-- Not a script of its own: the loader puts it where a script says `-- @include view_lib.lua`
+-- (append.lua: inside the function it calls only for an edit, so a plain append does not
+-- pay for defining these functions).
 --
 -- The view (docs/edits.md) is kept in two keys beside the stream:
---   view hash:   "segments" = the view order as ascending seq ranges, e.g. "13-14,7-11,16-"
---                (closed ranges, the last one open: it grows with appends); "archived" = the
---                archive watermark row's seq; "version" = the seq of the last edit. Absent
---                until the first edit: then the view is every entry, "1-".
+--   view hash: the view order as *segments*, ascending seq ranges read one after the other:
+--                "g<pos>" = "<lo>-<hi>", the segment at position pos, for every pos from
+--                "front" to "back" (view order, no gaps); the last one, "<lo>-", is open (it
+--                grows with appends). "version" = the seq of the last edit; "rows" = the
+--                rows of the view with seq <= version (every later entry is a message at
+--                the view's end, so the view has rows + last - version rows); "archived" =
+--                the archive watermark row's seq, "archivedrows" = the rows up to it.
+--                Absent until the first edit: then the view is every entry, "1-".
 --   hidden zset: seq ranges no view shows (retracted messages and every edit entry),
---                member "<lo>-<hi>", score lo; overlapping or adjacent ranges are merged.
+--                member "<lo>-<hi>", score lo (>= 0); overlapping or adjacent ranges are
+--                merged. At negative scores, the segments by seq: member "@<pos>", score
+--                -lo, so the segment holding a seq is one ZRANGEBYSCORE away.
 -- Every entry not hidden is a message, so a run of seqs between hidden ranges is read
--- with one XRANGE: a view read costs what it returns plus one step per hidden range it
--- crosses, never a scan of the history.
+-- with one XRANGE: a read costs what it returns plus one step per hidden range and
+-- segment it crosses, whatever the history; a count is a few fields of the view hash.
+--
+-- Earlier versions kept the segments in one field, "segments" = "13-14,7-11,16-" (and
+-- no counts): such a view is still read, parsed whole (a cost that grows with its
+-- segments), and the next edit rewrites it in the form above.
 
--- The seq counter's value: exactly the canonical non-negative integers INCRBY accepts
--- ("3.0", " 3", "0x3", "+3", "03" pass tonumber but not INCRBY), and few enough digits
--- for Lua's doubles; otherwise an error reply (a table).
-local function counter_value(counter, raw)
-  if raw == '0' or (string.match(raw, '^[1-9]%d*$') and #raw <= 15) then
-    return tonumber(raw)
-  end
-  return redis.error_reply('MSGLOG_BADSEQ seq counter ' .. counter .. ' holds ' ..
-    string.format('%q', raw) .. ', not a seq')
+local function int(x)
+  return string.format('%d', x)
 end
 
 local function bad_view(view, what)
   return {err = 'MSGLOG_BADVIEW view ' .. view .. ' ' .. what .. ' (set by hand?)'}
 end
 
--- The segments, as a list of {lo, hi} (hi nil for the open one), and whether any edit
--- was ever made; or an error reply.
-local function load_segments(view)
-  local kind = redis.call('TYPE', view)['ok']
-  if kind == 'none' then
-    return {{1, nil}}, false
-  end
-  if kind ~= 'hash' then
-    return {err = 'WRONGTYPE view ' .. view .. ' is not a hash'}
-  end
-  local text = redis.call('HGET', view, 'segments')
-  local segments = {}
-  if text then
-    for lo, hi in string.gmatch(text, '(%d+)%-(%d*)') do
-      segments[#segments + 1] = {tonumber(lo), tonumber(hi)}
-    end
-  end
-  if #segments == 0 or segments[#segments][2] ~= nil then
-    return bad_view(view, 'holds segments ' .. tostring(text))
-  end
-  return segments, true
+-- Damaged view keys found in the middle of a read or an edit plan: raised, and turned
+-- into the script's error reply by `guarded` (nothing has been written by then).
+local function fail(reply)
+  error(reply)
 end
 
-local function format_segments(segments)
-  local parts = {}
-  for i, segment in ipairs(segments) do
-    parts[i] = string.format('%d', segment[1]) .. '-' ..
-      (segment[2] and string.format('%d', segment[2]) or '')
+-- fn() as a reply: its result, or the error reply it raised (Redis 7 hands pcall the
+-- error's text; fakeredis, the table).
+local function guarded(fn)
+  local ok, result = pcall(fn)
+  if ok then
+    return result
   end
-  return table.concat(parts, ',')
+  if type(result) == 'table' and result.err then
+    result = result.err
+  end
+  return redis.error_reply(tostring(result))
 end
 
 local function parse_range(member)
@@ -67,7 +58,7 @@ end
 
 -- The hidden range starting at or below seq s (lo, hi), or nil.
 local function hidden_at_or_below(hidden, s)
-  local found = redis.call('ZREVRANGEBYSCORE', hidden, s, '-inf', 'LIMIT', 0, 1)
+  local found = redis.call('ZREVRANGEBYSCORE', hidden, int(s), '0', 'LIMIT', 0, 1)
   if found[1] then
     return parse_range(found[1])
   end
@@ -76,8 +67,7 @@ end
 
 -- The first hidden range starting above seq s (lo, hi), or nil.
 local function hidden_above(hidden, s)
-  local found = redis.call('ZRANGEBYSCORE', hidden, '(' .. string.format('%d', s), '+inf',
-    'LIMIT', 0, 1)
+  local found = redis.call('ZRANGEBYSCORE', hidden, '(' .. int(s), '+inf', 'LIMIT', 0, 1)
   if found[1] then
     return parse_range(found[1])
   end
@@ -97,7 +87,7 @@ local function hide(hidden, lo, hi)
   local replaced = {}
   local below_lo, below_hi = hidden_at_or_below(hidden, lo)
   if below_lo and below_hi >= lo - 1 then
-    replaced[1] = string.format('%d-%d', below_lo, below_hi)
+    replaced[1] = int(below_lo) .. '-' .. int(below_hi)
     lo, hi = below_lo, math.max(hi, below_hi)
   end
   local cursor = lo
@@ -106,26 +96,16 @@ local function hide(hidden, lo, hi)
     if not next_lo or next_lo > hi + 1 then
       break
     end
-    replaced[#replaced + 1] = string.format('%d-%d', next_lo, next_hi)
+    replaced[#replaced + 1] = int(next_lo) .. '-' .. int(next_hi)
     hi, cursor = math.max(hi, next_hi), next_lo
   end
-  local merged = string.format('%d-%d', lo, hi)
-  redis.call('ZADD', hidden, lo, merged)
+  local merged = int(lo) .. '-' .. int(hi)
+  redis.call('ZADD', hidden, int(lo), merged)
   for _, member in ipairs(replaced) do
     if member ~= merged then
       redis.call('ZREM', hidden, member)
     end
   end
-end
-
--- The index of the segment holding seq s, or nil.
-local function segment_of(segments, s)
-  for i, segment in ipairs(segments) do
-    if s >= segment[1] and (segment[2] == nil or s <= segment[2]) then
-      return i
-    end
-  end
-  return nil
 end
 
 -- Append to `out` up to `need` visible entries of seqs from..lo, newest first; return how
@@ -143,8 +123,7 @@ local function walk_down(stream, hidden, lo, from, need, out)
       end
       -- Incomplete IDs: "<cursor>" ends at "<cursor>-<max>", "<floor>" starts at
       -- "<floor>-0" (entry IDs are "<seq>-<at>", or "<seq>-0" for older entries).
-      local entries = redis.call('XREVRANGE', stream, string.format('%d', cursor),
-        string.format('%d', floor), 'COUNT', need)
+      local entries = redis.call('XREVRANGE', stream, int(cursor), int(floor), 'COUNT', need)
       for _, entry in ipairs(entries) do
         out[#out + 1] = entry
       end
@@ -158,45 +137,15 @@ local function walk_down(stream, hidden, lo, from, need, out)
   return need
 end
 
--- Append to `out` up to `need` visible entries of seqs from..hi, oldest first; return how
--- many are still needed.
-local function walk_up(stream, hidden, from, hi, need, out)
-  local cursor = from
-  while cursor <= hi and need > 0 do
-    local hlo, hhi = hidden_at_or_below(hidden, cursor)
-    if hlo and hhi >= cursor then
-      cursor = hhi + 1
-    else
-      local ceiling = hi
-      local next_lo = hidden_above(hidden, cursor)
-      if next_lo and next_lo - 1 < ceiling then
-        ceiling = next_lo - 1
-      end
-      local entries = redis.call('XRANGE', stream, string.format('%d', cursor),
-        string.format('%d', ceiling), 'COUNT', need)  -- incomplete IDs: see walk_down
-      for _, entry in ipairs(entries) do
-        out[#out + 1] = entry
-      end
-      need = need - #entries
-      cursor = ceiling + 1
-      if need == 0 then
-        break
-      end
-    end
-  end
-  return need
-end
-
--- The number of visible seqs in lo..hi.
+-- The number of visible seqs in lo..hi: one step per hidden range in it.
 local function count_visible(hidden, lo, hi)
   if hi < lo then
     return 0
   end
   local total = hi - lo + 1
-  local cursor = lo
-  local hlo, hhi = hidden_at_or_below(hidden, cursor)
-  if not (hlo and hhi >= cursor) then
-    hlo, hhi = hidden_above(hidden, cursor)
+  local hlo, hhi = hidden_at_or_below(hidden, lo)
+  if not (hlo and hhi >= lo) then
+    hlo, hhi = hidden_above(hidden, lo)
   end
   while hlo and hlo <= hi do
     total = total - (math.min(hhi, hi) - math.max(hlo, lo) + 1)
@@ -205,34 +154,228 @@ local function count_visible(hidden, lo, hi)
   return total
 end
 
--- The segments of one view: "visible" (all), "active" (after the archive watermark),
--- "archived" (up to it). `last` closes the open segment.
-local function view_segments(segments, which, archived, last)
-  local closed = {}
-  for i, segment in ipairs(segments) do
-    closed[i] = {segment[1], segment[2] or last}
+-- The view's segments, read on demand ------------------------------------------------
+-- A view state `v`: key, hidden, form ("none": no view hash yet, "old": the single
+-- "segments" field, "new"), front, back, version, rows (nil until counted for the old
+-- form), archived, archivedrows, segs (pos -> {lo, hi or nil}, false once dropped) and
+-- changed (the positions an edit rewrote).
+
+local function parse_old(v, text)
+  local pos = 0
+  for lo, hi in string.gmatch(text, '(%d+)%-(%d*)') do
+    pos = pos + 1
+    v.segs[pos] = {tonumber(lo), tonumber(hi)}
   end
-  if which == 'visible' or archived == nil then
+  if pos == 0 or v.segs[pos][2] ~= nil then
+    return bad_view(v.key, 'holds segments ' .. text)
+  end
+  v.form, v.front, v.back = 'old', 1, pos
+  return v
+end
+
+-- The state of the view keys, or an error reply.
+local function open_view(view, hidden)
+  local kind = redis.call('TYPE', view)['ok']
+  if kind ~= 'none' and kind ~= 'hash' then
+    return {err = 'WRONGTYPE view ' .. view .. ' is not a hash'}
+  end
+  local hidden_kind = redis.call('TYPE', hidden)['ok']
+  if hidden_kind ~= 'none' and hidden_kind ~= 'zset' then
+    return {err = 'WRONGTYPE hidden ranges ' .. hidden .. ' is not a sorted set'}
+  end
+  local v = {key = view, hidden = hidden, form = 'none', front = 1, back = 1, version = 0,
+    rows = 0, segs = {{1, nil}}, changed = {}}
+  if kind == 'none' then
+    return v
+  end
+  local f = redis.call('HMGET', view, 'front', 'back', 'rows', 'version', 'archived',
+    'archivedrows', 'segments')
+  v.version = tonumber(f[4] or '0')
+  v.archived = tonumber(f[5] or '')
+  v.segs = {}
+  if f[7] and not f[2] then
+    v.rows = nil
+    return parse_old(v, f[7])
+  end
+  v.form = 'new'
+  v.front, v.back, v.rows = tonumber(f[1] or ''), tonumber(f[2] or ''), tonumber(f[3] or '')
+  v.archivedrows = tonumber(f[6] or '')
+  v.stored_front, v.stored_back = v.front, v.back  -- as written: the plan moves front, back
+  if not (v.front and v.back and v.rows and v.version) or f[7] or v.front > v.back or
+      (v.archived == nil) ~= (v.archivedrows == nil) then
+    return bad_view(view, 'holds fields this library does not write')
+  end
+  return v
+end
+
+-- The segment at position pos: {lo, hi} (hi nil: the open one).
+local function seg_at(v, pos)
+  local seg = v.segs[pos]
+  if seg == nil and v.form == 'new' and pos >= v.stored_front and pos <= v.stored_back then
+    local text = redis.call('HGET', v.key, 'g' .. int(pos))
+    local lo, hi = string.match(text or '', '^(%d+)%-(%d*)$')
+    lo, hi = tonumber(lo), tonumber(hi)
+    if lo and (hi == nil) == (pos == v.stored_back) and (hi == nil or hi >= lo) then
+      seg = {lo, hi}
+      v.segs[pos] = seg
+    end
+  end
+  if not seg then
+    fail(bad_view(v.key, 'has no segment at position ' .. int(pos)))
+  end
+  return seg
+end
+
+local function seg_set(v, pos, lo, hi)
+  v.segs[pos] = {lo, hi}
+  v.changed[pos] = true
+end
+
+local function seg_drop(v, pos)
+  v.segs[pos] = false
+  v.changed[pos] = true
+end
+
+-- The position of the segment holding seq s, or nil (compacted away, or a compaction's
+-- own entry): one ZRANGEBYSCORE and one HGET (the old form: a scan).
+local function lookup(v, s)
+  local near = v.segs[v.near or v.front]  -- the last one found: edits name nearby seqs
+  if near and s >= near[1] and (near[2] == nil or s <= near[2]) then
+    return v.near or v.front
+  end
+  if v.form ~= 'new' then
+    for pos = v.front, v.back do
+      local seg = v.segs[pos]
+      if seg and s >= seg[1] and (seg[2] == nil or s <= seg[2]) then
+        return pos
+      end
+    end
+    return nil
+  end
+  local found = redis.call('ZRANGEBYSCORE', v.hidden, int(-s), '(0', 'LIMIT', 0, 1)
+  if not found[1] then
+    return nil
+  end
+  local pos = tonumber(string.match(found[1], '^@(%-?%d+)$') or '')
+  if not pos then
+    fail(bad_view(v.hidden, 'holds ' .. found[1] .. ', not a segment'))
+  end
+  local seg = seg_at(v, pos)
+  if s < seg[1] or (seg[2] ~= nil and s > seg[2]) then
+    return nil
+  end
+  v.near = pos
+  return pos
+end
+
+-- The seqs the segment at pos spans, the open one up to `last`.
+local function seg_seqs(v, pos, last)
+  local seg = seg_at(v, pos)
+  return seg[1], seg[2] or last
+end
+
+-- One view ("visible", "active" or "archived") as a span of positions: first, final
+-- (first > final: empty), and the seqs it starts at in `first` and ends at in `final`
+-- where the archive watermark cuts a segment (nil: the whole segment).
+local function view_span(v, which)
+  if which == 'visible' or not v.archived then
     if which == 'archived' then
-      return {}
+      return 1, 0
     end
-    return closed
+    return v.front, v.back
   end
-  local at = segment_of(segments, archived)
-  if at == nil then
-    return which == 'active' and closed or {}
-  end
-  local result = {}
+  local at = lookup(v, v.archived)
   if which == 'archived' then
-    for i = 1, at - 1 do
-      result[#result + 1] = closed[i]
+    if not at then
+      return 1, 0
     end
-    result[#result + 1] = {closed[at][1], archived}
-  else
-    result[1] = {archived + 1, closed[at][2]}
-    for i = at + 1, #closed do
-      result[#result + 1] = closed[i]
+    return v.front, at, nil, v.archived
+  end
+  if not at then
+    return v.front, v.back
+  end
+  return at, v.back, v.archived + 1, nil
+end
+
+-- The seqs the view span takes of the segment at pos.
+local function span_seqs(v, pos, last, first, final, cut_lo, cut_hi)
+  local lo, hi = seg_seqs(v, pos, last)
+  if pos == first and cut_lo then
+    lo = cut_lo
+  end
+  if pos == final and cut_hi then
+    hi = cut_hi
+  end
+  return lo, hi
+end
+
+-- The rows of a view span, counted segment by segment (the old form, and edits that
+-- move rows in or out of the view: their cost is the rows they move).
+local function count_span(v, last, first, final, cut_lo, cut_hi)
+  local total = 0
+  for pos = first, final do
+    local lo, hi = span_seqs(v, pos, last, first, final, cut_lo, cut_hi)
+    total = total + count_visible(v.hidden, lo, hi)
+  end
+  return total
+end
+
+-- The old form's counts (what the new form keeps): an old view's first edit pays this
+-- once, and so does each count of an old view.
+local function ensure_counts(v, last)
+  if v.rows ~= nil then
+    return
+  end
+  v.rows = count_span(v, last, v.front, v.back) - (last - v.version)
+  if v.archived then
+    v.archivedrows = count_span(v, last, view_span(v, 'archived'))
+  end
+end
+
+-- The number of rows of one view.
+local function view_count(v, which, last)
+  ensure_counts(v, last)
+  local visible = v.rows + last - v.version
+  local archived = 0
+  if v.archived and lookup(v, v.archived) then
+    archived = v.archivedrows
+  end
+  if which == 'visible' then
+    return visible
+  elseif which == 'archived' then
+    return archived
+  end
+  return visible - archived
+end
+
+-- Write the view state after an edit whose entry is seq c: the segments it changed (every
+-- one, for a view of the old form), the counts (v.total: the rows with seq below c), the
+-- version.
+local function save_view(v, c)
+  if v.form ~= 'new' then
+    for pos in pairs(v.segs) do
+      v.changed[pos] = true
     end
   end
-  return result
+  for pos in pairs(v.changed) do
+    local seg, field, member = v.segs[pos], 'g' .. int(pos), '@' .. int(pos)
+    if seg then
+      redis.call('HSET', v.key, field, int(seg[1]) .. '-' .. (seg[2] and int(seg[2]) or ''))
+      redis.call('ZADD', v.hidden, int(-seg[1]), member)
+    else
+      redis.call('HDEL', v.key, field)
+      redis.call('ZREM', v.hidden, member)
+    end
+  end
+  redis.call('HSET', v.key, 'front', int(v.front), 'back', int(v.back), 'rows',
+    int(v.total), 'version', int(c))
+  if v.archived then
+    redis.call('HSET', v.key, 'archived', int(v.archived), 'archivedrows',
+      int(v.archivedrows))
+  else
+    redis.call('HDEL', v.key, 'archived', 'archivedrows')
+  end
+  if v.form == 'old' then
+    redis.call('HDEL', v.key, 'segments')
+  end
 end

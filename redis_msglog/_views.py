@@ -75,6 +75,13 @@ class AttrChanges:
 MAX_RESTARTS = 8
 """Times a paged view read starts over because an edit landed between its pages."""
 
+VIEW_READ_RUNS = 10_000
+"""Runs of rows (of consecutive seqs) one view script call returns: a view read of up to
+this many runs is one snapshot (docs/edits.md, "Snapshots")."""
+
+MAX_RETRACT = 256
+"""The most seqs one ``retract()`` takes (the append script refuses more too)."""
+
 
 class ViewReads:
     """The view script's plans, for one log."""
@@ -83,38 +90,76 @@ class ViewReads:
         self._core = core
 
     def read_plan(self, view: View, after: int, limit: int | None) -> Plan[list[StoredMessage]]:
-        """The rows of ``view`` with seq above ``after``, in view order, at most ``limit``."""
-        page = self._core.page_size
+        """The rows of ``view`` with seq above ``after``, in view order, at most ``limit``.
+
+        The view script returns the view as runs of seqs (one snapshot), not the rows;
+        entries never change, so the rows are read afterwards, a page at a time, and are
+        the rows of that snapshot. Only a view of more than :data:`VIEW_READ_RUNS` runs
+        takes several script calls, which must all see one version."""
         for _ in range(MAX_RESTARTS):
-            rows: list[StoredMessage] = []
-            segment, start, version = 1, 0, None
-            while segment and (limit is None or len(rows) < limit):
-                want = page if limit is None else min(page, limit - len(rows))
-                now, _, entries, segment, start = yield from self._call(
-                    view, "after", want, after, segment, start
+            runs: list[tuple[int, int]] = []
+            wanted = 0
+            position, start, version, more = "", 0, None, True
+            while more and (limit is None or wanted < limit):
+                want = 0 if limit is None else limit - wanted  # 0: no limit
+                now, _, flat, more, position, start = yield from self._call(
+                    view, "after", want, after, position, start, VIEW_READ_RUNS
                 )
                 if version is not None and now != version:
-                    break  # an edit landed between two pages: start over
+                    break  # an edit landed between two calls: start over
                 version = now
-                rows.extend(self._core.decode_entries(entries))
+                pairs = list(zip(map(int, flat[::2]), map(int, flat[1::2]), strict=True))
+                runs.extend(pairs)
+                wanted += sum(hi - lo + 1 for lo, hi in pairs)
             else:
-                return rows
-        raise errors.StorageError(
-            f"the view of {self._core.keys.stream} changed under {MAX_RESTARTS} reads in a "
-            "row (edits faster than a paged read): read with a limit, or retry"
+                return (yield from self._rows_of(runs))
+        raise errors.PagedReadRetryError(
+            f"the view of {self._core.keys.stream} has more than {VIEW_READ_RUNS} runs of "
+            f"rows and changed under {MAX_RESTARTS} paged reads in a row (edits faster than "
+            "the pages): read it with a limit, or again later"
         )
+
+    def _rows_of(self, runs: list[tuple[int, int]]) -> Plan[list[StoredMessage]]:
+        """The rows of ``runs`` (every seq of a run is a message), a page a round trip."""
+        page, stream = self._core.page_size, self._core.keys.stream
+        ranges = [
+            (lo, min(hi, lo + page - 1)) for first, hi in runs for lo in range(first, hi + 1, page)
+        ]
+        rows: list[StoredMessage] = []
+        index = 0
+        while index < len(ranges):
+            batch, size = [ranges[index]], ranges[index][1] - ranges[index][0] + 1
+            index += 1
+            while index < len(ranges) and size + ranges[index][1] - ranges[index][0] < page:
+                batch.append(ranges[index])
+                size += ranges[index][1] - ranges[index][0] + 1
+                index += 1
+            commands = tuple(("XRANGE", stream, str(lo), str(hi)) for lo, hi in batch)
+            try:
+                replies = yield from self._core.read_raw(commands, patient=True)
+            except StepFailure as failure:
+                raise self._core.error_for(failure) from (failure.origin or failure)
+            for (lo, hi), entries in zip(batch, replies, strict=True):
+                found = self._core.decode_entries(entries)
+                if [row.seq for row in found] != list(range(lo, hi + 1)):
+                    raise errors.CorruptLogError(
+                        f"stream {stream} lacks entries of seqs {lo}..{hi}, rows of its "
+                        "view (deleted by hand, or the conversation expired?)"
+                    )
+                rows.extend(found)
+        return rows
 
     def last_plan(self, view: View, n: int) -> Plan[list[StoredMessage]]:
         """The last ``n`` rows of ``view``, in view order (one call: a snapshot)."""
-        _, _, entries, _, _ = yield from self._call(view, "last", n, 0, 0, 0)
+        _, _, entries, _, _, _ = yield from self._call(view, "last", n)
         return self._core.decode_entries(entries)
 
     def count_plan(self, view: View) -> Plan[int]:
-        """The number of rows of ``view``."""
-        _, _, total, _, _ = yield from self._call(view, "count", 0, 0, 0, 0)
+        """The number of rows of ``view`` (kept by the edits: a few fields read)."""
+        _, _, total, _, _, _ = yield from self._call(view, "count", 0)
         return int(total)
 
-    def _call(self, view: View, mode: str, *args: int) -> Plan[list[Any]]:
+    def _call(self, view: View, mode: str, *args: int | str) -> Plan[list[Any]]:
         keys = self._core.keys
         keys_and_args: Command = (
             4, keys.seq, keys.stream, keys.view, keys.hidden, view, mode, *args
@@ -128,8 +173,8 @@ class ViewReads:
             reply = yield from self._core.run_script("view.lua", keys_and_args, read)
         except StepFailure as failure:
             raise self._core.error_for(failure) from (failure.origin or failure)
-        version, last, body, segment, start = reply
-        return [int(version), int(last), body, int(segment), int(start)]
+        version, last, body, more, position, start = reply
+        return [int(version), int(last), body, bool(more), int(position), int(start)]
 
 
 def retract_edit(seqs: Iterable[int]) -> Edit:
@@ -142,6 +187,11 @@ def retract_edit(seqs: Iterable[int]) -> Edit:
             raise errors.InvalidEditError(f"retract: {seq!r} is not a seq (a positive int)")
     if not chosen:
         raise errors.InvalidEditError("retract: no seqs given")
+    if len(chosen) > MAX_RETRACT:
+        raise errors.InvalidEditError(
+            f"retract: at most {MAX_RETRACT} seqs in one call, got {len(chosen)}: "
+            "retract them in several calls"
+        )
     if len(set(chosen)) != len(chosen):
         raise errors.InvalidEditError(f"retract: seqs repeat: {chosen}")
     return Edit("retract", ",".join(map(str, chosen)))

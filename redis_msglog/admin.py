@@ -24,7 +24,7 @@ from ._core import parse_seq_counter
 from ._keys import ConversationKeys, conversation_of, key_pattern
 from ._sync import MessageLog
 from ._views import AttrChanges, fork_edit
-from .edits import EditEntry, Entry, LogView
+from .edits import EditEntry, Entry, LogView, View
 from .errors import (
     CodecError,
     CorruptLogError,
@@ -290,6 +290,15 @@ def _check_view_keys(
                 problem(
                     f"the {name} view read from {log.keys.view} and {log.keys.hidden} is not "
                     "the fold of the entries (the view keys were changed by hand?)"
+                )
+        counts: tuple[tuple[View, int], ...] = (
+            ("visible", len(view.rows)), ("archived", len(view.archived()))
+        )  # fmt: skip
+        for name, folded_count in counts:
+            if log.count(view=name) != folded_count:  # kept by the edits, not recounted
+                problem(
+                    f"the {name} row count kept in {log.keys.view} is not that of the fold "
+                    "of the entries (the view keys were changed by hand?)"
                 )
     except MessageLogError as exc:
         problem(f"the view keys {log.keys.view} and {log.keys.hidden}: {exc}")

@@ -146,5 +146,12 @@ class CorruptEntryError(CorruptLogError):
         self.seq = seq
 
 
+class PagedReadRetryError(StorageError):
+    """A read that takes several calls (a view larger than one read's byte budget) saw
+    the view change between its calls, every time it started over: edits land faster
+    than the pages. Nothing is wrong with the log; read again (later, or with a
+    ``limit``). Reads of a view up to the budget are one call and never raise it."""
+
+
 class EvictionWarning(UserWarning):
     """The server's ``maxmemory-policy`` may evict this library's keys."""

@@ -151,3 +151,16 @@ def test_floor_benchmark_runs() -> None:
 
     results = floor.main(["--calls", "20"])
     assert len(results) == 5 and all(value > 0 for value in results.values())
+
+
+def test_view_cost_benchmark_smoke_run() -> None:
+    from benchmarks import view_cost
+
+    results = view_cost.main(["--segments", "40", "--ranges", "300", "--calls", "3"])
+    assert set(results) >= {
+        "last(10), many segments",
+        "count(view='visible'), many ranges",
+        "last(10): many segments / few (flat = 1.0)",
+        "raw XREVRANGE COUNT 10",
+    }
+    assert all(value > 0 for value in results.values())

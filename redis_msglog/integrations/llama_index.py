@@ -45,6 +45,7 @@ from llama_index.core.storage.chat_store.base_db import AsyncDBChatStore, Messag
 
 from .._aio import AsyncMessageLog
 from .._keys import ConversationKeys, conversation_of, key_pattern
+from .._views import MAX_RETRACT
 from ..errors import InvalidEditError, LogRewoundError, SeqConflictError
 from ..formats._common import apply_patch, make_patch
 from ..models import AgentMessage, StoredMessage
@@ -411,7 +412,7 @@ class MessageLogChatStore(AsyncDBChatStore):
                 await log.clear()
             return
         view = _view(status)
-        await self._retract_where(log, lambda last: log.all(view=view))
+        await self._retract_where(log, lambda done: log.all(view=view))
 
     async def delete_oldest_messages(self, key: str, n: int) -> list[ChatMessage]:
         """Retract the ``n`` oldest active messages and return them: one ``retract()``, a
@@ -419,7 +420,7 @@ class MessageLogChatStore(AsyncDBChatStore):
         if n <= 0:
             return []
         log = self.log(key)
-        rows = await self._retract_where(log, lambda last: log.read(0, n, view="active"))
+        rows = await self._retract_where(log, lambda done: log.read(0, n - done, view="active"))
         return [to_llama_index(row) for row in rows]
 
     async def archive_oldest_messages(self, key: str, n: int) -> list[ChatMessage]:
@@ -447,18 +448,23 @@ class MessageLogChatStore(AsyncDBChatStore):
     async def _retract_where(
         self, log: AsyncMessageLog, rows_of: Callable[[int], Any]
     ) -> list[StoredMessage]:
-        """Retract the rows ``rows_of`` reads, atomically with the compare-and-set on the
-        last seq read before them; retried until it holds. Returns them."""
+        """Retract the rows ``rows_of(retracted so far)`` reads, atomically with the
+        compare-and-set on the last seq read before them; retried until it holds. Returns
+        them. More rows than one ``retract()`` takes go in several such calls."""
+        done: list[StoredMessage] = []
         while True:
             last = await log.count()
-            rows = cast(Sequence[StoredMessage], await rows_of(last))
-            if not rows:
-                return []
+            rows = cast(Sequence[StoredMessage], await rows_of(len(done)))
+            chunk = list(rows[:MAX_RETRACT])
+            if not chunk:
+                return done
             try:
-                await log.retract([row.seq for row in rows], expected_seq=last)
+                await log.retract([row.seq for row in chunk], expected_seq=last)
             except SeqConflictError:
                 continue
-            return list(rows)
+            done.extend(chunk)
+            if len(rows) <= MAX_RETRACT:
+                return done
 
 
 def _status(status: MessageStatus | str | None) -> MessageStatus | None:

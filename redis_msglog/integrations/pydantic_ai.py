@@ -59,6 +59,7 @@ from pydantic_ai.messages import ModelMessage, ModelMessagesTypeAdapter
 
 from .._aio import AsyncMessageLog
 from .._keys import ConversationKeys, conversation_of
+from .._views import MAX_RETRACT
 from ..edits import Attributes, Entry, LogView
 from ..errors import LogRewoundError, SeqConflictError
 from ..models import AgentMessage, StoredMessage
@@ -471,8 +472,9 @@ class RedisConversationStore(ConversationStore):
             ids = set(wanted)
             kept = [row.id for row in visible if row.id in ids and _carries(row)]
             others = [row.seq for row in visible if row.id not in ids]
-            if kept != wanted or (others and new_entries):
-                # Not in the view, or rows to hide and rows to add: the history, put back.
+            if kept != wanted or (others and new_entries) or len(others) > MAX_RETRACT:
+                # Not in the view, or rows to hide and rows to add (or more to hide than
+                # one retract takes): the history, put back.
                 await self._replace(log, record, [e for e, _ in chain], new_entries, last)
                 return
             if others:

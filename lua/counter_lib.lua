@@ -1,0 +1,13 @@
+-- counter_lib.lua: the check of the seq counter that append.lua and view.lua both make.
+-- Not a script of its own: the loader puts it where a script says `-- @include counter_lib.lua`.
+
+-- The seq counter's value: exactly the canonical non-negative integers INCRBY accepts
+-- ("3.0", " 3", "0x3", "+3", "03" pass tonumber but not INCRBY), and few enough digits
+-- for Lua's doubles; otherwise an error reply (a table).
+local function counter_value(counter, raw)
+  if raw == '0' or (string.match(raw, '^[1-9]%d*$') and #raw <= 15) then
+    return tonumber(raw)
+  end
+  return redis.error_reply('MSGLOG_BADSEQ seq counter ' .. counter .. ' holds ' ..
+    string.format('%q', raw) .. ', not a seq')
+end
