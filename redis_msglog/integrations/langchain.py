@@ -64,11 +64,12 @@ def _clients(
 
 
 async def _close(owned: SyncClient | None, clients: LoopClients | None) -> None:
-    """Close what ``from_url`` made: the sync client and the running loop's asyncio one."""
+    """Close the sync client ``from_url`` made, and the asyncio clients made for the
+    running loop (``from_url``'s, or the one derived from a client given)."""
     if owned is not None:
         owned.close()
-        if clients is not None:
-            await clients.aclose()
+    if clients is not None:
+        await clients.aclose()
 
 
 def _need(client: Any, kind: str) -> Any:
@@ -140,7 +141,8 @@ class MessageLogChatHistory(BaseChatMessageHistory):
 
     async def aclose(self) -> None:
         """Close the clients :meth:`from_url` made (the sync one, and the running event
-        loop's asyncio ones; clients you passed are yours)."""
+        loop's asyncio ones) or derived for this loop from an asyncio client you passed
+        (clients you passed are yours)."""
         await _close(self._owned, self._async_clients)
         self._owned = None
 
@@ -254,7 +256,8 @@ class MessageLogMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
 
     async def aclose(self) -> None:
         """Close the clients :meth:`from_url` made (the sync one, and the running event
-        loop's asyncio ones; clients you passed are yours)."""
+        loop's asyncio ones) or derived for this loop from an asyncio client you passed
+        (clients you passed are yours)."""
         await _close(self._owned, self._async_clients)
         self._owned = None
 
