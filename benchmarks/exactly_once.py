@@ -24,6 +24,7 @@ import redis
 
 from benchmarks.server import server_url
 from redis_msglog import NO_RETRY, MessageLog, RetryPolicy
+from redis_msglog._producer import Producer
 
 RUNS = 5
 
@@ -101,13 +102,36 @@ def _add(log: MessageLog) -> Callable[[int], object]:
     return lambda i: log.add("user", "hello world")
 
 
+def _writer(client: redis.Redis, conversation: str) -> MessageLog:
+    """A log object standing for a writing process: a producer of its own (the log
+    objects of one process share the process's)."""
+    log = MessageLog(client, conversation)
+    log._core._own_producer = Producer()
+    return log
+
+
+def short_lived_writers(client: redis.Redis, objects: int) -> dict[str, float]:
+    """``MEMORY USAGE`` of the producers hash after ``objects`` log objects appending once
+    each (a log object per call or request): sharing the process's producer (now), and
+    each a producer of its own (before issue 23)."""
+    results: dict[str, float] = {}
+    for name, make in (("shared producer", MessageLog), ("a producer each", _writer)):
+        conversation = f"bench-{uuid.uuid4().hex}"
+        for _ in range(objects):
+            make(client, conversation).add("user", "x")
+        key = MessageLog(client, conversation).keys.producers
+        usage = client.memory_usage(key, samples=0) or 0
+        results[f"producers hash, {objects} short-lived log objects, {name} (bytes)"] = usage
+    return results
+
+
 def producer_memory(client: redis.Redis, calls: int) -> dict[str, float]:
     """``MEMORY USAGE`` of a conversation's producers hash after ``calls`` appends spread
-    over W writers (log objects), and of a caller's idempotency record."""
+    over W writers (processes), and of a caller's idempotency record."""
     results: dict[str, float] = {}
     for writers in (1, 8, 64):
         conversation = f"bench-{uuid.uuid4().hex}"
-        logs = [MessageLog(client, conversation) for _ in range(writers)]
+        logs = [_writer(client, conversation) for _ in range(writers)]
         for i in range(calls):
             logs[i % writers].add("user", "x")
         usage = client.memory_usage(logs[0].keys.producers, samples=0) or 0
@@ -178,6 +202,7 @@ def main() -> None:
             **append_costs(client, args.appends // RUNS),
             **server_time(client, args.appends),
             **producer_memory(client, args.appends),
+            **short_lived_writers(client, 2 * args.appends),
             **follow_latency(url, min(args.appends, 2000)),
         }
     base = results["append, no protection (retries off)"]

@@ -114,22 +114,27 @@ if RECORD and ARGV[5] == '1' then
 end
 
 -- The idempotent producer: exactly-once without a caller's key ------------------------
--- Each log object is a producer (ARGV[13]) numbering its calls (ARGV[14], the pseq); every
--- try of a call carries the same pair. PRODUCERS (KEYS[4]) holds one field per producer:
---   "<expires_ms> <count> <result> <result> ..."
+-- Each process is a producer (ARGV[13], shared by its log objects: redis_msglog/_producer.py)
+-- numbering its calls (ARGV[14], the pseq); every try of a call carries the same pair.
+-- PRODUCERS (KEYS[4]) holds one field per producer:
+--   "<expires_ms> <count> <dropped>,0 <result> <result> ..."
 --   result = "<pseq>,<last_seq>", or "<pseq>,<last_seq>,<call>" for a call with a token
--- in ascending pseq order, and the server time (ms) after which the producer is idle
--- enough to prune. Results below the caller's floor (ARGV[15]: its lowest call still in
--- flight) are dropped, and the lowest beyond WINDOW: a sequential caller keeps one, one
--- with C calls in flight about C. Only the lowest pseq is ever dropped, so a pseq below
--- the lowest held may have committed (MSGLOG_STALE: cannot tell), and one above it that
--- is not held never did (calls of one asyncio log object may commit out of order: pseq 6
--- before pseq 5's first try arrives). A replay reads its commit time from the stream
--- entry. Memory grows with the producers, not with the appends; idle ones are pruned a
--- few at a time when a new one joins more than PRUNE_ABOVE. Everything that can fail is
--- parsed here, before the first write; `msglog verify` checks every result.
+-- in ascending pseq order (<count> of them); the server time (ms) after which the
+-- producer is idle enough to prune (the latest of its calls' windows: ARGV[3] may differ
+-- between calls); and the highest pseq whose result was dropped (0: none; its last_seq of
+-- 0 marks it, as no append ends at seq 0; values written before it existed lack it, and
+-- anything below their lowest result counts as dropped). Results below the caller's
+-- floor (ARGV[15]: its lowest call still in flight) are dropped, and the lowest beyond
+-- WINDOW: a sequential caller keeps one, one with C calls in flight about C. So a pseq
+-- not held was dropped (may have committed: MSGLOG_STALE, cannot tell) if it is at most
+-- <dropped>, and otherwise never committed, whatever commits of its later calls arrived
+-- first (the calls of a process's threads and tasks commit in any order). A replay
+-- reads its commit time from the stream entry. Memory grows with the producers, not with
+-- the appends or the log objects; every write looks at PRUNE_SAMPLE fields of the others
+-- and drops the idle ones (bounded work; the hash settles at about 4/3 of the producers
+-- that wrote within their window, however many come and go). Everything that can fail
+-- is parsed here, before the first write; `msglog verify` checks every result.
 local WINDOW = 64
-local PRUNE_ABOVE = 32
 local PRUNE_SAMPLE = 4
 
 -- The commit time of the entry `seq` ("0" if it is gone), or nil if KEYS[2] is no stream:
@@ -151,44 +156,52 @@ local function committed_at(seq)
   return string.match(entry[1][1], '%-(%d+)$') or '0'
 end
 
--- This producer's results (nil: none yet), their count and newest pseq; or, as the fourth
--- value, the reply to return at once: an error, or (when ARGV[5] asks to look the call
--- up) its held result (a replay) or MSGLOG_STALE.
+-- This producer's state: {results, count, newest pseq, kept until, dropped through}, or
+-- nil (none yet); or, second, the reply to return at once: an error, or (when ARGV[5]
+-- asks to look the call up) its held result (a replay) or MSGLOG_STALE.
 local function producer_lookup()
   local value = redis.pcall('HGET', PRODUCERS, ARGV[13])
   if type(value) == 'table' and value.err then
-    return nil, 0, 0, redis.error_reply('WRONGTYPE producers ' .. PRODUCERS ..
-      ' is not a hash')
+    return nil, redis.error_reply('WRONGTYPE producers ' .. PRODUCERS .. ' is not a hash')
   end
   if not value then
-    return nil, 0, 0
+    return nil
   end
-  local count, results = string.match(value, '^%d+ (%d+)( %d+,%d+,?%x*.*)$')
+  local expires, count, results = string.match(value, '^(%d+) (%d+)( %d+,%d+,?%x*.*)$')
+  local through, rest = string.match(results or '', '^ (%d+),0( %d+,.*)$')
+  results = rest or results
   local newest = results and string.match(results, '.* (%d+),%d+,?%x*$')
   if not newest then
-    return nil, 0, 0, redis.error_reply('MSGLOG_BADRECORD producer ' .. ARGV[13] .. ' of ' ..
+    return nil, redis.error_reply('MSGLOG_BADRECORD producer ' .. ARGV[13] .. ' of ' ..
       PRODUCERS .. ' holds ' .. string.format('%q', string.sub(value, 1, 80)))
   end
+  local lowest = tonumber(string.match(results, '^ (%d+),'))
+  -- A value written before the marker existed: anything below its lowest may be gone.
+  local dropped = tonumber(through) or lowest - 1
   if ARGV[5] == '1' then
     local last, call = string.match(results, ' ' .. ARGV[14] .. ',(%d+),?(%x*)')
     if last then
       local at = committed_at(last)
       if not at then
-        return nil, 0, 0, redis.error_reply('WRONGTYPE stream ' .. KEYS[2] ..
-          ' is not a stream')
+        return nil, redis.error_reply('WRONGTYPE stream ' .. KEYS[2] .. ' is not a stream')
       end
-      return nil, 0, 0, {tonumber(last), at, 1, call}
+      return nil, {tonumber(last), at, 1, call}
     end
-    if tonumber(ARGV[14]) < tonumber(string.match(results, '^ (%d+),')) then
-      return nil, 0, 0, redis.error_reply('MSGLOG_STALE producer ' .. ARGV[13] .. ' of ' ..
+    if tonumber(ARGV[14]) <= dropped then
+      return nil, redis.error_reply('MSGLOG_STALE producer ' .. ARGV[13] .. ' of ' ..
         PRODUCERS .. ' no longer holds the result of call ' .. ARGV[14])
     end
   end
-  return results, tonumber(count), tonumber(newest)
+  return {results, tonumber(count), tonumber(newest), tonumber(expires), dropped}
 end
 
 -- Record this call's result (after the write), then prune a few idle producers.
-local function producer_record(results, count, newest, new_last, now_ms)
+local function producer_record(state, new_last, now_ms)
+  local results, count, newest, kept_until, dropped = nil, 0, 0, 0, 0
+  if state then
+    results, count, newest, kept_until, dropped = state[1], state[2], state[3], state[4],
+      state[5]
+  end
   local pseq = tonumber(ARGV[14])
   local result = ' ' .. ARGV[14] .. ',' .. string.format('%d', new_last)
   if ARGV[7] ~= '' then
@@ -219,25 +232,30 @@ local function producer_record(results, count, newest, new_last, now_ms)
     end
     results = string.sub(results, cut)
     count = count - 1
+    dropped = math.max(dropped, lowest)
   end
-  local added = redis.call('HSET', PRODUCERS, ARGV[13],
-    string.format('%d', now_ms + tonumber(ARGV[3])) .. ' ' .. count .. results)
-  -- Only a new producer grows the hash: prune then.
-  if added == 1 and redis.call('HLEN', PRODUCERS) > PRUNE_ABOVE then
+  -- Kept for the longest window of its calls: one with a short window must not let a
+  -- call with a longer one be forgotten early.
+  local expires = math.max(kept_until, now_ms + tonumber(ARGV[3]))
+  redis.call('HSET', PRODUCERS, ARGV[13], string.format('%d', expires) .. ' ' .. count ..
+    ' ' .. string.format('%d', dropped) .. ',0' .. results)
+  -- Every write prunes (never this producer: it is not idle), so producers that come and
+  -- go cannot outgrow the ones pruned, whether or not new ones join.
+  if redis.call('HLEN', PRODUCERS) > 1 then
     local sample = redis.call('HRANDFIELD', PRODUCERS, PRUNE_SAMPLE, 'WITHVALUES')
     for i = 1, #sample, 2 do
-      local expires = tonumber(string.match(sample[i + 1], '^(%d+) '))
-      if expires and expires < now_ms then
+      local idle_after = tonumber(string.match(sample[i + 1], '^(%d+) '))
+      if idle_after and idle_after < now_ms then
         redis.call('HDEL', PRODUCERS, sample[i])
       end
     end
   end
 end
 
-local producer_held, producer_count, producer_newest = nil, 0, 0
+local producer_state = nil
 if ARGV[13] ~= '' then
   local answer
-  producer_held, producer_count, producer_newest, answer = producer_lookup()
+  producer_state, answer = producer_lookup()
   if answer then
     return answer
   end
@@ -659,7 +677,7 @@ if RECORD then
 end
 if ARGV[13] ~= '' then
   local now_ms = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
-  producer_record(producer_held, producer_count, producer_newest, new_last, now_ms)
+  producer_record(producer_state, new_last, now_ms)
 end
 if ARGV[6] ~= '' then
   if redis.call('EXISTS', KEYS[3]) == 0 then

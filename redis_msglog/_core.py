@@ -13,7 +13,6 @@ from __future__ import annotations
 import dataclasses
 import functools
 import hashlib
-import itertools
 import os
 import re
 from collections.abc import Callable, Iterable, Mapping
@@ -25,7 +24,7 @@ from typing import Any, TypeVar
 from pydantic import TypeAdapter, ValidationError
 
 from . import _append_script as script
-from . import errors
+from . import _producer, errors
 from ._blobs import (
     DEFAULT_BLOB_THRESHOLD,
     BlobMode,
@@ -39,6 +38,7 @@ from ._codec import decode_edit, decode_entry, decode_page, encode_message
 from ._depth import MAX_JSON_DEPTH, too_deep_field
 from ._durability import Durability
 from ._keys import ConversationKeys
+from ._producer import Producer
 from ._retry import DEFAULT_RETRY, RetryPolicy
 from ._scripts import LuaScript, load_script
 from ._steps import Command, NotSent, Pause, Plan, Read, Refused, ReplyLost, StepFailure, Write
@@ -113,12 +113,12 @@ class PreparedAppend:
     idempotency_key: str | None  # the caller's key (or a retry key), if any
     window: timedelta  # how long the server remembers the call's result
     first_try_new: bool  # a producer's own call: its first try cannot have committed
-    in_flight: set[int] | None = None  # a producer's own call: its calls in flight
+    producer: Producer | None = None  # a producer's own call: the producer numbering it
 
     def settle(self) -> None:
         """No try of this call will be sent again: it leaves its producer's calls in flight."""
-        if self.in_flight is not None:
-            self.in_flight.discard(self.call.pseq)
+        if self.producer is not None:
+            self.producer.settle(self.call.pseq)
 
     def retry_key(self) -> str | None:
         """The key that makes a later call a try of this one (``None``: there is none,
@@ -146,6 +146,7 @@ class LogCore:
         durability: Durability | None = None,
         blob_threshold: int | None = DEFAULT_BLOB_THRESHOLD,
         clock: Clock,
+        producer: Producer | None = None,
     ) -> None:
         _require_positive("max_message_bytes", max_message_bytes)
         if blob_threshold is not None:
@@ -175,12 +176,9 @@ class LogCore:
         self.clock = clock
         self.blob_threshold = blob_threshold
         self._durability_checked = durability is None or not durability.aof
-        # The idempotent producer: this log object's id and the number of its next call.
-        self._producer = os.urandom(6).hex()
-        self._pseqs = itertools.count(1)
-        # Its calls in flight: the lowest is sent with each try, so that the server keeps
-        # the results of those that may still be re-sent, and only those.
-        self._in_flight: set[int] = set()
+        # The idempotent producer numbering this log's calls: the process's (None), shared
+        # by every log object of it, so that their records do not grow with the objects.
+        self._own_producer = producer
         self._scripts: dict[str, LuaScript] = {
             name: load_script(name) for name in ("append.lua", "view.lua")
         }
@@ -243,7 +241,7 @@ class LogCore:
         """Append a non-empty batch in one script call, re-sent under the retry policy.
 
         Every try carries the same identity (the caller's idempotency key, or, when
-        retries are enabled, this log's producer id and the call's number), so a re-send
+        retries are enabled, the process's producer id and the call's number), so a re-send
         after a lost reply returns the committed result instead of writing the batch twice.
         """
         prepared = self._prepare(batch, idempotency_key, expected_seq)
@@ -303,7 +301,8 @@ class LogCore:
             require_non_negative("expected_seq", expected_seq)
         window = self.idempotency_window
         record, producer, pseq, first_try_new = None, "", 0, False
-        in_flight: set[int] | None = None
+        numbered_by: Producer | None = None
+        floor: int | None = None
         # A call with a key gets a token, kept with its result: a replay then tells "my own
         # lost try committed" from "another call committed". A producer's own calls need
         # none (the pair is the call's: their replays carry ""), nor do unrecorded ones.
@@ -323,9 +322,9 @@ class LogCore:
                     )
                 pseq, window = int(pseq_text), self.retry.generated_key_ttl
         elif self.retry.retries:
-            producer, pseq, window = self._producer, next(self._pseqs), self.retry.generated_key_ttl
-            first_try_new, in_flight = True, self._in_flight
-            in_flight.add(pseq)
+            numbered_by = self.producer()
+            pseq, floor = numbered_by.begin()
+            producer, window, first_try_new = numbered_by.id, self.retry.generated_key_ttl, True
         if self.ttl is not None:
             window = min(window, self.ttl)  # a record never outlives its conversation
         call = script.AppendCall(
@@ -342,7 +341,7 @@ class LogCore:
             expected_seq=expected_seq,
             producer=producer,
             pseq=pseq,
-            floor=None if in_flight is None else _lowest(in_flight),
+            floor=floor,
             blob_refs=batch.blob_refs,
         )
         if batch.edit is not None:
@@ -355,7 +354,25 @@ class LogCore:
                 attrs=batch.attrs.pairs if batch.attrs else (),
                 attrs_json=batch.attrs.json if batch.attrs else b"",
             )
-        return PreparedAppend(call, batch, idempotency_key, window, first_try_new, in_flight)
+        return PreparedAppend(call, batch, idempotency_key, window, first_try_new, numbered_by)
+
+    def producer(self) -> Producer:
+        """The producer numbering this log's next call without a key."""
+        return self._own_producer or _producer.current()
+
+    def _hand_over(self, prepared: PreparedAppend) -> None:
+        """Before a call of a producer is re-sent, new calls go to a new producer: the old
+        one's window then holds only the calls already in flight, so later commits cannot
+        push this call's result out of it (MSGLOG_STALE) however long it is retried."""
+        if prepared.producer is not None:
+            self._retire(prepared.producer)
+
+    def _retire(self, producer: Producer) -> None:
+        """Go on as a new producer (see :func:`redis_msglog._producer.retire`)."""
+        if self._own_producer is producer:
+            self._own_producer = Producer()
+        else:
+            _producer.retire(producer)
 
     def _send_until_answered(
         self,
@@ -393,9 +410,10 @@ class LogCore:
                     break  # out of attempts, or past the deadline
                 if maybe_committed and not self._record_outlives(first_sent, delay, prepared):
                     break  # the record may be gone by then: a re-send could write twice
+                self._hand_over(prepared)
                 yield Pause(delay)
                 if prepared.first_try_new:  # from now on it may have committed: look it up
-                    call = _replace_look_up(call, prepared.in_flight)
+                    call = _replace_look_up(call, prepared.producer)
             tries += 1
             try:
                 reply = yield from self._eval(call.keys_and_args(), then)
@@ -442,10 +460,11 @@ class LogCore:
     ) -> errors.MessageLogError:
         tried = f"{tries} {'try' if tries == 1 else 'tries'}"
         key, cause = prepared.retry_key(), failure.origin or failure
-        if maybe_committed and prepared.call.producer == self._producer:
-            # Go on as a new producer, so later appends of this log object do not push the
-            # call's result out of the old producer's window before the caller retries it.
-            self._producer, self._in_flight = os.urandom(6).hex(), set()
+        if maybe_committed and prepared.producer is not None:
+            # Go on as a new producer, so later appends (of any log object of the process)
+            # do not push the call's result out of the old producer's window before the
+            # caller retries it.
+            self._retire(prepared.producer)
         if maybe_committed:
             advice = (
                 f"Retrying with idempotency_key={key!r} within {prepared.window} of the first "
@@ -1153,8 +1172,8 @@ def _short(batch: Batch) -> str:
     return batch.fingerprint()[:16]
 
 
-def _replace_look_up(call: script.AppendCall, in_flight: set[int] | None) -> script.AppendCall:
-    floor = call.floor if in_flight is None else _lowest(in_flight)
+def _replace_look_up(call: script.AppendCall, producer: Producer | None) -> script.AppendCall:
+    floor = call.floor if producer is None else producer.floor()
     return dataclasses.replace(call, look_up=True, floor=floor)
 
 
@@ -1163,11 +1182,6 @@ def _script_not_run(refused: Refused) -> bool:
     not compiled (fakeredis and Redis < 7 choke on the ``#!lua`` line): :meth:`LogCore.
     run_script` falls back to ``EVAL``, and to the script without its shebang."""
     return refused.code == "NOSCRIPT" or "near '#'" in refused.text
-
-
-def _lowest(in_flight: set[int]) -> int:
-    # tuple() copies in one step: other threads may add or discard meanwhile.
-    return min(tuple(in_flight), default=0)
 
 
 def _info_field(reply: Any, name: str) -> str:

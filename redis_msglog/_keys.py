@@ -11,8 +11,8 @@ Layout, for a prefix ``msglog`` and conversation id ``conv-42``::
     msglog:{conv-42}:blobs    hash: large binaries stored off the rows, field = the
                               SHA-256 (hex) of the bytes, value = the bytes
     msglog:{conv-42}:producers  hash: exactly-once state of the appends made without a
-                              key, field = a producer id (one per log object), value =
-                              "<expires_ms> <count> <pseq>,<last_seq> ..." (the
+                              key, field = a producer id (one per process), value =
+                              "<expires_ms> <count> <dropped>,0 <pseq>,<last_seq> ..." (the
                               results its calls in flight may ask for; see lua/append.lua)
     msglog:{conv-42}:idem:K   string, expiring: the result of the append made with
                               idempotency key K ("<last_seq> <at> <count> <fingerprint> <call>")

@@ -33,8 +33,8 @@ class RetryPolicy:
     ``deadline``.
 
     A retry is always safe: every append sent under a policy with ``attempts != 0``
-    carries the same identity on every try (the caller's idempotency key, or the log
-    object's producer id and the call's number), so the server answers a re-sent append
+    carries the same identity on every try (the caller's idempotency key, or the
+    process's producer id and the call's number), so the server answers a re-sent append
     that already committed with the first result instead of writing it again.
 
     Args:
@@ -44,8 +44,8 @@ class RetryPolicy:
         max_backoff: the longest delay between two tries, in seconds (also about how long
             a call keeps waiting after the server is back).
         generated_key_ttl: how long the server surely remembers the results of an append
-            made without a key: a log object's producer record is kept at least this long
-            after its last append (idle ones are pruned after it, a few at a time). No
+            made without a key: the process's producer record is kept at least this long
+            after its last append (idle ones are pruned after it by later writes). No
             re-send is made once the first try is older than 90% of it, so a slow retry
             sequence ends in doubt rather than in a duplicate, and the key of an
             :class:`~redis_msglog.AppendInDoubtError` is good for this long after the

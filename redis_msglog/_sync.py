@@ -66,7 +66,7 @@ class MessageLog(ShellBase):
         retry: how long appends and reads keep trying while the server (or the cluster
             node owning the conversation) cannot take them: by default up to 30 s, enough
             for a cluster failover (safe: every try of an append carries the same
-            identity, the caller's key or this log's producer id and call number);
+            identity, the caller's key or the process's producer id and call number);
             ``redis_msglog.NO_RETRY`` sends once.
         idempotency_window: how long the server remembers a caller's ``idempotency_key``.
         durability: wait after each append for replicas (``WAIT``) and/or the append-only

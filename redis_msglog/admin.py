@@ -240,8 +240,9 @@ def verify_conversation(
     return report
 
 
-# What the append script writes in the producers hash: "<expires_ms> <count> <result>...",
-# each result "<pseq>,<last_seq>[,<call>]" (lua/append.lua, "The idempotent producer").
+# What the append script writes in the producers hash: "<expires_ms> <count> <dropped>,0
+# <result>...", each result "<pseq>,<last_seq>[,<call>]" (earlier versions: no "<dropped>,0";
+# lua/append.lua, "The idempotent producer").
 _PRODUCER_VALUE = re.compile(rb"[0-9]+ [0-9]+(?: [0-9]+,[0-9]+(?:,[0-9a-f]+)?)+")
 
 

@@ -101,15 +101,18 @@ def test_appends_without_a_key_keep_a_producer_record_not_a_key_per_append(env: 
         log.add("user", str(i))
     assert _records(env, log) == []
     (value,) = env.raw.hgetall(log.keys.producers).values()
-    expires, count, *results = _text(value).split(" ")
-    assert (count, results) == ("1", ["40,40"])  # pseq,last_seq: one call at a time
+    expires, count, dropped, *results = _text(value).split(" ")
+    (pseq, last_seq) = map(int, results[0].split(","))  # pseq: the process's call number
+    assert (count, len(results), last_seq) == ("1", 1, 40)  # one call at a time
+    assert dropped == f"{pseq - 1},0"  # the highest call whose result was dropped
     seconds, micros = env.raw.time()
     now_ms = int(seconds) * 1000 + int(micros) // 1000
     window = RetryPolicy().generated_key_ttl / timedelta(milliseconds=1)
     assert now_ms + window - 60_000 < int(expires) <= now_ms + window
-    other = env.log(log.conversation)  # another log object: another producer
+    other = env.log(log.conversation)  # another log object of the process: its producer
     other.add("user", "40")
-    assert len(env.raw.hgetall(log.keys.producers)) == 2
+    (value,) = env.raw.hgetall(log.keys.producers).values()
+    assert _text(value).split(" ")[1:] == ["1", f"{pseq},0", f"{pseq + 1},41"]
     without = env.log(retry=NO_RETRY)
     without.add("user", "x")
     assert _records(env, without) == [] and not env.raw.exists(without.keys.producers)
@@ -126,8 +129,9 @@ def _try(
     ``floor`` as its lowest call in flight): its reply (last seq, at, replayed, writer),
     or the library's error for a refusal."""
     core = log._core if isinstance(log, MessageLog) else log.inner._core
-    call = core._prepare(core.batch([{"role": "user", "content": content}]), None, None).call
-    call = dataclasses.replace(call, pseq=pseq, look_up=look_up, floor=floor)
+    prepared = core._prepare(core.batch([{"role": "user", "content": content}]), None, None)
+    prepared.settle()  # sent by hand below: not one of the process producer's calls
+    call = dataclasses.replace(prepared.call, pseq=pseq, look_up=look_up, floor=floor)
     try:
         return AppendReply.parse(log._run(core._eval(call.keys_and_args(), None)))
     except Refused as refused:
@@ -145,7 +149,7 @@ def test_a_producer_s_calls_may_commit_out_of_order(env: Env) -> None:
     assert _try(log, 2, look_up=True).last_seq == 1
     assert log.count() == 2
     (value,) = env.raw.hgetall(log.keys.producers).values()
-    assert _text(value).split(" ")[1:] == ["2", "1,2", "2,1"]
+    assert _text(value).split(" ")[1:] == ["2", "0,0", "1,2", "2,1"]  # none dropped
 
 
 def test_a_producer_keeps_the_results_its_calls_in_flight_may_ask_for(env: Env) -> None:
@@ -161,7 +165,27 @@ def test_a_producer_keeps_the_results_its_calls_in_flight_may_ask_for(env: Env) 
     assert _try(log, 6, look_up=True).replayed  # ... and now it is
     assert log.count() == 7
     (value,) = env.raw.hgetall(log.keys.producers).values()
-    assert _text(value).split(" ")[1:] == ["4", "4,4", "5,5", "6,7", "7,6"]
+    assert _text(value).split(" ")[1:] == ["4", "3,0", "4,4", "5,5", "6,7", "7,6"]
+
+
+def test_a_call_whose_first_try_never_arrived_is_written_after_later_ones(env: Env) -> None:
+    """Threads and tasks of a process share its producer, so its calls commit in any
+    order: call 1's first try lost on the way (never run) while calls 2 and 3 committed.
+    Its re-send is not in doubt (no result of call 1 was ever dropped): it is written."""
+    log = env.log()
+    for pseq in (2, 3):
+        _try(log, pseq, look_up=False, content=str(pseq), floor=1)
+    resent = _try(log, 1, look_up=True, content="1", floor=1)
+    assert (resent.last_seq, resent.replayed) == (3, False)
+    assert [m.content for m in log.all()] == ["2", "3", "1"]
+    # A value an earlier version wrote (no marker): anything below its lowest may be gone.
+    key = log.keys.producers
+    (field,) = env.raw.hkeys(key)
+    env.raw.hset(key, field, "99999999999999 2 5,4 6,5")
+    assert isinstance(_try(log, 4, look_up=True), AppendInDoubtError)
+    assert _try(log, 7, look_up=True).last_seq == 4  # above it: never written
+    (value,) = env.raw.hgetall(key).values()
+    assert _text(value).split(" ")[1:] == ["3", "4,0", "5,4", "6,5", "7,4"]
 
 
 def test_a_producer_keeps_at_most_64_results_and_refuses_to_guess(env: Env) -> None:
@@ -174,17 +198,22 @@ def test_a_producer_keeps_at_most_64_results_and_refuses_to_guess(env: Env) -> N
     assert log.count() == 70
 
 
-def test_idle_producers_are_pruned_as_new_ones_join(env: Env) -> None:
+def test_idle_producers_are_pruned_by_every_write(env: Env) -> None:
+    """No new writer joins: the one writer's own appends drop the idle producers (each
+    looks at 4 fields, at most one of them its own), and never a live one."""
     log = env.log()
     log.add("user", "first")
     idle: dict[Any, Any] = {f"{i:012x}": "1 1 1,1" for i in range(60)}  # expired long ago
     env.raw.hset(log.keys.producers, mapping=idle)
-    for _ in range(20):  # each new producer looks at 4 fields, and drops the idle ones
+    for _ in range(20):  # at least 3 idle ones dropped per write, all once 3 are left
         env.log(log.conversation).add("user", "x")
-    log.add("user", "last")  # an old producer: its record was kept
-    left = env.raw.hgetall(log.keys.producers)
-    assert len(left) <= 40 and sum(_text(v) == "1 1 1,1" for v in left.values()) <= 20
-    assert len([v for v in left.values() if _text(v) != "1 1 1,1"]) == 21  # none live pruned
+    assert len(env.raw.hkeys(log.keys.producers)) == 1  # only this process's
+    live: dict[Any, Any] = {f"{i:012x}": "99999999999999 1 1,1" for i in range(100, 103)}
+    env.raw.hset(log.keys.producers, mapping=live)
+    for _ in range(10):
+        env.log(log.conversation).add("user", "y")
+    left = {_text(k) for k in env.raw.hkeys(log.keys.producers)}
+    assert set(live) < left and len(left) == 4  # the live ones kept
 
 
 @pytest.mark.parametrize("key", ["", 42, "k" * 257], ids=["empty", "not a str", "too long"])

@@ -32,6 +32,7 @@ from redis_msglog import (
     ServerUnavailableError,
     StorageError,
     WrongTypeError,
+    _producer,
 )
 from redis_msglog._core import Commit, LogCore
 from redis_msglog._follow import FollowCursor
@@ -55,6 +56,7 @@ class Clock:
 def core(clock: Clock | None = None, **options: Any) -> LogCore:
     settings: dict[str, Any] = {"prefix": "msglog", "max_message_bytes": 1 << 20}
     settings.setdefault("page_size", 2)
+    settings.setdefault("producer", _producer.Producer())  # numbered from 1 in each test
     settings.update(options)
     return LogCore("conv", clock=clock or Clock(), **settings)
 
@@ -419,14 +421,15 @@ def test_a_batch_is_validated_as_each_of_its_messages_would_be() -> None:
 def test_a_quick_append_sends_the_plans_first_try_and_settles_on_its_reply() -> None:
     """The quick lane (the shell sends the first try itself) sends what the plan would,
     and its answer is the plan's commit."""
-    quick, planned = core(), core()
-    planned._producer = quick._producer
+    quick = core()
+    planned = core(producer=_producer.Producer())
+    planned._own_producer.id = quick.producer().id  # type: ignore[union-attr]
     prepared = quick.quick_append(quick.batch(BATCH_MSG), None, None)
     assert prepared is not None
     _, steps = drive(planned.append_plan(planned.batch(BATCH_MSG), None), script_reply)
     assert isinstance(steps[0], Write) and quick.quick_command(prepared) == steps[0].command
     commit = quick.quick_commit(prepared, [1, AT, 0, b""])
-    assert (commit.last_seq, commit.fresh) == (1, True) and quick._in_flight == set()
+    assert (commit.last_seq, commit.fresh) == (1, True) and not quick.producer().in_flight()
     # A caller's key or a durability wait takes the plan.
     assert quick.quick_append(quick.batch(BATCH_MSG), "key", None) is None
     durable = core(durability=Durability(replicas=1))
@@ -448,7 +451,7 @@ def test_a_quick_append_whose_reply_is_lost_goes_on_as_the_plan_would() -> None:
     assert isinstance(resent, Write)
     assert (argv(first, 14), argv(resent.command, 14)) == (1, 1)  # the same call number
     assert (argv(first, 5), argv(resent.command, 5)) == ("0", "1")  # looked up on the re-send
-    assert log._in_flight == set()
+    assert not log.producer().in_flight()
 
 
 def test_a_quick_append_refused_is_the_plans_error_or_its_eval() -> None:
@@ -472,7 +475,7 @@ def test_a_quick_append_refused_is_the_plans_error_or_its_eval() -> None:
     assert prepared is not None
     with pytest.raises(WrongTypeError):
         drive(log.quick_failed(prepared, Refused("WRONGTYPE no"), clock.now), script_reply)
-    assert log._in_flight == set()
+    assert not log.producer().in_flight()
     # Not sent (no connection): with retries off, unavailable and nothing written.
     prepared = log.quick_append(log.batch(BATCH_MSG), None, None)
     assert prepared is not None
@@ -480,7 +483,7 @@ def test_a_quick_append_refused_is_the_plans_error_or_its_eval() -> None:
         drive(log.quick_failed(prepared, NotSent("refused"), clock.now), script_reply)
 
 
-def test_a_producer_numbers_its_calls_and_each_log_is_its_own_producer() -> None:
+def test_a_producer_numbers_its_calls_and_is_shared_by_the_process_s_logs() -> None:
     log, other = core(), core()
     sent: list[tuple[Any, ...]] = []
 
@@ -495,6 +498,19 @@ def test_a_producer_numbers_its_calls_and_each_log_is_its_own_producer() -> None
     assert [argv(c, 15) for c in sent] == [1, 2, 3, 1]  # the floor: one call at a time
     assert argv(sent[0], 13) == argv(sent[1], 13) == argv(sent[2], 13) != argv(sent[3], 13)
     assert len(str(argv(sent[0], 13))) == 12
+    # Without one of its own, a log object numbers its calls with the process's producer,
+    # which every log object, client, thread and event loop of the process shares.
+    shared = [LogCore("conv", prefix="msglog", max_message_bytes=64, page_size=2, clock=Clock())]
+    shared.append(LogCore("other", prefix="p", max_message_bytes=64, page_size=2, clock=Clock()))
+    assert shared[0].producer() is shared[1].producer() is _producer.current()
+    before = len(sent)
+    for each in shared:
+        drive(each.append_plan(each.batch(BATCH_MSG), None), server)
+    first, second = sent[before:]
+    assert (
+        argv(first, 13) == argv(second, 13) == _producer.current().id
+        and argv(second, 14) == argv(first, 14) + 1
+    )
     # No per-append key, and the blobs hash only when the script touches it (slot moves).
     assert sent[0][3:7] == (
         "msglog:{conv}:seq", "msglog:{conv}:stream", "msglog:{conv}:stream",
@@ -523,20 +539,28 @@ def test_each_try_carries_the_producer_s_lowest_call_in_flight() -> None:
     clock.now += pause.seconds
     resent = first.send(None)
     assert isinstance(resent, Write) and argvs(resent.command, 14, 2) == (1, 1)
+    # Call 1 being re-sent, new calls go to a new producer: however many of them commit,
+    # they cannot push call 1's result out of the old producer's window.
     third = log.append_plan(batch, None)
     step_3 = next(third)
-    assert isinstance(step_3, Write) and argvs(step_3.command, 14, 2) == (3, 1)  # 1 still in flight
+    assert isinstance(step_3, Write) and argvs(step_3.command, 14, 2) == (1, 1)
+    assert argv(step_3.command, 13) != argv(step_1.command, 13) == argv(resent.command, 13)
     with pytest.raises(StopIteration):
         first.send(script_reply(resent, last=1, replayed=1, writer=""))
-    fourth = next(log.append_plan(batch, None))
-    assert isinstance(fourth, Write) and argvs(fourth.command, 14, 2) == (4, 3)
+    fourth_plan = log.append_plan(batch, None)
+    fourth = next(fourth_plan)
+    assert isinstance(fourth, Write) and argvs(fourth.command, 14, 2) == (2, 1)  # 1 (new) in flight
+    with pytest.raises(StopIteration):
+        third.send(script_reply(step_3, last=3))
+    fifth = next(log.append_plan(batch, None))
+    assert isinstance(fifth, Write) and argvs(fifth.command, 14, 2) == (3, 2)
 
 
 def test_a_call_refused_before_it_is_sent_leaves_no_call_in_flight() -> None:
     log = core(durability=Durability(aof=True))
     with pytest.raises(MessageLogError):  # no WAITAOF: refused before the script is sent
         drive(log.append_plan(log.batch(BATCH_MSG), None), lambda step: [[None]])
-    assert log._in_flight == set()  # else every later try would carry a stale floor
+    assert not log.producer().in_flight()  # else every later try would carry a stale floor
 
 
 def test_the_key_of_an_in_doubt_append_is_a_try_of_the_same_call() -> None:
@@ -562,7 +586,15 @@ def test_the_key_of_an_in_doubt_append_is_a_try_of_the_same_call() -> None:
         return script_reply(step)
 
     drive(log.append_plan(log.batch(BATCH_MSG), None), answer)
-    assert argv(sent[-1], 13) != argv(sent[0], 13) and argv(sent[-1], 14) == argv(sent[0], 14) + 1
+    assert argv(sent[-1], 13) != argv(sent[0], 13) and log.producer().id == argv(sent[-1], 13)
+    # The process's producer is retired the same way (a log without a producer of its own).
+    shared = LogCore("conv", prefix="msglog", max_message_bytes=64, page_size=2, clock=clock,
+                     retry=RetryPolicy(attempts=1, backoff=0.1, max_backoff=0.1))  # fmt: skip
+    retired = _producer.current()
+    with pytest.raises(AppendInDoubtError):
+        drive(shared.append_plan(shared.batch(BATCH_MSG), None), lost, clock)
+    assert _producer.current() is not retired and shared.producer() is _producer.current()
+    assert len(retired.in_flight()) == 1  # in doubt: in flight for good, its floor kept
     elsewhere = core()  # another process, say
     commit, steps = drive(
         elsewhere.append_plan(elsewhere.batch(BATCH_MSG), key),

@@ -1,51 +1,209 @@
-"""What the integrations share: the asyncio client a store was given, or one per event
-loop made from a URL (frameworks run sync entry points on event loops of their own, and a
-``redis.asyncio`` connection belongs to the loop that opened it)."""
+"""What the integrations share: asyncio clients that work from any event loop.
+
+A ``redis.asyncio`` connection belongs to the event loop that opened it: used from
+another one (a second ``asyncio.run``, a framework's sync entry point running a loop of
+its own, a thread with its own loop) it fails with ``Event loop is closed``, ``attached
+to a different loop``, or hangs. So an integration never uses one client on two loops:
+
+- a client made from a URL: one per event loop, made on first use there;
+- a client you pass: it serves the first event loop the integration uses it on; on any
+  other loop the integration uses a client of its own with the same connection settings
+  (:func:`derived_client`), made on first use there.
+
+:class:`LoopLog` is an :class:`~redis_msglog.AsyncMessageLog` whose every call runs on
+the running loop's client, for integrations that keep one log object (the Agents SDK
+session, the LangChain history and middleware).
+"""
 
 from __future__ import annotations
 
 import asyncio
+import inspect
+import threading
 import weakref
 from collections.abc import Callable
+from typing import Any
 
 import redis.asyncio
 import redis.asyncio.cluster
+from redis.cluster import LoadBalancingStrategy
+
+from .._aio import AsyncMessageLog
+from .._routing import AsyncRouter, is_cluster
 
 AsyncClient = redis.asyncio.Redis | redis.asyncio.cluster.RedisCluster
 """The clients the integrations take: ``redis.asyncio.Redis`` or ``RedisCluster``."""
 
 
-def client_factory(url: str, *, cluster: bool = False) -> Callable[[], AsyncClient]:
-    """Makes a client for ``url`` (a Redis Cluster's, with ``cluster=True``)."""
+def client_factory(
+    url: str, *, cluster: bool = False, redis_kwargs: dict[str, Any] | None = None
+) -> Callable[[], AsyncClient]:
+    """Makes a client for ``url`` (a Redis Cluster's, with ``cluster=True``);
+    ``redis_kwargs`` go to its ``from_url``."""
+    kwargs = dict(redis_kwargs or {})
     if cluster:
-        return lambda: redis.asyncio.cluster.RedisCluster.from_url(url)
-    return lambda: redis.asyncio.Redis.from_url(url)
+        return lambda: redis.asyncio.cluster.RedisCluster.from_url(url, **kwargs)
+    return lambda: redis.asyncio.Redis.from_url(url, **kwargs)
+
+
+def derived_client(client: AsyncClient) -> AsyncClient:
+    """A new client with ``client``'s connection settings, for another event loop.
+
+    ``Redis``: a new pool of the same class, connection class and connection keyword
+    arguments (address, credentials or credential provider, TLS, timeouts, protocol,
+    ``decode_responses``...) and the same ``max_connections``. ``RedisCluster``: the
+    same startup nodes and connection settings. Anything else set on the client object
+    itself (response callbacks changed after it was made, say) is not carried over."""
+    if is_cluster(client):
+        assert isinstance(client, redis.asyncio.cluster.RedisCluster)
+        return _derived_cluster(client)
+    assert isinstance(client, redis.asyncio.Redis)
+    pool = client.connection_pool
+    made = type(pool)(
+        connection_class=pool.connection_class,
+        max_connections=pool.max_connections,
+        **pool.connection_kwargs,
+    )
+    return redis.asyncio.Redis.from_pool(made)  # the new client owns (and closes) its pool
+
+
+_CLUSTER_PARAMETERS = frozenset(
+    inspect.signature(redis.asyncio.cluster.RedisCluster.__init__).parameters
+)
+
+
+def _derived_cluster(client: redis.asyncio.cluster.RedisCluster) -> AsyncClient:
+    settings = {k: v for k, v in client.connection_kwargs.items() if k in _CLUSTER_PARAMETERS}
+    connection_class = client.connection_kwargs.get("connection_class")
+    if isinstance(connection_class, type) and issubclass(
+        connection_class, redis.asyncio.connection.SSLConnection
+    ):
+        settings["ssl"] = True
+    nodes = [redis.asyncio.cluster.ClusterNode(n.host, n.port) for n in client.startup_nodes]
+    strategy = client.load_balancing_strategy
+    if strategy is None and client.read_from_replicas:  # what that (deprecated) flag means
+        strategy = LoadBalancingStrategy.ROUND_ROBIN
+    if strategy is not None:
+        settings["load_balancing_strategy"] = strategy
+    return redis.asyncio.cluster.RedisCluster(
+        startup_nodes=nodes,
+        require_full_coverage=client.nodes_manager.require_full_coverage,
+        **settings,
+    )
+
+
+# Which event loop each client given to an integration serves, and the clients derived
+# from it for other loops: process-wide, because an integration object per call (the
+# LangChain factory ``lambda sid: MessageLogChatHistory(sid, async_redis=client)``)
+# shares the client across objects and loops. Weak: a client or loop that goes, goes.
+_LOCK = threading.Lock()
+_CLAIMED: weakref.WeakKeyDictionary[Any, weakref.ref[asyncio.AbstractEventLoop]] = (
+    weakref.WeakKeyDictionary()
+)
+_DERIVED: weakref.WeakKeyDictionary[
+    Any, weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, AsyncClient]
+] = weakref.WeakKeyDictionary()
+
+
+def _given_client_for(client: AsyncClient, loop: asyncio.AbstractEventLoop) -> AsyncClient:
+    """``client`` on the first loop an integration used it on, else a derived one."""
+    with _LOCK:
+        claimed = _CLAIMED.get(client)
+        if claimed is None:
+            # Claimed once: after that loop ends the client's connections are still its
+            # (they cannot serve another), so later loops get clients of their own.
+            _CLAIMED[client] = claimed = weakref.ref(loop)
+        if claimed() is loop:
+            return client
+        derived = _DERIVED.setdefault(client, weakref.WeakKeyDictionary())
+        made = derived.get(loop)
+        if made is None:
+            made = derived[loop] = derived_client(client)
+        return made
 
 
 class LoopClients:
-    """The client given, or, given a function making one, one client per running event
-    loop, made on first use."""
+    """One asyncio client per running event loop (see the module docstring).
+
+    Given a client: that client on the first loop any integration uses it on, a
+    :func:`derived_client` on every other (shared by every integration object given the
+    same client). Given a function making one (what ``from_url`` passes): one made at
+    once, serving the first loop that asks, and one more per other loop. Thread-safe:
+    loops in several threads may ask at once."""
 
     def __init__(self, client: AsyncClient | Callable[[], AsyncClient]) -> None:
-        self._client = None if callable(client) else client
-        self._factory = client if callable(client) else None
+        self._given: AsyncClient | None = None if callable(client) else client
+        self._factory: Callable[[], AsyncClient] | None = client if callable(client) else None
+        self.first: AsyncClient = client if self._given is None else self._given  # type: ignore[assignment]
+        if self._factory is not None:
+            self.first = self._factory()
+        self._first_loop: weakref.ref[asyncio.AbstractEventLoop] | None = None
         self._made: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, AsyncClient] = (
             weakref.WeakKeyDictionary()
         )
 
     def get(self) -> AsyncClient:
         """The client to use on the running event loop."""
-        if self._client is not None:
-            return self._client
-        assert self._factory is not None
         loop = asyncio.get_running_loop()
-        client = self._made.get(loop)
-        if client is None:
-            client = self._made[loop] = self._factory()
-        return client
+        if self._given is not None:
+            return _given_client_for(self._given, loop)
+        assert self._factory is not None
+        with _LOCK:
+            if self._first_loop is None:
+                self._first_loop = weakref.ref(loop)  # claimed once, as a given client
+            if self._first_loop() is loop:
+                return self.first
+            client = self._made.get(loop)
+            if client is None:
+                client = self._made[loop] = self._factory()
+            return client
 
     async def aclose(self) -> None:
-        """Close the client made for the running loop (a client given is the caller's)."""
-        client = self._made.pop(asyncio.get_running_loop(), None)
-        if client is not None:
-            await client.aclose()
+        """Close the clients made for the running loop (a client given is the caller's;
+        the one derived from it for this loop is closed)."""
+        loop = asyncio.get_running_loop()
+        with _LOCK:
+            if self._given is not None:
+                derived = _DERIVED.get(self._given)
+                made = None if derived is None else derived.pop(loop, None)
+                first = None
+            else:
+                made = self._made.pop(loop, None)
+                on_this_loop = self._first_loop is not None and self._first_loop() is loop
+                first = self.first if on_this_loop else None
+        for client in (made, first):
+            if client is not None:
+                await client.aclose()
+
+
+class LoopLog(AsyncMessageLog):
+    """An :class:`~redis_msglog.AsyncMessageLog` usable from any event loop: each call
+    runs on the running loop's client of ``clients`` (outside a loop, the first one)."""
+
+    def __init__(self, clients: LoopClients, conversation: str, **options: Any) -> None:
+        self._clients = clients
+        self._routers: weakref.WeakKeyDictionary[Any, AsyncRouter] = weakref.WeakKeyDictionary()
+        super().__init__(clients.first, conversation, **options)
+
+    @property
+    def _redis(self) -> Any:
+        try:
+            return self._clients.get()
+        except RuntimeError:  # no running event loop: a synchronous attribute access
+            return self._clients.first
+
+    @_redis.setter
+    def _redis(self, client: Any) -> None:
+        pass  # AsyncMessageLog's constructor sets it: the clients decide per loop
+
+    @property
+    def _router(self) -> AsyncRouter:
+        client = self._redis
+        router = self._routers.get(client)
+        if router is None:
+            router = self._routers.setdefault(client, AsyncRouter(client, self._core.keys.stream))
+        return router
+
+    @_router.setter
+    def _router(self, router: AsyncRouter) -> None:
+        pass

@@ -23,7 +23,7 @@ from __future__ import annotations
 import contextlib
 import threading
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import redis
@@ -42,6 +42,7 @@ from .._sync import MessageLog
 from ..errors import IdempotencyConflictError
 from ..formats.langchain import from_langchain, to_langchain_messages
 from ..models import StoredMessage
+from ._clients import LoopClients, LoopLog, client_factory
 
 __all__ = ["MessageLogChatHistory", "MessageLogMiddleware"]
 
@@ -51,20 +52,24 @@ AsyncClient = redis.asyncio.Redis | redis.asyncio.cluster.RedisCluster
 
 def _clients(
     url: str, cluster: bool, redis_kwargs: dict[str, Any] | None
-) -> tuple[SyncClient, AsyncClient]:
+) -> tuple[SyncClient, Callable[[], AsyncClient]]:
+    """A sync client for ``url``, and a function making asyncio ones (one per loop)."""
     kwargs = redis_kwargs or {}
-    if cluster:
-        return (
-            redis.cluster.RedisCluster.from_url(url, **kwargs),
-            redis.asyncio.cluster.RedisCluster.from_url(url, **kwargs),
-        )
-    return redis.Redis.from_url(url, **kwargs), redis.asyncio.Redis.from_url(url, **kwargs)
+    sync: SyncClient = (
+        redis.cluster.RedisCluster.from_url(url, **kwargs)
+        if cluster
+        else redis.Redis.from_url(url, **kwargs)
+    )
+    return sync, client_factory(url, cluster=cluster, redis_kwargs=kwargs)
 
 
-async def _close(owned: tuple[SyncClient, AsyncClient] | None) -> None:
+async def _close(owned: SyncClient | None, clients: LoopClients | None) -> None:
+    """Close the sync client ``from_url`` made, and the asyncio clients made for the
+    running loop (``from_url``'s, or the one derived from a client given)."""
     if owned is not None:
-        owned[0].close()
-        await owned[1].aclose()
+        owned.close()
+    if clients is not None:
+        await clients.aclose()
 
 
 def _need(client: Any, kind: str) -> Any:
@@ -81,7 +86,10 @@ class MessageLogChatHistory(BaseChatMessageHistory):
         redis: a ``redis.Redis`` or ``redis.cluster.RedisCluster`` client, for the sync
             methods (``messages``, ``add_messages``, ``clear``).
         async_redis: a ``redis.asyncio`` client (or cluster client), for the async ones
-            (``aget_messages``, ``aadd_messages``, ``aclear``).
+            (``aget_messages``, ``aadd_messages``, ``aclear``), or a function making one.
+            They work from any event
+            loop: the client serves the first loop they run on, and every other loop
+            gets a client with its connection settings (docs/integrations.md).
         **log_options: options of :class:`~redis_msglog.MessageLog` (``prefix``,
             ``ttl``, ``durability``...).
 
@@ -95,7 +103,7 @@ class MessageLogChatHistory(BaseChatMessageHistory):
         session_id: str,
         redis: SyncClient | None = None,
         *,
-        async_redis: AsyncClient | None = None,
+        async_redis: AsyncClient | Callable[[], AsyncClient] | None = None,
         **log_options: Any,
     ) -> None:
         if redis is None and async_redis is None:
@@ -104,11 +112,14 @@ class MessageLogChatHistory(BaseChatMessageHistory):
         self.log: MessageLog | None = (
             None if redis is None else MessageLog(redis, session_id, **log_options)
         )
+        self._async_clients = None if async_redis is None else LoopClients(async_redis)
         self.alog: AsyncMessageLog | None = (
-            None if async_redis is None else AsyncMessageLog(async_redis, session_id, **log_options)
+            None
+            if self._async_clients is None
+            else LoopLog(self._async_clients, session_id, **log_options)
         )
         self._snapshot: list[BaseMessage] | None = None
-        self._owned: tuple[SyncClient, AsyncClient] | None = None
+        self._owned: SyncClient | None = None
 
     @classmethod
     def from_url(
@@ -120,16 +131,19 @@ class MessageLogChatHistory(BaseChatMessageHistory):
         redis_kwargs: dict[str, Any] | None = None,
         **log_options: Any,
     ) -> MessageLogChatHistory:
-        """A history with a sync and an asyncio client made from ``url`` (``cluster=True``
-        for a Redis Cluster node); ``redis_kwargs`` go to the clients' ``from_url``."""
-        sync_client, async_client = _clients(url, cluster, redis_kwargs)
-        history = cls(session_id, sync_client, async_redis=async_client, **log_options)
-        history._owned = (sync_client, async_client)
+        """A history with a sync client and asyncio clients (one per event loop) made from
+        ``url`` (``cluster=True`` for a Redis Cluster node); ``redis_kwargs`` go to the
+        clients' ``from_url``."""
+        sync_client, make_async = _clients(url, cluster, redis_kwargs)
+        history = cls(session_id, sync_client, async_redis=make_async, **log_options)
+        history._owned = sync_client
         return history
 
     async def aclose(self) -> None:
-        """Close the clients :meth:`from_url` made (clients you passed are yours)."""
-        await _close(self._owned)
+        """Close the clients :meth:`from_url` made (the sync one, and the running event
+        loop's asyncio ones) or derived for this loop from an asyncio client you passed
+        (clients you passed are yours)."""
+        await _close(self._owned, self._async_clients)
         self._owned = None
 
     def refresh(self) -> None:
@@ -196,7 +210,8 @@ class MessageLogMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
 
     Args:
         redis: a sync client (``redis.Redis`` or ``RedisCluster``) for ``invoke``.
-        async_redis: an asyncio client for ``ainvoke``/``astream``.
+        async_redis: an asyncio client for ``ainvoke``/``astream`` (or a function making
+            one), used from any event loop as :class:`MessageLogChatHistory` does.
         hydrate: before the agent runs, a thread whose messages are all new to the log
             while the log has some gets the log's history put before them (a worker
             without the thread's checkpoint continues the conversation).
@@ -207,7 +222,7 @@ class MessageLogMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         self,
         redis: SyncClient | None = None,
         *,
-        async_redis: AsyncClient | None = None,
+        async_redis: AsyncClient | Callable[[], AsyncClient] | None = None,
         hydrate: bool = False,
         **log_options: Any,
     ) -> None:
@@ -215,13 +230,13 @@ class MessageLogMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
             raise TypeError("pass a Redis client (redis=), an asyncio one (async_redis=), or both")
         super().__init__()
         self._redis = redis
-        self._async_redis = async_redis
+        self._async_clients = None if async_redis is None else LoopClients(async_redis)
         self.hydrate = hydrate
         self._options = log_options
         self._seen: OrderedDict[str, set[str]] = OrderedDict()
         self._logs: OrderedDict[tuple[str, bool], MessageLog | AsyncMessageLog] = OrderedDict()
         self._lock = threading.Lock()
-        self._owned: tuple[SyncClient, AsyncClient] | None = None
+        self._owned: SyncClient | None = None
 
     @classmethod
     def from_url(
@@ -234,14 +249,16 @@ class MessageLogMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         **log_options: Any,
     ) -> MessageLogMiddleware:
         """A middleware with a sync and an asyncio client made from ``url``."""
-        sync_client, async_client = _clients(url, cluster, redis_kwargs)
-        middleware = cls(sync_client, async_redis=async_client, hydrate=hydrate, **log_options)
-        middleware._owned = (sync_client, async_client)
+        sync_client, make_async = _clients(url, cluster, redis_kwargs)
+        middleware = cls(sync_client, async_redis=make_async, hydrate=hydrate, **log_options)
+        middleware._owned = sync_client
         return middleware
 
     async def aclose(self) -> None:
-        """Close the clients :meth:`from_url` made (clients you passed are yours)."""
-        await _close(self._owned)
+        """Close the clients :meth:`from_url` made (the sync one, and the running event
+        loop's asyncio ones) or derived for this loop from an asyncio client you passed
+        (clients you passed are yours)."""
+        await _close(self._owned, self._async_clients)
         self._owned = None
 
     def log(self, thread_id: str) -> MessageLog:
@@ -264,7 +281,7 @@ class MessageLogMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
                 self._logs.move_to_end(key)
                 return log
         if use_async:
-            log = AsyncMessageLog(_need(self._async_redis, "asyncio"), thread_id, **self._options)
+            log = LoopLog(_need(self._async_clients, "asyncio"), thread_id, **self._options)
         else:
             log = MessageLog(_need(self._redis, "sync"), thread_id, **self._options)
         with self._lock:

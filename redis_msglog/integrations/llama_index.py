@@ -245,9 +245,11 @@ class MessageLogChatStore(AsyncDBChatStore):
     """An ``AsyncDBChatStore`` whose keys are log conversations (see the module docstring).
 
     Args:
-        redis: a ``redis.asyncio.Redis`` or ``redis.asyncio.cluster.RedisCluster`` client;
-            or a function making one, called once per event loop the store is used on
-            (what :meth:`from_url` passes).
+        redis: a ``redis.asyncio.Redis`` or ``redis.asyncio.cluster.RedisCluster`` client
+            (it serves the first event loop it is used on; other loops get a client
+            derived from it: docs/integrations.md), or a function making one, called
+            when the store is made and once per other event loop (what :meth:`from_url`
+            passes).
         prefix: the log's key prefix (default ``"msglog"``).
         **log_options: the other options of :class:`~redis_msglog.AsyncMessageLog`
             (``ttl``, ``durability``, ``retry``, ``blob_threshold``...), for every key.

@@ -44,6 +44,7 @@ from .._aio import AsyncMessageLog
 from ..errors import SeqConflictError
 from ..formats.responses import item_messages, message_items
 from ..models import AgentMessage, StoredMessage
+from ._clients import LoopClients, LoopLog, client_factory
 
 __all__ = ["MessageLogSession"]
 
@@ -65,7 +66,11 @@ class MessageLogSession:
 
     Args:
         session_id: the session id, and the log's conversation id.
-        redis: a ``redis.asyncio.Redis`` or ``redis.asyncio.cluster.RedisCluster`` client.
+        redis: a ``redis.asyncio.Redis`` or ``redis.asyncio.cluster.RedisCluster`` client
+            (or a function making one). The session works from any number of event
+            loops (``asyncio.run(Runner.run(...))`` twice, threads with loops of their
+            own): the client serves the first loop the session runs on, and every other
+            loop gets a client with its connection settings (docs/integrations.md).
         session_settings: the SDK's ``SessionSettings`` (``limit``: the default number
             of items ``get_items`` returns).
         **log_options: options of :class:`~redis_msglog.AsyncMessageLog` (``prefix``,
@@ -73,7 +78,7 @@ class MessageLogSession:
 
     Every method also takes the ``wrapper`` keyword (the run context) the runner passes
     to sessions that accept it; it is not used. ``.log`` is the underlying
-    :class:`~redis_msglog.AsyncMessageLog`.
+    :class:`~redis_msglog.AsyncMessageLog` (on the running loop's client).
     """
 
     session_settings: SessionSettings | None = None
@@ -81,7 +86,7 @@ class MessageLogSession:
     def __init__(
         self,
         session_id: str,
-        redis: Redis | RedisCluster,
+        redis: Redis | RedisCluster | Callable[[], Redis | RedisCluster],
         *,
         session_settings: SessionSettings | dict[str, Any] | None = None,
         **log_options: Any,
@@ -92,8 +97,8 @@ class MessageLogSession:
             if session_settings is not None
             else SessionSettings()
         )
-        self.log = AsyncMessageLog(redis, session_id, **log_options)
-        self._owned: Redis | RedisCluster | None = None
+        self._clients = LoopClients(redis)
+        self.log: AsyncMessageLog = LoopLog(self._clients, session_id, **log_options)
         self._rendered = _RenderedItems()
 
     @classmethod
@@ -107,22 +112,16 @@ class MessageLogSession:
         session_settings: SessionSettings | dict[str, Any] | None = None,
         **log_options: Any,
     ) -> MessageLogSession:
-        """A session on a client of its own, made from ``url`` (``redis://``,
-        ``rediss://``; ``cluster=True`` for a Redis Cluster node), closed by
-        :meth:`close`. ``redis_kwargs`` go to the client's ``from_url``."""
-        kwargs = redis_kwargs or {}
-        client: Redis | RedisCluster = (
-            RedisCluster.from_url(url, **kwargs) if cluster else Redis.from_url(url, **kwargs)
-        )
-        session = cls(session_id, client, session_settings=session_settings, **log_options)
-        session._owned = client
-        return session
+        """A session on clients of its own (one per event loop), made from ``url``
+        (``redis://``, ``rediss://``; ``cluster=True`` for a Redis Cluster node).
+        ``redis_kwargs`` go to the clients' ``from_url``."""
+        factory = client_factory(url, cluster=cluster, redis_kwargs=redis_kwargs)
+        return cls(session_id, factory, session_settings=session_settings, **log_options)
 
     async def close(self) -> None:
-        """Close the client if :meth:`from_url` made it (a client you passed is yours)."""
-        if self._owned is not None:
-            await self._owned.aclose()
-            self._owned = None
+        """Close the clients the session made for the running event loop (a client you
+        passed is yours to close)."""
+        await self._clients.aclose()
 
     # -- the Session protocol ---------------------------------------------------------
 

@@ -274,8 +274,10 @@ class RedisConversationStore(ConversationStore):
     """A ``ConversationStore`` on the message log (see the module docstring).
 
     Args:
-        redis: a ``redis.asyncio.Redis`` or ``redis.asyncio.cluster.RedisCluster`` client;
-            or a function making one, called once per event loop (what :meth:`from_url`
+        redis: a ``redis.asyncio.Redis`` or ``redis.asyncio.cluster.RedisCluster`` client
+            (it serves the first event loop it is used on; other loops get a client
+            derived from it: docs/integrations.md), or a function making one, called
+            when the store is made and once per other event loop (what :meth:`from_url`
             passes).
         prefix: the log's key prefix (default ``"msglog"``).
         **log_options: the other options of :class:`~redis_msglog.AsyncMessageLog`
