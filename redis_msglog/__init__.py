@@ -32,6 +32,7 @@ from .adapters import (
 from .edits import Attributes, EditEntry, Entry, LogView, MessageView, View
 from .errors import (
     AppendInDoubtError,
+    AuthenticationError,
     CodecError,
     CorruptEntryError,
     CorruptLogError,
@@ -45,6 +46,7 @@ from .errors import (
     MessageTooLargeError,
     NotDurableError,
     OutOfMemoryError,
+    PermissionDeniedError,
     SeqConflictError,
     ServerUnavailableError,
     StorageError,
@@ -73,6 +75,7 @@ __all__ = [
     "AsyncSubscription",
     "Attributes",
     "AudioPart",
+    "AuthenticationError",
     "CodecError",
     "ContentPart",
     "ConversationKeys",
@@ -96,6 +99,7 @@ __all__ = [
     "MessageView",
     "NotDurableError",
     "OutOfMemoryError",
+    "PermissionDeniedError",
     "ReasoningPart",
     "RedactedThinkingPart",
     "RefusalPart",

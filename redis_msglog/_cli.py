@@ -14,6 +14,7 @@ import click
 import orjson
 import redis
 import redis.cluster
+from redis.exceptions import RedisClusterException
 from rich.console import Console
 from rich.progress import Progress
 from rich.table import Table
@@ -54,6 +55,8 @@ class MsglogGroup(click.Group):
             return super().invoke(ctx)
         except (MessageLogError, redis.RedisError, OSError, ValueError) as exc:
             raise CliError(_describe(exc)) from exc
+        except RedisClusterException as exc:  # a cluster client that could not start
+            raise CliError(_describe(exc.__cause__ or exc)) from exc
 
 
 def _describe(exc: BaseException) -> str:
