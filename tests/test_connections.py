@@ -125,6 +125,32 @@ def test_threads_on_one_log_share_a_small_pool_and_all_commit_once(
     assert_each_once(redis.Redis.from_url(url), log.keys.stream, seqs)
 
 
+def test_calls_cancelled_while_waiting_for_the_pool_leave_no_trace(
+    shared_server: Callable[[str], EphemeralServer],
+) -> None:
+    """Half of 60 appends waiting for a pool of 2 are cancelled: the others all commit,
+    every connection is back in the pool, and the line keeps moving for later calls."""
+    url = shared_server("redis").url
+
+    async def run() -> None:
+        client = redis.asyncio.Redis.from_url(url, max_connections=2)
+        log = AsyncMessageLog(client, new_id())
+        tasks = [asyncio.ensure_future(log.append(m)) for m in MESSAGES[:60]]
+        await asyncio.sleep(0)  # every task has started: 2 sending, 58 in line
+        for task in tasks[1::2]:
+            task.cancel()
+        results = await asyncio.gather(*tasks, return_exceptions=True)
+        kept = results[0::2]
+        assert all(isinstance(seq, int) for seq in kept), kept
+        pool = client.connection_pool
+        assert not pool._in_use_connections and len(pool._available_connections) <= 2
+        later = await asyncio.gather(*(log.add("user", "later") for _ in range(20)))
+        assert len(set(later)) == 20 and await log.count() == max(later)
+        await client.aclose()
+
+    asyncio.run(run())
+
+
 @pytest.mark.parametrize("flavor", ["sync", "async"])
 def test_a_pool_kept_busy_past_the_deadline_is_unavailable_not_in_doubt(
     shared_server: Callable[[str], EphemeralServer], flavor: str
