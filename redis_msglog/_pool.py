@@ -192,9 +192,22 @@ def connect_within(conn: Any, within: float) -> None:
         conn.connect()
     finally:
         conn.retry, conn.socket_connect_timeout, conn.socket_timeout = saved
-        settimeout = getattr(getattr(conn, "_sock", None), "settimeout", None)
-        if settimeout is not None:  # the socket keeps the login's timeout: put it back
-            settimeout(saved[2])
+        _restore_read_timeout(conn, saved[2])
+
+
+def _restore_read_timeout(conn: Any, timeout: float | None) -> None:
+    """Give a sync connection back its own read timeout: its socket keeps the one it was
+    connected with, and its reply parser copied it (and puts it back on the socket after
+    any read with a timeout of its own, such as the pool's ``can_read`` check)."""
+    settimeout = getattr(getattr(conn, "_sock", None), "settimeout", None)
+    if settimeout is not None:
+        settimeout(timeout)
+    parser: Any = getattr(conn, "_parser", None)
+    if hasattr(parser, "_socket_timeout"):  # hiredis
+        parser._socket_timeout = timeout
+    buffer: Any = getattr(parser, "_buffer", None)
+    if hasattr(buffer, "socket_timeout"):  # redis-py's own parsers
+        buffer.socket_timeout = timeout
 
 
 def _busy(pool: Any, within: float) -> redis_errors.MaxConnectionsError:

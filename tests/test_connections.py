@@ -23,6 +23,9 @@ import redis.asyncio
 import redis.asyncio.cluster
 import redis.cluster
 from click.testing import CliRunner
+from redis._parsers import _RESP2Parser
+from redis.backoff import NoBackoff
+from redis.retry import Retry
 
 from redis_msglog import (
     AsyncMessageLog,
@@ -431,6 +434,25 @@ CLIENTS: dict[str, Callable[[EphemeralServer], dict[str, Any]]] = {
         "ssl_cert_reqs": "none",
     },
 }
+
+
+@pytest.mark.parametrize("parser", ["default", "python"])
+def test_a_connection_the_library_connected_keeps_the_clients_own_timeouts(
+    shared_server: Callable[[str], EphemeralServer], parser: str
+) -> None:
+    """The library bounds its connect by the deadline (here 1 s); the connection then
+    goes back to the client's pool with the client's socket_timeout (none), so the
+    client's own commands may still wait longer than that."""
+    options: dict[str, Any] = {"port": shared_server("redis").port, "socket_timeout": None}
+    if parser == "python":
+        options["parser_class"] = _RESP2Parser
+    # No retry of the client's own: a timed-out command must not be re-sent to pass.
+    pool = redis.ConnectionPool(retry=Retry(NoBackoff(), 0), **options)
+    client = redis.Redis(connection_pool=pool)
+    log = MessageLog(client, new_id(), retry=RetryPolicy(deadline=0.0))
+    assert log.add("user", "hi") == 1  # connected by the library, within 1 s
+    assert log.count() == 1
+    assert client.execute_command("DEBUG", "SLEEP", "1.5") in (b"OK", "OK")
 
 
 @pytest.mark.parametrize("operation", ["append", "count"])
