@@ -1,6 +1,6 @@
 """How the library takes a connection from a redis-py pool and gives it back.
 
-Two promises live here (docs/durability.md#retries-and-the-deadline):
+Two promises live here (docs/workers.md#the-deadline-whatever-the-clients-own-retries):
 
 - **A busy pool is waited for, never an outage.** When every connection of the pool is
   in use (redis-py's pools hold 100 by default), a call waits for one to come back, for
