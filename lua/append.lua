@@ -262,6 +262,14 @@ if ARGV[13] ~= '' then
 end
 -- ------------------------------------------------------------------------------------
 
+-- The event is published after the writes, and Redis checks a script's channels only when
+-- it publishes (its keys it checks before running it): refuse a user who may not publish
+-- here, before anything is written, rather than commit and then fail (Redis 7+).
+if ARGV[1] ~= '' and redis.acl_check_cmd and not redis.acl_check_cmd(ARGV[1], ARGV[2], '') then
+  return redis.error_reply('NOPERM this user has no permissions to publish the append ' ..
+    'event on channel ' .. ARGV[2])
+end
+
 local time = redis.call('TIME')
 local at = time[1] .. string.format('%06d', tonumber(time[2]))
 

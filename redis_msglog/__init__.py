@@ -34,6 +34,7 @@ from .adapters import (
 from .edits import Attributes, EditEntry, Entry, LogView, MessageView, View
 from .errors import (
     AppendInDoubtError,
+    AuthenticationError,
     CodecError,
     CorruptEntryError,
     CorruptLogError,
@@ -48,6 +49,7 @@ from .errors import (
     NotDurableError,
     OutOfMemoryError,
     PagedReadRetryError,
+    PermissionDeniedError,
     SeqConflictError,
     ServerUnavailableError,
     StorageError,
@@ -77,6 +79,7 @@ __all__ = [
     "AsyncSubscription",
     "Attributes",
     "AudioPart",
+    "AuthenticationError",
     "CodecError",
     "ContentPart",
     "ConversationKeys",
@@ -101,6 +104,7 @@ __all__ = [
     "NotDurableError",
     "OutOfMemoryError",
     "PagedReadRetryError",
+    "PermissionDeniedError",
     "ReasoningPart",
     "RedactedThinkingPart",
     "RefusalPart",

@@ -142,17 +142,35 @@ ERRORS: dict[str, type[errors.MessageLogError]] = {
     "MSGLOG_BADVIEW": errors.CorruptLogError,  # a view hash we did not write
     "MSGLOG_STALE": errors.AppendInDoubtError,  # a producer's result no longer held
     "MSGLOG_BADBLOB": errors.InvalidMessageError,  # a blob reference the log does not hold
+    "NOAUTH": errors.AuthenticationError,  # the server needs credentials
+    "WRONGPASS": errors.AuthenticationError,  # wrong password, unknown or disabled user
+    "NOPERM": errors.PermissionDeniedError,  # the user's ACL refuses a command or key
 }
 """What each error code of the script (and of the server, for its keys) means."""
 
 
-def error_for(refused: Refused, keys: ConversationKeys) -> errors.MessageLogError:
-    """This library's error for a refusal of the append script or of a read."""
+_SCRIPT_ACL_REFUSAL = "The user executing the script can't"  # Redis 7: ERR, not NOPERM
+_DENIED: dict[type[errors.MessageLogError], str] = {
+    errors.AuthenticationError: "Redis refused the client's login ({}): check the username "
+    "and password it connects with. Nothing was written.",
+    errors.PermissionDeniedError: "Redis's ACL refused it to the client's user ({}): see "
+    "acl_rules() for what the user needs. Nothing was written.",
+}
+
+
+def _code_of(refused: Refused) -> str:
+    if _SCRIPT_ACL_REFUSAL in refused.text:  # an ACL refusal of a call inside the script
+        return "NOPERM"
     code = refused.code
     if code not in ERRORS:
         # Some servers (fakeredis) wrap a script's error reply: find its code inside.
         code = next((c for c in ERRORS if f" {c} " in f" {refused.text} "), code)
-    kind = ERRORS.get(code)
+    return code
+
+
+def error_for(refused: Refused, keys: ConversationKeys) -> errors.MessageLogError:
+    """This library's error for a refusal of the append script or of a read."""
+    kind = ERRORS.get(_code_of(refused))
     if kind is errors.WrongTypeError:
         return kind(f"a key of {keys.stream!r}'s conversation: {refused.text}")
     if kind is errors.OutOfMemoryError:
@@ -175,6 +193,8 @@ def error_for(refused: Refused, keys: ConversationKeys) -> errors.MessageLogErro
             "or it was idle past the retry window). This try wrote nothing; read the log to "
             "find out whether the first did."
         )
+    if kind in _DENIED:
+        return kind(_DENIED[kind].format(refused.text))
     if kind is not None:
         return kind(refused.text)
     return errors.StorageError(f"Redis error: {refused.text}")

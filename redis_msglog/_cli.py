@@ -22,6 +22,7 @@ import orjson
 import redis
 import redis.cluster
 from redis import exceptions as redis_errors
+from redis.exceptions import RedisClusterException
 from rich.console import Console
 from rich.progress import Progress
 from rich.table import Table
@@ -70,6 +71,8 @@ class MsglogGroup(click.Group):
             _reader_went_away()
         except (MessageLogError, redis.RedisError, OSError, ValueError) as exc:
             raise CliError(_describe(exc)) from exc
+        except RedisClusterException as exc:  # a cluster client that could not start
+            raise CliError(_describe(exc.__cause__ or exc)) from exc
 
 
 def _reader_went_away() -> NoReturn:

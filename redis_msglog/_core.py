@@ -245,6 +245,7 @@ class LogCore:
         after a lost reply returns the committed result instead of writing the batch twice.
         """
         prepared = self._prepare(batch, idempotency_key, expected_seq)
+        started = self.clock()  # the deadline counts the checks below too
         try:
             risk = (yield from self._eviction_risk()) if check_eviction else None
             if not self._durability_checked:
@@ -252,7 +253,7 @@ class LogCore:
         except BaseException:
             prepared.settle()  # never sent
             raise
-        commit = yield from self._send_until_answered(prepared)
+        commit = yield from self._send_until_answered(prepared, None, started)
         return commit if risk is None else dataclasses.replace(commit, eviction_risk=risk)
 
     # The quick lane: most appends (a producer's call, or one with retries off, once the
@@ -412,7 +413,11 @@ class LogCore:
                     break  # the record may be gone by then: a re-send could write twice
                 self._hand_over(prepared)
                 yield Pause(delay)
-                if prepared.first_try_new:  # from now on it may have committed: look it up
+                # Once a try may have reached the server, look the call up. Not before: a
+                # call no try of which was sent (a busy pool, a refused connect) never ran,
+                # and a look-up could only call it in doubt (MSGLOG_STALE, when later calls
+                # of the producer committed first and moved its window past it).
+                if prepared.first_try_new and maybe_committed:
                     call = _replace_look_up(call, prepared.producer)
             tries += 1
             try:
@@ -558,7 +563,7 @@ class LogCore:
         append itself reports that)."""
         try:
             reply = yield from self._optional_read(("INFO", "memory"), patient=False)
-        except errors.StorageError:
+        except errors.ServerUnavailableError:
             return None
         policy = _info_field(reply, "maxmemory_policy")
         if policy.startswith("allkeys-") or (policy.startswith("volatile-") and self.ttl):
@@ -574,7 +579,9 @@ class LogCore:
         under the retry policy if ``patient``, else tried once."""
         try:
             (reply,) = yield from self.read_raw((command,), patient=patient)
-        except Refused:
+        except Refused as refused:
+            if refused.code in ("NOAUTH", "WRONGPASS"):  # the call itself would fail so
+                raise script.error_for(refused, self.keys) from refused.origin
             return None
         except NotSent as failure:
             raise self.error_for(failure) from (failure.origin or failure)

@@ -9,7 +9,10 @@ of the library, in one place (docs/workers.md#retries has the table).
   :func:`redirect_pause` (nothing ran).
 - A follower: re-reads from its cursor, pausing by :func:`follow_backoff`, until its
   ``reconnect_within`` (it checks the entry at its cursor, so a rewind is an error).
-- redis-py's own retry is never used: the library sends on connections itself.
+- A busy pool: the router waits for a connection, within the call's deadline (``_pool``).
+- A refused login (``WRONGPASS``, ``NOAUTH``) or ACL refusal (``NOPERM``): never retried.
+- redis-py's own retry is never used: the library sends on connections itself, and
+  connects them once per try with the client's retry off, within the call's deadline.
 """
 
 from __future__ import annotations
@@ -51,10 +54,13 @@ class RetryPolicy:
             :class:`~redis_msglog.AppendInDoubtError` is good for this long after the
             first try. (The name is from when each such append had a generated key.)
             Keys the caller passes are remembered for the log's ``idempotency_window``.
-        deadline: no re-send starts later than this many seconds after the first try
-            (default 30 s, well under the 108 s that the 90% rule allows).
-            A call therefore gives up within ``deadline`` plus one try, whose length is
-            bounded by the redis client's ``socket_timeout`` and ``socket_connect_timeout``.
+        deadline: no re-send starts later than this many seconds after the call began
+            (default 30 s, well under the 108 s that the 90% rule allows). A call
+            therefore gives up within ``deadline`` plus one try, whatever the client's own
+            retry settings: each try connects once (the client's retry off), its connect,
+            TLS handshake and login bounded by what is left of the deadline (at least
+            1 s); a try that reached the server waits for its reply up to the client's
+            ``socket_timeout``. A busy connection pool is waited for within it too.
     """
 
     attempts: int | None = None

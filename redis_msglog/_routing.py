@@ -11,7 +11,8 @@ long to wait for the cluster (:data:`UNAVAILABLE`).
 
 The library sends on connections it takes from these pools itself (instead of calling
 ``execute_command``) so that appends are never re-sent by redis-py's retry machinery and
-stream replies come back raw.
+stream replies come back raw; how it takes them (waiting for a busy pool, connecting once
+within the call's deadline) is in ``_pool``.
 """
 
 from __future__ import annotations
@@ -29,13 +30,14 @@ import redis.cluster
 from redis import exceptions as redis_errors
 from redis.utils import HIREDIS_AVAILABLE
 
+from . import _pool
 from ._retry import redirect_pause
 from ._steps import Command
 
 T = TypeVar("T")
 
 MAX_REDIRECTS = 16
-_ConnectionFailure = (redis_errors.ConnectionError, redis_errors.TimeoutError, OSError)
+NoPermission = redis_errors.NoPermissionError
 
 UNAVAILABLE = (
     redis_errors.ConnectionError,
@@ -69,35 +71,6 @@ if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=lambda: _process.__setitem__(0, os.getpid()))
 
 
-def borrowable_pool(client: Any) -> Any | None:
-    """The client's connection pool if the library may borrow its idle connections
-    directly, else ``None`` (then ``get_connection``/``release``).
-
-    redis-py's ``get_connection`` and ``release`` cost ~5.5 us of CPU per call, sync or
-    asyncio (observability counters, an event dispatch, fork checks), about what the
-    rest of an append's client work costs after packing. A borrow keeps the pool's own
-    bookkeeping (the connection is in its in-use set meanwhile, under its lock in the
-    sync client, so ``disconnect()`` and ``max_connections`` see it), makes the check
-    the pool makes (a connection the server closed is reconnected before anything is
-    sent), and skips the hooks, so it is only done where no hook has work: a plain
-    ``ConnectionPool`` of RESP2 connections (no maintenance notifications), with no
-    client-side cache and no streaming credentials (re-authenticated on release)."""
-    pool = getattr(client, "connection_pool", None)
-    if type(pool) not in (redis.ConnectionPool, redis.asyncio.ConnectionPool):
-        return None
-    assert pool is not None
-    if not isinstance(getattr(pool, "_available_connections", None), list) or not isinstance(
-        getattr(pool, "_in_use_connections", None), set
-    ):
-        return None  # a redis-py whose pool is laid out differently
-    kwargs = pool.connection_kwargs
-    if getattr(pool, "cache", None) is not None or kwargs.get("credential_provider"):
-        return None
-    if str(kwargs.get("protocol") or 2) != "2":
-        return None  # RESP3: push notifications the pool may act on at release
-    return pool
-
-
 class _Routing:
     """What both routers share: the client, the key, and how to read a failed try."""
 
@@ -106,7 +79,7 @@ class _Routing:
         self.key = key
         self.cluster = is_cluster(client)
         self._stale = False  # the slot table may be out of date: refresh before routing
-        self._pool = None if self.cluster else borrowable_pool(client)
+        self._pool = None if self.cluster else _pool.borrowable_pool(client)
 
     def _node(self, ask: tuple[str, int] | None) -> Any:
         node = (
@@ -130,7 +103,10 @@ class _Routing:
         if isinstance(exc, (*UNAVAILABLE, OSError, redis_errors.RedisClusterException)):
             self._stale = True
         if isinstance(exc, redis_errors.RedisClusterException):
-            # Not a RedisError: the slot table could not be fetched from any node.
+            # Not a RedisError: the slot table could not be fetched from any node; if
+            # because the login was refused, that is the failure (no outage to wait out).
+            if isinstance(exc.__cause__, (redis_errors.AuthenticationError, NoPermission)):
+                raise exc.__cause__
             raise redis_errors.ConnectionError(f"no cluster node reachable: {exc}") from exc
         raise exc
 
@@ -143,17 +119,26 @@ class _Routing:
 class Router(_Routing):
     """Connections for one conversation, from a ``redis.Redis`` or ``RedisCluster``."""
 
-    def run(self, action: Callable[[Any, bool], T]) -> T:
+    def __init__(self, client: Any, key: str) -> None:
+        super().__init__(client, key)
+        self._waiting = None if self._pool is None else _pool.waiting_for(self._pool)
+
+    def run(self, action: Callable[[Any, bool], T], within: float) -> T:
         """``action(connection, asking)`` on the owning node, following cluster
         redirections; ``asking`` is true on the target of an ``ASK``, where every command
         must be preceded by ``ASKING`` (it covers only the next command). A connection
         failure is raised to the caller (it decides whether to re-send) after marking the
-        slot table for a refresh."""
+        slot table for a refresh. ``within``: how long a connect, or a wait for a busy
+        pool, may take (see ``_pool``)."""
         if not self.cluster:
-            pool = self._pool
-            if pool is None or pool.pid != _process[0]:  # after a fork: the pool resets
+            pool, waiting = self._pool, self._waiting
+            if pool is None or waiting is None:
                 return self._on(self.client.connection_pool, action, False)
-            return self._borrowed(pool, action)
+            if pool.pid != _process[0] or waiting.pid != _process[0]:
+                # After a fork: redis-py's own call resets the pool; a new waiting line.
+                self._waiting = _pool.waiting_for(pool)
+                return self._on(pool, action, False)
+            return self._borrowed(pool, waiting, action, within)
         ask: tuple[str, int] | None = None
         last: BaseException | None = None
         for redirect in range(MAX_REDIRECTS):
@@ -162,6 +147,8 @@ class Router(_Routing):
                     self.client.nodes_manager.initialize()
                     self._stale = False
                 pool = self.client.get_redis_connection(self._node(ask)).connection_pool
+                if _pool.is_plain_pool(pool) and pool.pid == _process[0]:
+                    return self._borrowed(pool, _pool.waiting_for(pool), action, within, ask)
                 return self._on(pool, action, ask is not None)
             except (redis_errors.RedisError, redis_errors.RedisClusterException, OSError) as exc:
                 ask, last = self._redirect(exc), exc
@@ -169,28 +156,25 @@ class Router(_Routing):
         raise self._give_up(last)
 
     @staticmethod
-    def _borrowed(pool: Any, action: Callable[[Any, bool], T]) -> T:
-        """``action`` on an idle connection borrowed from ``pool`` (see
-        :func:`borrowable_pool`), disconnected if it failed, then given back."""
-        with pool._lock:
-            idle = pool._available_connections
-            conn = idle.pop() if idle else None
-            if conn is not None:
-                pool._in_use_connections.add(conn)
-        if conn is None:
-            return Router._on(pool, action, False)
+    def _borrowed(
+        pool: Any,
+        waiting: _pool.Waiting,
+        action: Callable[[Any, bool], T],
+        within: float,
+        ask: tuple[str, int] | None = None,
+    ) -> T:
+        """``action`` on a connection taken from ``pool`` (see ``_pool.borrowable_pool``),
+        disconnected if it failed, then given back."""
+        conn = _pool.take(pool, waiting, within)  # failing here, nothing was sent
         try:
-            _ready(conn)  # failing here, nothing was sent
-            return action(conn, False)
+            return action(conn, ask is not None)
         except redis_errors.ResponseError:
             raise  # the server answered: the connection is fine
         except BaseException:
             conn.disconnect()  # a reply may be left unread: never hand this on
             raise
         finally:
-            with pool._lock:
-                pool._in_use_connections.discard(conn)
-                pool._available_connections.append(conn)
+            _pool.give_back(pool, waiting, conn)
 
     @staticmethod
     def _on(pool: Any, action: Callable[[Any, bool], T], asking: bool) -> T:
@@ -209,24 +193,19 @@ class Router(_Routing):
 class AsyncRouter(_Routing):
     """The asyncio twin of :class:`Router`."""
 
-    async def run(self, action: Callable[[Any, bool], Awaitable[T]]) -> T:
+    def __init__(self, client: Any, key: str) -> None:
+        super().__init__(client, key)
+        self._waiting = None if self._pool is None else _pool.async_waiting_for(self._pool)
+
+    async def run(self, action: Callable[[Any, bool], Awaitable[T]], within: float) -> T:
         if not self.cluster:
-            pool = self._pool
-            if pool is not None and pool._available_connections:
-                # See borrowable_pool. No await from the check to the add: one event loop
-                # runs this, so no other task can take the same connection.
-                conn = pool._available_connections.pop()
-                pool._in_use_connections.add(conn)
+            pool, waiting = self._pool, self._waiting
+            if pool is not None and waiting is not None:
+                conn = await _pool.take_async(pool, waiting, within)  # failing: nothing sent
                 try:
-                    try:
-                        await _ready_async(conn)  # failing here, nothing was sent
-                    except BaseException:
-                        await conn.disconnect(nowait=True)
-                        raise
                     return await self._on(conn, action, False)
                 finally:
-                    pool._in_use_connections.discard(conn)
-                    pool._available_connections.append(conn)
+                    _pool.give_back_async(pool, waiting, conn)
             pool = self.client.connection_pool
             conn = await pool.get_connection()
             try:
@@ -241,17 +220,29 @@ class AsyncRouter(_Routing):
                 if self._stale:
                     await self.client.nodes_manager.initialize()
                     self._stale = False
-                node = self._node(ask)
-                conn = node.acquire_connection()
-                try:
-                    await conn.connect()  # failing here, nothing was sent
-                    return await self._on(conn, action, ask is not None)
-                finally:
-                    node.release(conn)
+                return await self._on_node(self._node(ask), action, within, ask is not None)
             except (redis_errors.RedisError, redis_errors.RedisClusterException, OSError) as exc:
                 ask, last = self._redirect(exc), exc
                 await asyncio.sleep(redirect_pause(redirect))
         raise self._give_up(last)
+
+    async def _on_node(
+        self, node: Any, action: Callable[[Any, bool], Awaitable[T]], within: float, asking: bool
+    ) -> T:
+        """``action`` on a connection of a cluster node, waiting while all of the node's
+        connections (its ``max_connections``) are in use."""
+        waiting = _pool.node_waiting_for(self.client, node)
+        conn = _acquire(node) if not waiting.futures else None
+        if conn is None:
+            conn = await _pool.wait_async(lambda: _acquire(node), waiting, within, node)
+        try:
+            if not conn.is_connected:  # failing here, nothing was sent
+                await _pool.connect_within_async(conn, within)
+            return await self._on(conn, action, asking)
+        finally:
+            node.release(conn)
+            if waiting.futures:
+                waiting.wake_one()
 
     @staticmethod
     async def _on(conn: Any, action: Callable[[Any, bool], Awaitable[T]], asking: bool) -> T:
@@ -263,6 +254,14 @@ class AsyncRouter(_Routing):
             # Cancelled or failed mid-reply: the connection's stream is unusable.
             await conn.disconnect(nowait=True)
             raise
+
+
+def _acquire(node: Any) -> Any | None:
+    """A connection of an asyncio cluster node, or ``None`` when all are in use."""
+    try:
+        return node.acquire_connection()
+    except redis_errors.MaxConnectionsError:
+        return None
 
 
 _hiredis_pack: Callable[[Command], bytes] | None = None
@@ -295,32 +294,6 @@ def pack(conn: Any, commands: Sequence[Command]) -> list[bytes]:
 
 
 _UTF8 = frozenset({"utf-8", "utf8", "UTF-8", "UTF8"})
-
-
-def _ready(conn: Any) -> None:
-    """What the pool checks before handing a connection out: connected, and nothing to
-    read (a connection the server closed reads as EOF): otherwise connect afresh."""
-    try:
-        if not conn.is_connected:
-            conn.connect()
-        if not conn.can_read():
-            return
-    except _ConnectionFailure:
-        pass
-    conn.disconnect()
-    conn.connect()
-
-
-async def _ready_async(conn: Any) -> None:
-    try:
-        if not conn.is_connected:
-            await conn.connect()
-        if not await conn.can_read():
-            return
-    except _ConnectionFailure:
-        pass
-    await conn.disconnect()
-    await conn.connect()
 
 
 def asking_before_each(commands: Sequence[Command], asking: bool) -> list[Command]:

@@ -24,6 +24,14 @@ from .models import AgentMessage
 CLIENT_FAILURES = (redis_errors.RedisError, redis_errors.RedisClusterException, OSError)
 """What redis-py raises when a step fails (translated by :func:`step_failure`)."""
 
+REFUSALS = (
+    redis_errors.AuthenticationError,  # WRONGPASS, NOAUTH: a ConnectionError in redis-py
+    redis_errors.AuthenticationWrongNumberOfArgsError,
+    redis_errors.BusyLoadingError,  # LOADING: also a ConnectionError in redis-py
+)
+"""Error replies that redis-py raises as connection failures: the server answered, and ran
+nothing (an append is not in doubt), and a login refused is not an outage to wait out."""
+
 _CONNECTION_FAILURES = (
     redis_errors.ConnectionError,
     redis_errors.TimeoutError,
@@ -42,6 +50,10 @@ def step_failure(exc: BaseException) -> StepFailure:
     # Cluster refusals are error replies, but nothing ran: re-sending is safe.
     if isinstance(exc, (redis_errors.TryAgainError, redis_errors.ClusterDownError)):
         return NotSent(f"the Redis Cluster did not serve the slot: {exc}", exc)
+    if isinstance(exc, (redis_errors.AuthenticationError, AuthWrongArgs)):
+        return Refused(_auth_reply(exc), exc)
+    if isinstance(exc, redis_errors.BusyLoadingError):  # the server is loading its data
+        return NotSent(f"LOADING {exc}", exc)
     if isinstance(exc, redis_errors.ResponseError):
         return Refused(_error_reply(exc), exc)
     if isinstance(exc, redis_errors.ClusterError):  # redirections that never settled
@@ -60,6 +72,21 @@ _CODES: tuple[tuple[type[Exception], str], ...] = (
     (redis_errors.BusyLoadingError, "LOADING"),
     (redis_errors.ExecAbortError, "EXECABORT"),
 )
+
+
+AuthWrongArgs = redis_errors.AuthenticationWrongNumberOfArgsError
+
+
+def _auth_reply(exc: BaseException) -> str:
+    """A refused login as the server's reply, its code first: redis-py raises
+    ``NOAUTH`` (no credentials where the server needs them) and ``WRONGPASS`` (or an
+    older server's ``ERR invalid password``) as one class, without the code."""
+    text = str(exc)
+    first = text.split(" ", 1)[0]
+    if first in ("NOAUTH", "WRONGPASS"):
+        return text
+    needs_login = "required" in text or "already authenticated" in text
+    return f"{'NOAUTH' if needs_login else 'WRONGPASS'} {text}"
 
 
 def _error_reply(exc: redis_errors.ResponseError) -> str:
@@ -104,6 +131,12 @@ class ShellBase:
         self._core = LogCore(
             conversation, sharded_events=is_cluster(client), clock=time.monotonic, **options
         )
+
+    def _within(self, started: float | None = None) -> float:
+        """What is left of the retry deadline of a call begun at ``started`` (default:
+        now): how long its next connect, or wait for a busy pool, may take."""
+        deadline = self._core.retry.deadline
+        return deadline if started is None else deadline - (self._core.clock() - started)
 
     def _append_plan(
         self, batch: Batch, idempotency_key: str | None, expected_seq: int | None

@@ -31,7 +31,7 @@ from ._durability import Durability
 from ._follow import FollowCursor, follow_block_ms
 from ._retry import DEFAULT_RETRY, RetryPolicy
 from ._routing import Router, asking_before_each, pack, socket_timeout, without_asking
-from ._shell import CLIENT_FAILURES, ShellBase, step_failure
+from ._shell import CLIENT_FAILURES, REFUSALS, ShellBase, step_failure
 from ._steps import Command, Pause, Plan, Read, ReplyLost, StepFailure, Write
 from ._subscription import OnAppend, OnCommit, Subscription
 from ._views import AttrChanges, Edit, check_fork_point, fork_edit, retract_edit, through_edit
@@ -643,9 +643,12 @@ class MessageLog(ShellBase):
 
     # -- carrying plan steps to the server -------------------------------------------
 
-    def _run(self, plan: Plan[T]) -> T:
+    def _run(self, plan: Plan[T], started: float | None = None) -> T:
         """Carry the plan's steps to the server; a failed step goes back into the plan as
-        the core's outcome (never as redis-py's exception)."""
+        the core's outcome (never as redis-py's exception). Each step's connect (or wait
+        for a busy pool) gets what is left of the deadline of the call, begun at
+        ``started`` (default: now)."""
+        started = self._core.clock() if started is None else started
         reply: Any = None
         failure: StepFailure | None = None
         while True:
@@ -657,11 +660,12 @@ class MessageLog(ShellBase):
             reply, failure = None, None
             try:
                 if isinstance(step, Read):
-                    reply = io.honouring_cancel(self._read(step.commands))
+                    within = self._within(started)
+                    reply = io.honouring_cancel(self._read(step.commands, within))
                 elif isinstance(step, Pause):
                     io.sleep(step.seconds)
                 else:
-                    reply = io.honouring_cancel(self._write_once(step))
+                    reply = io.honouring_cancel(self._write_once(step, self._within(started)))
             except (*CLIENT_FAILURES, ReplyLost) as exc:
                 failure = step_failure(exc)
 
@@ -670,25 +674,28 @@ class MessageLog(ShellBase):
         only a failure handed to a plan."""
         command, first_sent = self._core.quick_command(prepared), self._core.clock()
         try:
-            reply = io.honouring_cancel(self._write_once(Write(command)))
+            reply = io.honouring_cancel(self._write_once(Write(command), self._within()))
         except (*CLIENT_FAILURES, ReplyLost) as exc:
-            return self._run(self._core.quick_failed(prepared, step_failure(exc), first_sent))
+            plan = self._core.quick_failed(prepared, step_failure(exc), first_sent)
+            return self._run(plan, first_sent)
         except BaseException:
             prepared.settle()  # cancelled or interrupted: as a plan's end would
             raise
         return self._core.quick_commit(prepared, reply)
 
-    def _read(self, commands: tuple[Command, ...]) -> list[Any]:
+    def _read(self, commands: tuple[Command, ...], within: float) -> list[Any]:
         # Raw replies (redis-py's response callbacks would reshape every stream entry).
         # No redis-py retry: re-sends are the core's, under the log's RetryPolicy.
         replies: dict[int, Any] = {}
-        self._router.run(lambda conn, asking: _round_trip(conn, commands, replies, asking))
+        self._router.run(
+            lambda conn, asking: _round_trip(conn, commands, replies, asking), within
+        )
         return [replies[i] for i in range(len(commands))]
 
-    def _write_once(self, step: Write) -> Any:
+    def _write_once(self, step: Write, within: float) -> Any:
         # Never through redis-py's retry policy: a blind re-send of an append writes twice.
         return self._router.run(
-            lambda conn, asking: _send_once(conn, step.command, step.then, asking)
+            lambda conn, asking: _send_once(conn, step.command, step.then, asking), within
         )
 
 
@@ -712,8 +719,8 @@ def _send_once(conn: Any, command: Command, then: Command | None, asking: bool) 
         if isinstance(first, redis_errors.ResponseError):
             raise first
         return (first, durability[0]) if then else first
-    except redis_errors.ResponseError:
-        raise  # the server answered; the connection is fine
+    except (redis_errors.ResponseError, *REFUSALS):
+        raise  # the server answered, refusing it: nothing ran
     except (redis_errors.ConnectionError, redis_errors.TimeoutError, OSError) as exc:
         conn.disconnect()
         raise ReplyLost(str(exc) or type(exc).__name__, exc) from exc

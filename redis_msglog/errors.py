@@ -43,8 +43,9 @@ class StorageError(MessageLogError):
 
 class ServerUnavailableError(StorageError):
     """No connection to the server could be made (or a read timed out), or a Redis
-    Cluster did not serve the conversation's slot (failover, slot move), until the retry
-    policy's deadline. Nothing was written."""
+    Cluster did not serve the conversation's slot (failover, slot move), or every
+    connection of the client's pool stayed busy, until the retry policy's deadline.
+    Nothing was written."""
 
 
 class AppendInDoubtError(ServerUnavailableError):
@@ -151,6 +152,20 @@ class PagedReadRetryError(StorageError):
     the view change between its calls, every time it started over: edits land faster
     than the pages. Nothing is wrong with the log; read again (later, or with a
     ``limit``). Reads of a view up to the budget are one call and never raise it."""
+
+
+class AuthenticationError(StorageError):
+    """The server refused the client's login: a wrong password, an unknown or disabled
+    user, or no credentials where the server needs them (``WRONGPASS``, ``NOAUTH``).
+    Raised at the first refusal, never retried as an outage (the credentials will not
+    get better by waiting). Nothing was written. Not redis-py's class of the same name."""
+
+
+class PermissionDeniedError(StorageError):
+    """The server's ACL refused a command or a key to the client's user (``NOPERM``):
+    the user lacks a permission the library needs (``acl_rules()`` lists them), or the
+    conversation is outside the user's key patterns. Raised at once, never retried.
+    Nothing was written."""
 
 
 class EvictionWarning(UserWarning):

@@ -20,6 +20,7 @@ import redis.exceptions as redis_errors
 from redis_msglog import (
     NO_RETRY,
     AppendInDoubtError,
+    AuthenticationError,
     CorruptEntryError,
     CorruptLogError,
     Durability,
@@ -27,6 +28,7 @@ from redis_msglog import (
     LogRewoundError,
     MessageLogError,
     OutOfMemoryError,
+    PermissionDeniedError,
     RetryPolicy,
     SeqConflictError,
     ServerUnavailableError,
@@ -399,6 +401,35 @@ def test_a_lost_reply_is_re_sent_with_the_same_key_and_recognised_as_ours() -> N
     assert (argv(first, 5), argv(second, 5)) == ("0", "1")  # looked up on re-sends only
 
 
+def test_a_call_no_try_of_which_was_sent_is_never_looked_up() -> None:
+    """Issue 23, item 7: tries that never reached the server (a busy pool, a refused
+    connect, a cluster refusal) leave the call new: its re-send writes it without a
+    look-up, which the script would answer MSGLOG_STALE once later calls of the producer
+    committed first. The first try that may have reached the server switches it over."""
+    clock = Clock()
+    log = core(clock)
+    outcomes = iter([NotSent("Too many connections"), NotSent("refused"), ReplyLost("reset")])
+    sent: list[Write] = []
+
+    def server(step: Step) -> Any:
+        assert isinstance(step, Write)
+        sent.append(step)
+        failure = next(outcomes, None)
+        if failure is not None:
+            raise failure
+        return script_reply(step)
+
+    commit, _ = drive(log.append_plan(log.batch(BATCH_MSG), None), server, clock)
+    assert commit.fresh and len(sent) == 4
+    assert [step.command[-14] for step in sent] == ["0", "0", "0", "1"]
+    # The quick lane likewise: a first try not sent leaves the re-send a new call.
+    prepared = log.quick_append(log.batch(BATCH_MSG), None, None)
+    assert prepared is not None
+    rest = log.quick_failed(prepared, NotSent("Too many connections"), clock.now)
+    _, steps = drive(rest, script_reply, clock)
+    assert isinstance(steps[-1], Write) and steps[-1].command[-14] == "0"
+
+
 def test_a_batch_is_validated_as_each_of_its_messages_would_be() -> None:
     """A batch of dicts is validated in one pydantic-core call; the messages are those of
     one call each, given messages are kept as they are, and other mappings and
@@ -680,7 +711,9 @@ ERRORS: list[tuple[str, type[MessageLogError]]] = [
     ("MSGLOG_FOREIGN stream k ends with entry 5-1", CorruptLogError),
     ("MSGLOG_BADRECORD idempotency record k holds x", CorruptLogError),
     ("MSGLOG_KEYREUSED idempotency key k was used for a different batch", IdempotencyConflictError),
-    ("NOPERM this user has no permissions to run the 'evalsha' command", StorageError),
+    ("NOPERM this user has no permissions to run the 'evalsha' command", PermissionDeniedError),
+    ("WRONGPASS invalid username-password pair or user is disabled.", AuthenticationError),
+    ("NOAUTH Authentication required.", AuthenticationError),
     ("ERR Error running script: @user_script:1: MSGLOG_AHEAD seq counter", CorruptLogError),
     ("MSGLOG_CONFLICT 5 is the last seq of k, not 3", SeqConflictError),
     ("MSGLOG_STALE producer p of k no longer holds the result of call 3", AppendInDoubtError),
