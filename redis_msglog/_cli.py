@@ -54,6 +54,10 @@ class MsglogGroup(click.Group):
             return super().invoke(ctx)
         except (MessageLogError, redis.RedisError, OSError, ValueError) as exc:
             raise CliError(_describe(exc)) from exc
+        except (click.ClickException, click.exceptions.Exit, click.Abort):
+            raise
+        except Exception as exc:  # a bug of ours: still one line, never a traceback
+            raise CliError(f"internal error: {type(exc).__name__}: {exc}") from exc
 
 
 def _describe(exc: BaseException) -> str:
