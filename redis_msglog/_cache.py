@@ -7,10 +7,13 @@ An agent loop re-reads its whole history every turn; without a cache each turn c
 
 - the counter, checked against the stream's length as every read checks it (an entry
   deleted by hand is an error, as without the cache);
-- the entry at the cached last seq, which must decode to exactly the cached last row
-  (same message, same commit time): a log that was rewound (a failover lost
-  acknowledged appends), deleted, expired or recreated fails this and is read again
-  from the start, never served from memory;
+- the entry at the cached last seq, which must be, byte for byte, the stored entry the
+  cached last row was decoded from (same ID, so same commit time, and same fields): a
+  log that was rewound (a failover lost acknowledged appends), deleted, expired or
+  recreated fails this and is read again from the start, never served from memory.
+  Stored bytes are compared, not decoded rows: comparing rows would walk their JSON
+  values recursively, and a deeply nested one written by hand or by an older version
+  would raise ``RecursionError``;
 - the view's ``version``, which every edit of the conversation changes (issue 16's
   ``<prefix>:{id}:view`` hash; absent: no edit ever): a different version drops the
   entry and reads the log again;
@@ -20,30 +23,35 @@ Any other surprise (the counter missing, more new rows than a page) takes the un
 read. The rows are kept as the server stores them (binaries stored off the rows as
 references) and put back per call, so the cache holds no image twice.
 
-Memory: one cache per client object (every log on it shares it), bounded by an
-estimate of the stored JSON it holds (``DEFAULT_READ_CACHE_BYTES``; the Python objects
-take a few times more), least recently read conversations evicted first. Turn it off,
-or resize it, with :func:`configure_read_cache`.
+Memory: one cache per client object (every log on it shares it), bounded by the
+memory its decoded rows take (``DEFAULT_READ_CACHE_BYTES``), least recently read
+conversations evicted first. Each row is accounted when it is decoded, from the stored
+entry it came from, by :func:`._row_size.row_bytes`: every field counts (tool-call
+arguments and what they parse to, metadata, extras, names, ids), in bytes of memory,
+not characters. Turn it off, or resize it, with :func:`configure_read_cache`.
 """
 
 from __future__ import annotations
 
+import hashlib
 import threading
 import weakref
 from collections import OrderedDict
 from dataclasses import dataclass
+from operator import itemgetter
 from typing import Any, Literal
 
 from ._blobs import BlobMode, check_blob_mode, references
 from ._core import EditsPresent, LogCore
+from ._row_size import row_bytes
 from ._steps import Plan
 from .models import StoredMessage
 
 DEFAULT_READ_CACHE_BYTES = 64 * 1024 * 1024
-"""The default budget per client: 64 MiB of stored JSON (about 200,000 chat-sized
-messages of 300 bytes; the Python objects take about four times that)."""
+"""The default budget per client: 64 MiB of decoded rows (about 50,000 chat-sized
+messages of 300 characters, at about 1.3 KB each in memory)."""
 
-_ROW_OVERHEAD = 64  # a row's JSON beyond its text: keys, role, seq, time (an estimate)
+_ENTRY_OVERHEAD = 512  # a conversation's _Entry, its key and chunk tuples (measured: ~350)
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,8 +62,9 @@ class _Entry:
 
     chunks: tuple[tuple[StoredMessage, ...], ...]  # binaries off the rows as references
     version: Any  # the view's version when the rows were read (None: no view)
-    size: int  # estimated bytes of stored JSON
+    size: int  # bytes of memory, estimated from above (see the module)
     refers: bool  # some row refers to a binary stored off the rows
+    stored_last: tuple[Any, bytes]  # the last row's stream entry: ID, digest of its fields
 
     @property
     def last(self) -> StoredMessage:
@@ -68,12 +77,19 @@ class _Entry:
             rows.extend(chunk)
         return rows
 
-    def with_new(self, new: list[StoredMessage]) -> _Entry:
-        chunks = (*self.chunks, tuple(new))
+    def with_new(self, rows: list[StoredMessage], decoded: _Decoded) -> _Entry:
+        chunks = (*self.chunks, tuple(rows))
         if len(chunks) > _MAX_CHUNKS:  # now and then, one copy to keep rows() quick
             chunks = (tuple(row for chunk in chunks for row in chunk),)
-        refers = self.refers or bool(references(new))
-        return _Entry(chunks, self.version, self.size + _size(new), refers)
+        refers = self.refers or bool(references(rows))
+        size = self.size + decoded.size
+        return _Entry(chunks, self.version, size, refers, decoded.stored_last)
+
+    @staticmethod
+    def of(rows: list[StoredMessage], decoded: _Decoded, version: Any) -> _Entry:
+        """The entry of a conversation's rows, read whole."""
+        size = _ENTRY_OVERHEAD + _STORED_LAST + decoded.size
+        return _Entry((tuple(rows),), version, size, bool(references(rows)), decoded.stored_last)
 
 
 _MAX_CHUNKS = 64
@@ -144,19 +160,53 @@ def view_key(core: LogCore) -> str:
     return core.keys.view
 
 
-def _size(rows: list[StoredMessage]) -> int:
-    """An estimate of the rows' stored JSON: their text and binaries, plus a constant."""
-    total = 0
-    for row in rows:
-        content = row.content
-        total += _ROW_OVERHEAD
-        if isinstance(content, str):
-            total += len(content)
+class _Decoded:
+    """``core.decode_entries`` (the decode step of a read), also keeping what the cache
+    needs of the stored entries: the memory of the rows, estimated from their stored
+    bodies, and the last entry as stored (for the next read's check)."""
+
+    def __init__(self, core: LogCore) -> None:
+        self.core = core
+        self.size = 0
+        self.stored_last: tuple[Any, bytes] = (None, b"")
+
+    def __call__(self, entries: list[Any]) -> list[StoredMessage]:
+        rows = self.core.decode_entries(entries)  # one row per entry, or an error
+        fields = list(map(_second, entries))
+        if all(map(_MSG.__contains__, map(_next_to_last, fields))):  # msg, last: as stored
+            bodies = map(_last, fields)
         else:
-            for part in content:
-                values = part.__dict__.values()
-                total += _ROW_OVERHEAD + sum(len(v) for v in values if isinstance(v, (str, bytes)))
-    return total
+            bodies = map(_body, fields)
+        self.size += sum(map(row_bytes, rows, bodies))
+        if entries:
+            self.stored_last = _stored(entries[-1])
+        return rows
+
+
+_second, _next_to_last, _last = itemgetter(1), itemgetter(-2), itemgetter(-1)
+
+
+def _body(fields: Any) -> bytes | str:
+    """A message entry's ``msg`` field, wherever it is."""
+    named = dict(zip(fields[::2], fields[1::2], strict=False))
+    return next((named[name] for name in _MSG if name in named), b"")
+
+
+_MSG = ("msg", b"msg")
+
+
+def _stored(entry: Any) -> tuple[Any, bytes]:
+    """A stream entry as stored: its ID and a digest of its fields, compared without
+    recursion (a digest: holding the last body would double what a huge row costs)."""
+    digest = hashlib.blake2b(digest_size=16)
+    for value in entry[1]:
+        data = value if type(value) is bytes else str(value).encode("utf-8", "surrogatepass")
+        digest.update(len(data).to_bytes(8, "little"))
+        digest.update(data)
+    return entry[0], digest.digest()
+
+
+_STORED_LAST = 256  # the ID and digest held for the last row (measured: ~200 bytes)
 
 
 def all_plan(
@@ -178,25 +228,27 @@ def all_plan(
         cache.drop(key)
         # The version first: an edit made during the read then only costs a re-read.
         (version,) = yield from core._read(("HGET", view_key(core), "version"))
-        rows = yield from core.read_plan(0, None, "refs")
-        if core.edited:  # the read found edits: nothing cached, the view read as asked
-            if view != "visible":
-                return (yield from core.read_plan(0, None, blobs, view))
-            return (yield from core.with_blobs(rows, blobs))
+        decoded = _Decoded(core)
+        try:
+            rows = yield from core._range_plan(0, None, decoded, probe=True)
+        except EditsPresent:  # the read found edits: nothing cached, the view read as asked
+            core.edited = True
+            return (yield from core.read_plan(0, None, blobs, view))
         if not rows:
             return rows
-        entry = _Entry((tuple(rows),), version, _size(rows), bool(references(rows)))
-    elif new:
-        entry = entry.with_new(new)
+        entry = _Entry.of(rows, decoded, version)
+    elif new[0]:
+        entry = entry.with_new(*new)
     cache.put(key, entry)
     if entry.refers and blobs == "hydrate":
         return (yield from core.with_blobs(entry.rows(), blobs))
     return entry.rows()
 
 
-def _new_rows(core: LogCore, entry: _Entry) -> Plan[list[StoredMessage] | None]:
-    """The rows after the cached ones, or ``None`` when the server does not confirm the
-    cached ones (or anything is unusual: then the uncached read decides)."""
+def _new_rows(core: LogCore, entry: _Entry) -> Plan[tuple[list[StoredMessage], _Decoded] | None]:
+    """The rows after the cached ones (and their decoding), or ``None`` when the server
+    does not confirm the cached ones (or anything is unusual: then the uncached read
+    decides)."""
     last = entry.last
     page = core.page_size
     before, raw_high, length, entries, version = yield from core._read(
@@ -207,14 +259,15 @@ def _new_rows(core: LogCore, entry: _Entry) -> Plan[list[StoredMessage] | None]:
     if raw_high is None or version != entry.version or len(entries) > page:
         return None
     high = core._checked_counter(raw_high, before, length)  # an error, as uncached
+    if not entries or _stored(entries[0]) != entry.stored_last:
+        return None  # rewound, recreated or replaced: read it all again
+    decoded = _Decoded(core)
+    decoded.stored_last = entry.stored_last
     try:
-        fresh = core.decode_entries(entries)  # a bad entry is an error, as uncached
+        fresh = decoded(entries[1:])  # a bad entry is an error, as uncached
     except EditsPresent:
         return None  # an edit since: the uncached read goes to the view
-
-    if not fresh or fresh[0] != last:
-        return None  # rewound, recreated or replaced: read it all again
-    new = core._contiguous(fresh[1:], last.seq + 1)
+    new = core._contiguous(fresh, last.seq + 1)
     if (new[-1].seq if new else last.seq) < high:
         return None  # the stream ends before its counter: the uncached read says why
-    return new
+    return new, decoded

@@ -73,6 +73,10 @@ class MsglogGroup(click.Group):
             raise CliError(_describe(exc)) from exc
         except RedisClusterException as exc:  # a cluster client that could not start
             raise CliError(_describe(exc.__cause__ or exc)) from exc
+        except (click.ClickException, click.exceptions.Exit, click.Abort):
+            raise
+        except Exception as exc:  # a bug of ours: still one line, never a traceback
+            raise CliError(f"internal error: {type(exc).__name__}: {exc}") from exc
 
 
 def _reader_went_away() -> NoReturn:

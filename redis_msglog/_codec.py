@@ -28,6 +28,7 @@ from typing import Any
 import orjson
 from pydantic import TypeAdapter, ValidationError
 
+from ._depth import MAX_JSON_DEPTH, value_too_deep
 from .edits import EditEntry
 from .errors import CodecError, CorruptEntryError
 from .models import AgentMessage, StoredMessage, ToolCall, describe_errors, json_equal
@@ -145,6 +146,8 @@ def decode_entry(seq: int, at_micros: bytes | str, body: bytes | str) -> StoredM
         doc["seq"] = seq
         doc["at"] = micros_to_datetime(int(at_micros))
         row: StoredMessage = _validate_stored(doc)
+        if _many_brackets(body):
+            _check_depth(row)
         return row
     except CorruptEntryError:
         raise
@@ -195,7 +198,8 @@ def _decode_page(
     try:
         docs = list(map(orjson.loads, bodies))
         times: dict[bytes | str, datetime] = {}  # the rows of one append share their time
-        for doc, seq, at in zip(docs, seqs, ats, strict=True):
+        free = []  # rows with more than a role and a text: they may hold deep JSON values
+        for index, (doc, seq, at) in enumerate(zip(docs, seqs, ats, strict=True)):
             doc["seq"] = seq  # TypeError unless a dict: left to the row path
             when = times.get(at)
             if when is None:
@@ -204,11 +208,52 @@ def _decode_page(
             content = doc.get("content")
             if type(content) is list:
                 _binary_from_base64(content)
+                free.append(index)
+            elif len(doc) > 4:  # role, content, seq, at
+                free.append(index)
         rows: list[StoredMessage] = _validate_page(docs)
+        for index in free:
+            if _many_brackets(bodies[index]):
+                _check_depth(rows[index])
         return rows
     except (ValidationError, ValueError, TypeError, OverflowError, AttributeError):
         pass
     return [decode_entry(s, a, b) for s, a, b in zip(seqs, ats, bodies, strict=True)]
+
+
+def _many_brackets(body: bytes | str) -> bool:
+    """Whether a stored body has more opening brackets than any value in it may nest
+    (two C-speed counts: most rows have a handful, and are not walked)."""
+    if type(body) is bytes:
+        return body.count(b"[") + body.count(b"{") > MAX_JSON_DEPTH
+    return str(body).count("[") + str(body).count("{") > MAX_JSON_DEPTH
+
+
+def _check_depth(row: StoredMessage) -> None:
+    """A :class:`CorruptEntryError` if a JSON value of a stored row nests deeper than
+    ``MAX_JSON_DEPTH``: no version of the library writes one (older ones wrote up to
+    orjson's 254 levels), and every reader, exporter and provider SDK must be able to
+    walk and encode what a read returns. A tool call's ``arguments`` text is not one of
+    them: a deeper text is read as text (``args`` is the string, see
+    :func:`~redis_msglog.models.parse_arguments`)."""
+    fields = row.__dict__
+    found = [name for name in ("metadata", "extras") if value_too_deep(fields[name])]
+    for index, call in enumerate(fields["tool_calls"] or ()):
+        if call.arguments is None and value_too_deep(call.args):
+            found.append(f"tool_calls.{index}.args")
+        if value_too_deep(call.extras):
+            found.append(f"tool_calls.{index}.extras")
+    if type(fields["content"]) is not str:
+        for index, part in enumerate(fields["content"]):
+            if value_too_deep(part.extras):
+                found.append(f"content.{index}.extras")
+    if found:
+        raise CorruptEntryError(
+            f"stream entry {row.seq}: {', '.join(found)} nests deeper than {MAX_JSON_DEPTH} "
+            f"levels of objects and arrays (written by hand or an older version; "
+            f"retract it to read the rest of the view)",
+            seq=row.seq,
+        )
 
 
 def encode_row(row: StoredMessage | EditEntry) -> bytes:

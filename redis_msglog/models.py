@@ -120,11 +120,24 @@ class StoredMessage(AgentMessage):
 
 def parse_arguments(arguments: str) -> Any:
     """What a tool-call ``arguments`` string means: its JSON value, or the string itself
-    when it is not JSON (models do produce broken JSON)."""
+    when it is not JSON (models do produce broken JSON) or is JSON nested deeper than
+    ``MAX_JSON_DEPTH``: an older version stored such strings, and every reader and
+    exporter gets the text, which it can always handle, instead of a value that no JSON
+    encoder or recursive walk can (docs/adapters.md)."""
+    if arguments.count("[") + arguments.count("{") > _FEW_BRACKETS:
+        from ._depth import text_too_deep  # here: _depth imports this module
+
+        if text_too_deep(arguments):
+            return arguments
     try:
         return orjson.loads(arguments)
     except orjson.JSONDecodeError:
         return arguments
+
+
+# No text with this few opening brackets nests deeper than MAX_JSON_DEPTH (not imported:
+# _depth imports this module; tests/test_hostile_content.py checks that they agree).
+_FEW_BRACKETS = 64
 
 
 def json_equal(a: Any, b: Any) -> bool:

@@ -4,6 +4,8 @@ serves a log the server does not confirm (rewound, recreated, edited, damaged)."
 from __future__ import annotations
 
 import asyncio
+import gc
+import tracemalloc
 from collections.abc import Callable
 from typing import Any
 
@@ -34,15 +36,16 @@ def url(shared_server: Callable[[str], EphemeralServer]) -> str:
 
 
 def _reads(log: MessageLog, monkeypatch: pytest.MonkeyPatch) -> list[int]:
-    """Counts full (uncached) reads of ``log``."""
+    """Counts full (uncached) reads of ``log``: ranges from the start of the stream."""
     calls: list[int] = []
-    original = log._core.read_plan
+    original = log._core._range_plan
 
-    def counted(*args: Any, **kwargs: Any) -> Any:
-        calls.append(1)
-        return original(*args, **kwargs)
+    def counted(after: int, *args: Any, **kwargs: Any) -> Any:
+        if after == 0:
+            calls.append(1)
+        return original(after, *args, **kwargs)
 
-    monkeypatch.setattr(log._core, "read_plan", counted)
+    monkeypatch.setattr(log._core, "_range_plan", counted)
     return calls
 
 
@@ -126,13 +129,17 @@ def test_damage_after_caching_is_still_an_error(url: str) -> None:
 
 def test_the_budget_is_shared_per_client_and_can_be_turned_off(url: str) -> None:
     client = redis.Redis.from_url(url)
-    configure_read_cache(client, 700)  # two of these conversations (330 bytes each)
     logs = [MessageLog(client, new_id()) for _ in range(3)]
     for log in logs:
         log.append_many(_msgs("x", 5))
+    logs[0].all()
+    one = read_cache(client).size  # type: ignore[union-attr]
+    budget = 2 * one + one // 2  # two of these conversations
+    configure_read_cache(client, budget)
+    for log in logs:
         log.all()
     cache = read_cache(client)
-    assert cache is not None and 0 < cache.size <= 700
+    assert cache is not None and 0 < cache.size <= budget
     assert cache.get(logs[0].keys.stream) is None  # least recently read: evicted
     assert cache.get(logs[2].keys.stream) is not None
     configure_read_cache(client, 0)
@@ -189,3 +196,121 @@ def test_the_active_view_is_cached_until_an_archive(url: str) -> None:
     assert [m.seq for m in log.all(view="archived")] == [1, 2]
     fresh = MessageLog(client, log.conversation)  # a new log object on the same client
     assert [m.seq for m in fresh.all(view="active")] == [3, 4]
+
+
+# -- the budget holds for every row shape (issue 23, item 4) ----------------------------
+
+_BIG = 200_000
+
+
+def _huge_arguments(i: int) -> list[dict[str, Any]]:  # the issue's case
+    calls = [
+        {"id": f"c{k}", "name": "f", "arguments": f'{{"q": "{"y" * _BIG}"}}'} for k in range(5)
+    ]
+    return [{"role": "assistant", "content": "", "toolCalls": calls}]
+
+
+def _huge_metadata(i: int) -> list[dict[str, Any]]:
+    table = [{"a": k, "b": [k, k + 0.5], "c": {}} for k in range(8_000)]
+    return [{"role": "user", "content": "m", "metadata": {"rows": table}}]
+
+
+def _huge_extras(i: int) -> list[dict[str, Any]]:
+    lists: list[list[int]] = [[] for _ in range(30_000)]  # 3 bytes of JSON, 64 of memory each
+    return [{"role": "assistant", "content": "x", "extras": {"openai": {"l": lists}}}]
+
+
+def _huge_args(i: int) -> list[dict[str, Any]]:
+    nested: Any = [1.5] * 1_000
+    for _ in range(30):
+        nested = {"k": nested, "o": [{}] * 100}
+    return [
+        {
+            "role": "assistant",
+            "content": "",
+            "toolCalls": [{"id": "c", "name": "f", "args": nested}],
+        }
+    ]
+
+
+def _many_tiny(i: int) -> list[dict[str, Any]]:
+    return [{"role": "user", "content": "x"} for _ in range(3_000)]
+
+
+def _unicode_names_ids(i: int) -> list[dict[str, Any]]:
+    return [
+        {
+            "role": "tool",
+            "content": "ok",
+            "name": "😀" * 2_000,
+            "id": "é" * 3_000 + "😀",
+            "toolCallId": "\u4e2d" * 2_000,
+        }
+        for _ in range(60)
+    ]
+
+
+def _many_parts(i: int) -> list[dict[str, Any]]:
+    part = {"type": "text", "text": "a", "extras": {"anthropic": {"cache_control": {"type": "x"}}}}
+    return [{"role": "user", "content": [part] * 200} for _ in range(10)]
+
+
+SHAPES = [
+    _huge_arguments,
+    _huge_metadata,
+    _huge_extras,
+    _huge_args,
+    _many_tiny,
+    _unicode_names_ids,
+    _many_parts,
+]
+BUDGET = 1024 * 1024
+SLACK = 256 * 1024  # the client's connection and reply buffers, the log objects
+
+
+def _cache_memory(client: redis.Redis, logs: list[MessageLog]) -> tuple[int, int]:
+    """The memory the reads leave behind (tracemalloc), and the cache's own account."""
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        for _ in range(2):  # cold, then warm
+            for log in logs:
+                log.all()
+        gc.collect()
+        held = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+    return held, read_cache(client).size  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize("shape", SHAPES, ids=lambda f: f.__name__.strip("_"))
+def test_the_cache_budget_holds_for_every_row_shape(url: str, shape: Callable[[int], Any]) -> None:
+    writer = redis.Redis.from_url(url)
+    names = [new_id() for _ in range(6)]
+    for i, name in enumerate(names):
+        MessageLog(writer, name).append_many(shape(i))
+    client = redis.Redis.from_url(url)
+    configure_read_cache(client, BUDGET)
+    logs = [MessageLog(client, name) for name in names]
+    logs[0].count()  # connect and load the scripts before measuring
+    held, accounted = _cache_memory(client, logs)
+    assert held <= BUDGET + SLACK, f"{held} bytes held under a budget of {BUDGET}"
+    assert held <= accounted + SLACK, f"{held} bytes held, {accounted} accounted"
+    assert accounted <= BUDGET
+
+
+def test_the_cache_accounts_a_row_by_what_it_really_takes(url: str) -> None:
+    """Each shape alone, with a budget that holds it: the estimate is at least what the
+    rows take (tracemalloc), and not wildly more (the cache stays useful)."""
+    for shape in SHAPES:
+        writer = redis.Redis.from_url(url)
+        name = new_id()
+        MessageLog(writer, name).append_many(shape(0))
+        client = redis.Redis.from_url(url)
+        configure_read_cache(client, 64 * BUDGET)
+        log = MessageLog(client, name)
+        log.count()
+        held, accounted = _cache_memory(client, [log])
+        assert accounted > 0, shape.__name__
+        assert held <= accounted + SLACK // 4, (shape.__name__, held, accounted)
+        assert accounted <= 8 * held, (shape.__name__, held, accounted)

@@ -18,11 +18,10 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-import orjson
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
 from ..errors import InvalidMessageError
-from ..models import AgentMessage, describe_errors
+from ..models import AgentMessage, describe_errors, parse_arguments
 from ..parts import ContentPart, decode_base64, encode_base64
 
 MISSING_RESULT = "error: no result was recorded for this tool call"
@@ -42,10 +41,7 @@ def normalize_args(args: Any) -> dict[str, Any]:
     if args is None:
         return {}
     if isinstance(args, str):
-        try:
-            parsed = orjson.loads(args)
-        except orjson.JSONDecodeError:
-            parsed = None
+        parsed = parse_arguments(args)  # the text itself when not JSON or too deep
         if isinstance(parsed, dict):
             return parsed
     return {"value": args}

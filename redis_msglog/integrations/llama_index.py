@@ -208,7 +208,8 @@ def _render(msg: AgentMessage) -> dict[str, Any]:
 
 def _block(part: dict[str, Any]) -> dict[str, Any] | None:
     kind = part["type"]
-    data = encode_base64(part["data"]) if part.get("data") is not None else None
+    # Binary parts' data are bytes; a redacted thinking part's is a string (not sent).
+    data = encode_base64(part["data"]) if isinstance(part.get("data"), bytes) else None
     if kind == "text":
         return {"block_type": "text", "text": part["text"]}
     if kind == "refusal":
