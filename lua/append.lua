@@ -348,16 +348,17 @@ end
 
 -- An error unless seq s is a row of the view: a message, not hidden, in a segment.
 local function check_row(segments, s, what)
+  what = what .. ' ' .. string.format('%d', s)  -- exact: '..' would print 1e+14
   if s < 1 or s > last then
-    return bad_edit(what .. ' ' .. s .. ' is not in the log (last seq ' .. last .. ')')
+    return bad_edit(what .. ' is not in the log (last seq ' .. string.format('%d', last) .. ')')
   end
   if is_hidden(HIDDEN, s) or not segment_of(segments, s) then
-    return bad_edit(what .. ' ' .. s .. ' is not in the view: an edit entry, or already ' ..
+    return bad_edit(what .. ' is not in the view: an edit entry, or already ' ..
       'retracted or compacted away')
   end
   local entry = redis.call('XRANGE', KEYS[2], s, s)  -- "<s>-0" to "<s>-<max>"
   if not entry[1] then
-    return bad_edit(what .. ' ' .. s .. ' is missing from the stream (deleted by hand?)')
+    return bad_edit(what .. ' is missing from the stream (deleted by hand?)')
   end
   return nil
 end
@@ -448,10 +449,11 @@ local function plan_edit()
       return problem
     end
     if archived and segment_of(segments, archived) and not before(segments, archived, w) then
-      return bad_edit('archive: seq ' .. w .. ' is not after the archive watermark (seq ' ..
-        archived .. '): the watermark only moves forward')
+      return bad_edit('archive: seq ' .. string.format('%d', w) .. ' is not after the ' ..
+        'archive watermark (seq ' .. string.format('%d', archived) .. '): the watermark ' ..
+        'only moves forward')
     end
-    return {'{"op":"archive","through":' .. w .. '}', segments, string.format('%d', w), {}}
+    return {'{"op":"archive","through":' .. string.format('%d', w) .. '}', segments, string.format('%d', w), {}}
   end
   -- compact, or fork: a compaction of everything on an empty log
   local through = nil

@@ -18,7 +18,7 @@ from ._core import Batch, Commit, LogCore, PreparedAppend
 from ._keys import ConversationKeys
 from ._routing import is_cluster
 from ._steps import NotSent, Plan, Refused, StepFailure
-from .errors import EvictionWarning
+from .errors import EvictionWarning, InvalidArgumentError
 from .models import AgentMessage
 
 CLIENT_FAILURES = (redis_errors.RedisError, redis_errors.RedisClusterException, OSError)
@@ -92,12 +92,12 @@ class ShellBase:
         """Check the client and the hook, and build the core from the shell's (typed)
         options; a bad argument raises here, before anything can be written."""
         if not hasattr(client, "connection_pool") and not is_cluster(client):
-            raise TypeError(
+            raise InvalidArgumentError(
                 f"{type(self).__name__} needs a redis-py client (Redis or RedisCluster), "
                 f"got {type(client).__name__}"
             )
         if on_append is not None and not callable(on_append):
-            raise TypeError(
+            raise InvalidArgumentError(
                 f"on_append must be callable or None, got {type(on_append).__name__} "
                 "(options after it are keyword-only: prefix=..., ttl=...)"
             )

@@ -30,16 +30,22 @@ import redis
 import redis.asyncio
 import redis.asyncio.cluster
 import redis.cluster
-from langchain.agents.middleware.types import AgentMiddleware, AgentState
-from langchain_core.chat_history import BaseChatMessageHistory
-from langchain_core.messages import BaseMessage, RemoveMessage
-from langgraph.config import get_config
-from langgraph.graph.message import REMOVE_ALL_MESSAGES
-from langgraph.runtime import Runtime
+
+from .._args import missing_extra
+
+try:
+    from langchain.agents.middleware.types import AgentMiddleware, AgentState
+    from langchain_core.chat_history import BaseChatMessageHistory
+    from langchain_core.messages import BaseMessage, RemoveMessage
+    from langgraph.config import get_config
+    from langgraph.graph.message import REMOVE_ALL_MESSAGES
+    from langgraph.runtime import Runtime
+except ModuleNotFoundError as exc:  # the extra is not installed
+    raise missing_extra("langchain", exc) from exc
 
 from .._aio import AsyncMessageLog
 from .._sync import MessageLog
-from ..errors import IdempotencyConflictError
+from ..errors import IdempotencyConflictError, InvalidArgumentError
 from ..formats.langchain import from_langchain, to_langchain_messages
 from ..models import StoredMessage
 
@@ -69,7 +75,9 @@ async def _close(owned: tuple[SyncClient, AsyncClient] | None) -> None:
 
 def _need(client: Any, kind: str) -> Any:
     if client is None:
-        raise TypeError(f"this call needs a {kind} Redis client: pass one, or use from_url()")
+        raise InvalidArgumentError(
+            f"this call needs a {kind} Redis client: pass one, or use from_url()"
+        )
     return client
 
 
@@ -99,7 +107,9 @@ class MessageLogChatHistory(BaseChatMessageHistory):
         **log_options: Any,
     ) -> None:
         if redis is None and async_redis is None:
-            raise TypeError("pass a Redis client (redis=), an asyncio one (async_redis=), or both")
+            raise InvalidArgumentError(
+                "pass a Redis client (redis=), an asyncio one (async_redis=), or both"
+            )
         self.session_id = session_id
         self.log: MessageLog | None = (
             None if redis is None else MessageLog(redis, session_id, **log_options)
@@ -212,7 +222,9 @@ class MessageLogMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         **log_options: Any,
     ) -> None:
         if redis is None and async_redis is None:
-            raise TypeError("pass a Redis client (redis=), an asyncio one (async_redis=), or both")
+            raise InvalidArgumentError(
+                "pass a Redis client (redis=), an asyncio one (async_redis=), or both"
+            )
         super().__init__()
         self._redis = redis
         self._async_redis = async_redis
@@ -396,7 +408,7 @@ def _thread_id(runtime: Runtime[Any]) -> str:
         except RuntimeError:
             thread = None
     if thread is None:
-        raise ValueError(
+        raise InvalidArgumentError(
             "MessageLogMiddleware needs a thread id: invoke the agent with "
             'config={"configurable": {"thread_id": ...}}'
         )

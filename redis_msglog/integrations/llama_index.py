@@ -39,9 +39,14 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any, cast
 
-from llama_index.core.base.llms.types import ChatMessage
-from llama_index.core.bridge.pydantic import PrivateAttr
-from llama_index.core.storage.chat_store.base_db import AsyncDBChatStore, MessageStatus
+from .._args import missing_extra
+
+try:
+    from llama_index.core.base.llms.types import ChatMessage
+    from llama_index.core.bridge.pydantic import PrivateAttr
+    from llama_index.core.storage.chat_store.base_db import AsyncDBChatStore, MessageStatus
+except ModuleNotFoundError as exc:  # the extra is not installed
+    raise missing_extra("llama-index", exc) from exc
 
 from .._aio import AsyncMessageLog
 from .._keys import ConversationKeys, conversation_of, key_pattern
@@ -346,7 +351,8 @@ class MessageLogChatStore(AsyncDBChatStore):
         """Append the messages with one atomic ``append_many``. With ``ARCHIVED``, which
         the watermark allows only for a conversation with no active message (archived
         messages are the oldest), they are then archived: a second call, so a failure in
-        between leaves them active (``ValueError`` if active messages exist)."""
+        between leaves them active (:class:`~redis_msglog.InvalidEditError`, a
+        ``ValueError``, if active messages exist)."""
         log = self.log(key)
         rows = [from_llama_index(m) for m in messages]
         if _status(status) is not MessageStatus.ARCHIVED:
@@ -357,7 +363,7 @@ class MessageLogChatStore(AsyncDBChatStore):
         while True:
             last = await log.count()
             if await log.count(view="active"):
-                raise ValueError(
+                raise InvalidEditError(
                     f"chat store key {key!r} has active messages: archived ones must be "
                     "older (the log's archive watermark)"
                 )

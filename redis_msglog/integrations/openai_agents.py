@@ -30,15 +30,21 @@ from dataclasses import dataclass
 from typing import Any
 
 import orjson
-from agents.items import TResponseInputItem
-from agents.memory.session_settings import (
-    SessionSettings,
-    coerce_session_settings,
-    resolve_session_limit,
-)
-from agents.run_context import RunContextWrapper
 from redis.asyncio import Redis
 from redis.asyncio.cluster import RedisCluster
+
+from .._args import missing_extra
+
+try:
+    from agents.items import TResponseInputItem
+    from agents.memory.session_settings import (
+        SessionSettings,
+        coerce_session_settings,
+        resolve_session_limit,
+    )
+    from agents.run_context import RunContextWrapper
+except ModuleNotFoundError as exc:  # the extra is not installed
+    raise missing_extra("openai-agents", exc) from exc
 
 from .._aio import AsyncMessageLog
 from ..errors import SeqConflictError

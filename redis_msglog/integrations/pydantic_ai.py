@@ -49,13 +49,19 @@ from typing import Any
 
 import orjson
 from pydantic import TypeAdapter
-from pydantic_ai.conversation_store import (
-    ConversationConflict,
-    ConversationEntry,
-    ConversationRecord,
-    ConversationStore,
-)
-from pydantic_ai.messages import ModelMessage, ModelMessagesTypeAdapter
+
+from .._args import missing_extra
+
+try:
+    from pydantic_ai.conversation_store import (
+        ConversationConflict,
+        ConversationEntry,
+        ConversationRecord,
+        ConversationStore,
+    )
+    from pydantic_ai.messages import ModelMessage, ModelMessagesTypeAdapter
+except ModuleNotFoundError as exc:  # the extra is not installed
+    raise missing_extra("pydantic-ai", exc) from exc
 
 from .._aio import AsyncMessageLog
 from .._keys import ConversationKeys, conversation_of
