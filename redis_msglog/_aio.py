@@ -18,7 +18,7 @@ from redis.asyncio.cluster import RedisCluster
 
 from . import _io_async as io
 from . import adapters
-from ._blobs import DEFAULT_BLOB_THRESHOLD, BlobMode
+from ._blobs import DEFAULT_BLOB_THRESHOLD, BlobMode, check_blob_mode
 from ._cache import all_plan, read_cache
 from ._core import (
     DEFAULT_IDEMPOTENCY_WINDOW,
@@ -257,6 +257,7 @@ class AsyncMessageLog(ShellBase):
         """Retract the newest row of the view and return it, atomically: two workers
         popping at once pop two different messages. ``None`` (nothing written) when the
         view is empty."""
+        check_blob_mode(blobs)  # before the edit commits
         batch = self._core.batch((), Edit("pop"), attrs)
         commit = await self._commit_batch(batch, idempotency_key, expected_seq)
         return await self._run(self._core.popped_plan(commit, blobs))

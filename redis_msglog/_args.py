@@ -7,6 +7,7 @@ exactly (never ``1e+20``).
 
 from __future__ import annotations
 
+import reprlib
 from typing import Any
 
 from .errors import InvalidArgumentError, MissingExtraError
@@ -16,9 +17,18 @@ MAX_SEQ = 10**15 - 1
 doubles). A seq argument above it names no entry of any log."""
 
 
+_REPR = reprlib.Repr()
+_REPR.maxlevel, _REPR.maxstring, _REPR.maxother = 3, 60, 60
+
+
 def shown(value: object, limit: int = 80) -> str:
-    """``repr(value)``, cut to ``limit`` characters (``repr`` of a huge int is exact)."""
-    text = repr(value)
+    """``value`` for an error message: an int exactly (never ``1e+20``; one too long to
+    print, by its size), anything else by ``repr`` cut short, nesting included (a
+    deeply nested argument must not raise ``RecursionError`` here)."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        bits = value.bit_length()
+        return str(value) if bits < 10_000 else f"an int of {bits} bits"
+    text = _REPR.repr(value)
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 

@@ -50,6 +50,7 @@ DEFAULT_MAX_MESSAGE_BYTES = 8 * 1024 * 1024
 DEFAULT_PAGE_SIZE = 1000
 DEFAULT_IDEMPOTENCY_WINDOW = timedelta(hours=24)
 MAX_IDEMPOTENCY_KEY_LENGTH = 256
+MAX_PAGE_SIZE = 1_000_000  # entries per round trip: more is one huge reply, not a page
 RETRY_KEY_PREFIX = "msglog-retry:"
 """How the key of an :class:`~redis_msglog.AppendInDoubtError` for an append made without
 one begins: ``msglog-retry:<producer>:<pseq>:<fingerprint>``. Passed back as an
@@ -155,7 +156,7 @@ class LogCore:
             raise InvalidArgumentError(
                 f"ttl must be None or a timedelta of at least 1 s, got {shown(ttl)}"
             )
-        _require_positive("page_size", page_size)
+        check_int("page_size", page_size, lowest=1, highest=MAX_PAGE_SIZE)
         check_type("retry", retry, RetryPolicy, "a RetryPolicy")
         if not _at_least(idempotency_window, timedelta(milliseconds=1)):
             raise InvalidArgumentError(

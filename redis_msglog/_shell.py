@@ -148,3 +148,27 @@ class ShellBase:
         validated messages, or the error the append would raise (bad message, no exact
         JSON form, over ``max_message_bytes``)."""
         return list(self._core.batch(msgs).messages)
+
+
+LOG_OPTIONS = frozenset(
+    {"on_append", "prefix", "max_message_bytes", "page_size", "retry", "idempotency_window",
+     "ttl", "durability", "blob_threshold"}
+)  # fmt: skip
+"""The options a log takes by keyword: what an integration's ``**log_options`` may hold."""
+
+
+def check_log_options(options: Mapping[str, Any]) -> None:
+    """Check a log's options as :class:`MessageLog` would, for code that makes its logs
+    later (the integrations): a bad one raises now, not at the first call."""
+    unknown = sorted(set(options) - LOG_OPTIONS)
+    if unknown:
+        raise InvalidArgumentError(
+            f"unknown log option(s) {', '.join(map(repr, unknown))}; "
+            f"the options are {', '.join(sorted(LOG_OPTIONS))}"
+        )
+    hook = options.get("on_append")
+    if hook is not None and not callable(hook):
+        raise InvalidArgumentError(f"on_append must be callable, got {type(hook).__name__}")
+    defaults = {"prefix": "msglog", "max_message_bytes": 1, "page_size": 1}
+    core_options = {k: v for k, v in options.items() if k != "on_append"}
+    LogCore("x", clock=time.monotonic, **{**defaults, **core_options})

@@ -12,9 +12,11 @@ from datetime import datetime
 from typing import Any
 
 import redis
+import redis.cluster
 from pydantic import ValidationError
 from redis import exceptions as redis_errors
 
+from ._args import MAX_SEQ, check_int, check_text, check_type, shown
 from ._blobs import references
 from ._codec import decode_edit, decode_entry, decode_row, edit_document, micros_to_datetime
 from ._core import parse_seq_counter
@@ -25,6 +27,7 @@ from .edits import EditEntry, Entry, LogView
 from .errors import (
     CodecError,
     CorruptLogError,
+    InvalidArgumentError,
     InvalidMessageError,
     MessageLogError,
     MessageTooLargeError,
@@ -51,7 +54,8 @@ class ConversationNotFoundError(MessageLogError, LookupError):
 
 
 class ImportFileError(MessageLogError, ValueError):
-    """A line of an import file is not a valid message; nothing was imported."""
+    """The import file cannot be read, or a line of it is not a valid message; nothing
+    was imported."""
 
 
 class ImportBatchError(MessageLogError):
@@ -100,6 +104,23 @@ class VerifyReport:
         return not self.problems
 
 
+def _check_client(client: object) -> None:
+    if not isinstance(client, (redis.Redis, redis.cluster.RedisCluster)):
+        raise InvalidArgumentError(
+            f"needs a sync redis-py client (Redis or RedisCluster), got {type(client).__name__}"
+        )
+
+
+def _check_path(path: object) -> None:
+    """A file name that ``open`` takes: ``str`` or path-like, encodable, without NUL."""
+    try:
+        name = os.fsencode(path)  # type: ignore[arg-type]
+    except (TypeError, UnicodeError) as exc:
+        raise InvalidArgumentError(f"path must be a file name, got {shown(path)}: {exc}") from None
+    if b"\0" in name:
+        raise InvalidArgumentError(f"path must not contain NUL, got {shown(path)}")
+
+
 def _text(value: Any) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
 
@@ -112,7 +133,10 @@ def list_conversations(
 
     A conversation is found by its seq counter, or by its stream when the counter is
     missing (deleted or evicted), so that damaged conversations are listed too."""
+    _check_client(client)
     ConversationKeys.build(prefix, "x")  # validates the prefix
+    check_text("match", match)
+    check_int("page", page, lowest=1, highest=MAX_SEQ)
     batch: list[tuple[str, bool]] = []  # (conversation, found by its stream)
     for key in client.scan_iter(match=key_pattern(prefix, match), count=page):
         text = _text(key)
@@ -161,6 +185,9 @@ def _entry_time(entry: tuple[Any, dict[Any, Any]]) -> datetime | None:
 
 def require_conversation(client: redis.Redis, keys: ConversationKeys, conversation: str) -> None:
     """Raise :class:`ConversationNotFoundError` unless the conversation has keys."""
+    _check_client(client)
+    check_type("keys", keys, ConversationKeys, "a ConversationKeys")
+    check_text("conversation id", conversation)
     if not client.exists(keys.seq, keys.stream):
         raise ConversationNotFoundError(
             f"conversation {conversation!r} not found (no {keys.seq} or {keys.stream})"
@@ -171,6 +198,7 @@ def conversation_stats(
     client: redis.Redis, prefix: str, conversation: str, *, page: int = 500
 ) -> ConversationStats:
     """Count, first and last commit time, and memory of one conversation."""
+    check_int("page", page, lowest=1, highest=MAX_SEQ)
     keys = ConversationKeys.build(prefix, conversation)
     require_conversation(client, keys, conversation)
     raw_count = client.get(keys.seq)
@@ -212,6 +240,8 @@ def verify_conversation(
     of earlier versions), every entry decodes to a message or an edit, every
     edit refers to rows of the view before it, and the view keys agree with the entries.
     (The view's rows are held in memory while checking.)"""
+    check_int("page", page, lowest=1, highest=MAX_SEQ)
+    check_int("max_problems", max_problems)
     keys = ConversationKeys.build(prefix, conversation)
     require_conversation(client, keys, conversation)
     report = VerifyReport(conversation, counter=None, entries=0, last_seq=0)
@@ -441,8 +471,11 @@ def import_jsonl(
     edits. They refer to seqs, so a file with edits goes only into a conversation that
     is empty or holds exactly the file's first entries (an interrupted import of it).
     """
-    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
-        raise ValueError(f"batch_size must be a positive int, got {batch_size!r}")
+    check_type("log", log, MessageLog, "a MessageLog")
+    _check_path(path)
+    check_int("batch_size", batch_size, lowest=1)
+    if progress is not None and not callable(progress):
+        raise InvalidArgumentError(f"progress must be callable, got {type(progress).__name__}")
     total, edits = 0, False
     for unit in _units(log, path, batch_size):  # validates every line first
         total += len(unit.messages)
@@ -552,7 +585,11 @@ def _held_prefix_of(log: MessageLog, path: str | os.PathLike[str]) -> int:
 
 def _lines(path: str | os.PathLike[str]) -> Iterator[tuple[int, bytes]]:
     """The non-blank lines of a file with their 1-based line numbers."""
-    with open(path, "rb") as file:
+    try:
+        opened = open(path, "rb")  # noqa: SIM115 (closed by the with below)
+    except OSError as exc:
+        raise ImportFileError(f"cannot read {os.fspath(path)!r}: {exc.strerror or exc}") from exc
+    with opened as file:
         for number, line in enumerate(file, start=1):
             if line.strip():
                 yield number, line.strip()

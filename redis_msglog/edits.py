@@ -82,6 +82,10 @@ class LogView:
     follower that starts after seq 0 has not seen every row: leave it off."""
 
     def __init__(self, entries: Iterable[Entry] = (), *, strict: bool = False) -> None:
+        if isinstance(entries, (str, bytes)) or not isinstance(entries, Iterable):
+            raise InvalidArgumentError(
+                f"entries must be an iterable of entries, got {type(entries).__name__}"
+            )
         self._strict = strict
         # Every row still placed in the view, retracted ones too (flag True): a retracted
         # archive watermark row still marks where the archived rows end.

@@ -95,6 +95,7 @@ def require_messages(messages: Sequence[AgentMessage]) -> None:
 
 def require_inline(messages: Sequence[AgentMessage]) -> None:
     """Exporters send bytes: a part read as a reference (``blobs="refs"``) has none."""
+    require_messages(messages)
     for index, msg in enumerate(messages):
         if isinstance(msg.content, str):
             continue

@@ -44,10 +44,13 @@ except ModuleNotFoundError as exc:  # the extra is not installed
     raise missing_extra("langchain", exc) from exc
 
 from .._aio import AsyncMessageLog
+from .._args import check_type
+from .._shell import check_log_options
 from .._sync import MessageLog
 from ..errors import IdempotencyConflictError, InvalidArgumentError
 from ..formats.langchain import from_langchain, to_langchain_messages
 from ..models import StoredMessage
+from ._clients import from_url
 
 __all__ = ["MessageLogChatHistory", "MessageLogMiddleware"]
 
@@ -58,13 +61,16 @@ AsyncClient = redis.asyncio.Redis | redis.asyncio.cluster.RedisCluster
 def _clients(
     url: str, cluster: bool, redis_kwargs: dict[str, Any] | None
 ) -> tuple[SyncClient, AsyncClient]:
-    kwargs = redis_kwargs or {}
+    check_type("cluster", cluster, bool, "a bool")
     if cluster:
         return (
-            redis.cluster.RedisCluster.from_url(url, **kwargs),
-            redis.asyncio.cluster.RedisCluster.from_url(url, **kwargs),
+            from_url(redis.cluster.RedisCluster.from_url, url, redis_kwargs),
+            from_url(redis.asyncio.cluster.RedisCluster.from_url, url, redis_kwargs),
         )
-    return redis.Redis.from_url(url, **kwargs), redis.asyncio.Redis.from_url(url, **kwargs)
+    return (
+        from_url(redis.Redis.from_url, url, redis_kwargs),
+        from_url(redis.asyncio.Redis.from_url, url, redis_kwargs),
+    )
 
 
 async def _close(owned: tuple[SyncClient, AsyncClient] | None) -> None:
@@ -110,6 +116,7 @@ class MessageLogChatHistory(BaseChatMessageHistory):
             raise InvalidArgumentError(
                 "pass a Redis client (redis=), an asyncio one (async_redis=), or both"
             )
+        check_log_options(log_options)
         self.session_id = session_id
         self.log: MessageLog | None = (
             None if redis is None else MessageLog(redis, session_id, **log_options)
@@ -225,6 +232,8 @@ class MessageLogMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
             raise InvalidArgumentError(
                 "pass a Redis client (redis=), an asyncio one (async_redis=), or both"
             )
+        check_log_options(log_options)
+        check_type("hydrate", hydrate, bool, "a bool")
         super().__init__()
         self._redis = redis
         self._async_redis = async_redis

@@ -49,7 +49,9 @@ except ModuleNotFoundError as exc:  # the extra is not installed
     raise missing_extra("llama-index", exc) from exc
 
 from .._aio import AsyncMessageLog
+from .._args import check_type
 from .._keys import ConversationKeys, conversation_of, key_pattern
+from .._shell import check_log_options
 from ..errors import InvalidEditError, LogRewoundError, SeqConflictError
 from ..formats._common import apply_patch, make_patch
 from ..models import AgentMessage, StoredMessage
@@ -83,6 +85,7 @@ def from_llama_index(message: ChatMessage) -> AgentMessage:
     neutral fields filled where they have a place, and a merge patch in
     ``extras["llama_index"]`` for the rest, so :func:`to_llama_index` gives back an equal
     ``ChatMessage`` (its ``model_dump(mode="json")`` is the same)."""
+    check_type("message", message, ChatMessage, "a LlamaIndex ChatMessage")
     native: dict[str, Any] = message.model_dump(mode="json")
     role = str(native.get("role", "user"))
     neutral: dict[str, Any] = {"role": _ROLES.get(role, "user")}
@@ -120,6 +123,7 @@ def to_llama_index(message: AgentMessage) -> ChatMessage:
     OpenAI, Anthropic...) its text, images, audio, files, tool calls (``ToolCallBlock``)
     and tool results (``additional_kwargs["tool_call_id"]``). Thinking and reasoning of
     other origins are left out (they go back only to the provider that produced them)."""
+    check_type("message", message, AgentMessage, "an AgentMessage")
     rendered = _render(message)
     patch = (message.extras or {}).get(FORMAT)
     if isinstance(patch, dict) and _WHOLE in patch:
@@ -270,6 +274,7 @@ class MessageLogChatStore(AsyncDBChatStore):
         **log_options: Any,
     ) -> None:
         ConversationKeys.build(prefix, "x")  # validates the prefix
+        check_log_options(log_options)
         super().__init__(prefix=prefix)
         self._clients = LoopClients(redis)
         self._options = dict(log_options)

@@ -47,9 +47,12 @@ except ModuleNotFoundError as exc:  # the extra is not installed
     raise missing_extra("openai-agents", exc) from exc
 
 from .._aio import AsyncMessageLog
-from ..errors import SeqConflictError
+from .._args import check_type
+from .._shell import check_log_options
+from ..errors import InvalidArgumentError, SeqConflictError
 from ..formats.responses import item_messages, message_items
 from ..models import AgentMessage, StoredMessage
+from ._clients import from_url
 
 __all__ = ["MessageLogSession"]
 
@@ -92,12 +95,9 @@ class MessageLogSession:
         session_settings: SessionSettings | dict[str, Any] | None = None,
         **log_options: Any,
     ) -> None:
+        check_log_options(log_options)
         self.session_id = session_id
-        self.session_settings = (
-            coerce_session_settings(session_settings)
-            if session_settings is not None
-            else SessionSettings()
-        )
+        self.session_settings = _settings(session_settings)
         self.log = AsyncMessageLog(redis, session_id, **log_options)
         self._owned: Redis | RedisCluster | None = None
         self._rendered = _RenderedItems()
@@ -116,9 +116,11 @@ class MessageLogSession:
         """A session on a client of its own, made from ``url`` (``redis://``,
         ``rediss://``; ``cluster=True`` for a Redis Cluster node), closed by
         :meth:`close`. ``redis_kwargs`` go to the client's ``from_url``."""
-        kwargs = redis_kwargs or {}
+        check_type("cluster", cluster, bool, "a bool")
         client: Redis | RedisCluster = (
-            RedisCluster.from_url(url, **kwargs) if cluster else Redis.from_url(url, **kwargs)
+            from_url(RedisCluster.from_url, url, redis_kwargs)
+            if cluster
+            else from_url(Redis.from_url, url, redis_kwargs)
         )
         session = cls(session_id, client, session_settings=session_settings, **log_options)
         session._owned = client
@@ -236,6 +238,16 @@ class MessageLogSession:
 
 def _messages(items: list[TResponseInputItem]) -> list[AgentMessage]:
     return item_messages(items)
+
+
+def _settings(given: SessionSettings | dict[str, Any] | None) -> SessionSettings:
+    """The SDK's session settings of ``given``, its errors typed."""
+    if given is None:
+        return SessionSettings()
+    try:
+        return coerce_session_settings(given)
+    except (TypeError, ValueError) as exc:
+        raise InvalidArgumentError(f"session_settings: {exc}") from exc
 
 
 class _RenderedItems:
