@@ -40,7 +40,7 @@ def is_int(value: object) -> bool:
 def check_int(name: str, value: Any, *, lowest: int = 0, highest: int | None = None) -> int:
     """``value`` if it is an int in ``[lowest, highest]``, else InvalidArgumentError."""
     if not is_int(value) or value < lowest or (highest is not None and value > highest):
-        bounds = f">= {lowest}" if highest is None else f"from {lowest} to {highest}"
+        bounds = f">= {lowest}" if highest is None else f">= {lowest} and <= {highest}"
         raise InvalidArgumentError(f"{name} must be an int {bounds}, got {shown(value)}")
     return int(value)
 

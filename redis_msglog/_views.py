@@ -155,7 +155,8 @@ def through_edit(op: str, through_seq: int, *, zero_ok: bool) -> Edit:
     lowest = 0 if zero_ok else 1
     if not is_int(through_seq) or not lowest <= through_seq <= MAX_SEQ:
         raise errors.InvalidEditError(
-            f"{op}: through_seq must be an int from {lowest} to {MAX_SEQ}, got {shown(through_seq)}"
+            f"{op}: through_seq must be an int >= {lowest} and <= {MAX_SEQ}, "
+            f"got {shown(through_seq)}"
         )
     return Edit("compact" if op == "compact" else "archive", str(through_seq))
 

@@ -287,7 +287,7 @@ def integration_targets() -> dict[str, Callable[..., Any]]:
     from redis_msglog.integrations import openai_agents as oa
     from redis_msglog.integrations import pydantic_ai as pa
 
-    classes = [
+    classes: list[Any] = [
         lc.MessageLogChatHistory, lc.MessageLogMiddleware, li.MessageLogChatStore,
         oa.MessageLogSession, pa.RedisConversationStore,
     ]  # fmt: skip
@@ -314,7 +314,7 @@ def integration_params(name: str) -> list[str]:
 
 
 def integration_call(ctx: Ctx, name: str) -> Callable[[str, Any], Any]:
-    clients = {"redis": ctx.client, "async_redis": ctx.async_client}
+    clients: dict[str, Any] = {"redis": ctx.client, "async_redis": ctx.async_client}
     if name in ("MessageLogChatStore", "MessageLogSession", "RedisConversationStore"):
         clients = {"redis": ctx.async_client}
     valid: dict[str, Any] = {
@@ -337,7 +337,7 @@ INTEGRATION_CASES = [(n, p) for n in INTEGRATION_TARGETS for p in integration_pa
 
 def keyspace(client: redis.Redis) -> dict[bytes, bytes | None]:
     """Every key of the module's database with its ``DUMP`` (two round trips)."""
-    keys = client.keys("*")  # the module's own database: a handful of keys
+    keys: list[Any] = client.keys("*")  # the module's own database: a handful of keys
     pipe = client.pipeline(transaction=False)
     for key in keys:
         pipe.dump(key)
