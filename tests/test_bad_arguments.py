@@ -16,6 +16,7 @@ of every key) before and after each call that raises.
 from __future__ import annotations
 
 import asyncio
+import importlib
 import inspect
 import math
 import reprlib
@@ -464,6 +465,9 @@ def test_every_public_callable_is_covered() -> None:
     admin_functions = {n for n in admin.__all__ if inspect.isfunction(getattr(admin, n))}
     assert admin_functions <= covered
     assert set(testing.__all__) <= covered
+    for module in ("langchain", "llama_index", "openai_agents", "pydantic_ai"):
+        names = importlib.import_module(f"redis_msglog.integrations.{module}").__all__
+        assert set(names) - {"FORMAT"} <= set(INTEGRATION_TARGETS), module
     for name in LOG_METHODS:
         for param in method_params(name):
             assert param in VALID or param not in required(name), f"{name}({param}=) has no case"
