@@ -395,16 +395,17 @@ local function edit_part()
 
   -- An error unless seq s is a row of the view: a message, not hidden, in a segment.
   local function check_row(v, s, what)
+    what = what .. ' ' .. int(s)  -- exact: '..' would print 1e+14
     if s < 1 or s > last then
-      return bad_edit(what .. ' ' .. s .. ' is not in the log (last seq ' .. last .. ')')
+      return bad_edit(what .. ' is not in the log (last seq ' .. int(last) .. ')')
     end
     if is_hidden(HIDDEN, s) or not lookup(v, s) then
-      return bad_edit(what .. ' ' .. s .. ' is not in the view: an edit entry, or already ' ..
+      return bad_edit(what .. ' is not in the view: an edit entry, or already ' ..
         'retracted or compacted away')
     end
     local entry = redis.call('XRANGE', KEYS[2], s, s)  -- "<s>-0" to "<s>-<max>"
     if not entry[1] then
-      return bad_edit(what .. ' ' .. s .. ' is missing from the stream (deleted by hand?)')
+      return bad_edit(what .. ' is missing from the stream (deleted by hand?)')
     end
     return nil
   end
@@ -488,7 +489,7 @@ local function edit_part()
         return bad_edit('retract: more than ' .. MAX_RETRACT .. ' seqs in one call')
       end
       if seen[s] then
-        return bad_edit('retract: seq ' .. s .. ' is given twice')
+        return bad_edit('retract: seq ' .. int(s) .. ' is given twice')
       end
       local problem = check_row(v, s, 'retract: seq')
       if problem then
@@ -526,12 +527,12 @@ local function edit_part()
     end
     local after = v.archived and lookup(v, v.archived) and v.archived
     if after and not before(v, after, w) then
-      return bad_edit('archive: seq ' .. w .. ' is not after the archive watermark (seq ' ..
-        after .. '): the watermark only moves forward')
+      return bad_edit('archive: seq ' .. int(w) .. ' is not after the archive watermark (seq ' ..
+        int(after) .. '): the watermark only moves forward')
     end
     v.archivedrows = (after and v.archivedrows or 0) + rows_through(v, w, after or nil)
     v.archived = w
-    return {'{"op":"archive","through":' .. w .. '}', v, false, {}}
+    return {'{"op":"archive","through":' .. int(w) .. '}', v, false, {}}
   end
 
   -- compact, or fork: a compaction of everything on an empty log
@@ -563,7 +564,7 @@ local function edit_part()
     compact_segments(v, through, last + 1, n)
     local marker = ARGV[12]  -- a fork's: built by the client
     if OP == 'compact' then
-      local what = through and ('"through":' .. through .. ',') or ''  -- none: everything
+      local what = through and ('"through":' .. int(through) .. ',') or ''  -- none: everything
       marker = '{"op":"compact",' .. what .. '"count":' .. n .. '}'
     end
     return {marker, v, false, {}}

@@ -14,6 +14,8 @@ import hashlib
 from collections.abc import Iterable, Mapping
 from typing import Literal
 
+from ._args import shown
+from .errors import InvalidArgumentError
 from .models import AgentMessage, StoredMessage
 from .parts import BINARY_PARTS, ContentPart, _Media
 
@@ -26,7 +28,7 @@ BLOB_MODES = ("hydrate", "refs")
 
 def check_blob_mode(mode: object) -> None:
     if mode not in BLOB_MODES:
-        raise ValueError(f"blobs must be 'hydrate' or 'refs', got {mode!r}")
+        raise InvalidArgumentError(f"blobs must be 'hydrate' or 'refs', got {shown(mode)}")
 
 
 def offload(msg: AgentMessage, threshold: int | None) -> tuple[AgentMessage, dict[str, bytes]]:

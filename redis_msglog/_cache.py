@@ -41,10 +41,13 @@ from dataclasses import dataclass
 from operator import itemgetter
 from typing import Any, Literal
 
+from ._args import check_int
 from ._blobs import BlobMode, check_blob_mode, references
 from ._core import EditsPresent, LogCore
+from ._routing import is_cluster
 from ._row_size import row_bytes
 from ._steps import Plan
+from .errors import InvalidArgumentError
 from .models import StoredMessage
 
 DEFAULT_READ_CACHE_BYTES = 64 * 1024 * 1024
@@ -139,8 +142,12 @@ def configure_read_cache(client: Any, max_bytes: int | None) -> None:
     """Set the warm-read cache of a redis-py client (shared by every log on it): at most
     ``max_bytes`` of stored JSON, estimated; ``None`` or 0 turns it off and frees it.
     By default each client has one of :data:`DEFAULT_READ_CACHE_BYTES`."""
-    if max_bytes is not None and (not isinstance(max_bytes, int) or max_bytes < 0):
-        raise ValueError(f"max_bytes must be None or an int >= 0, got {max_bytes!r}")
+    if max_bytes is not None:
+        check_int("max_bytes", max_bytes)
+    if not hasattr(client, "connection_pool") and not is_cluster(client):
+        raise InvalidArgumentError(
+            f"configure_read_cache needs a redis-py client, got {type(client).__name__}"
+        )
     _CACHES[client] = ReadCache(max_bytes) if max_bytes else None
 
 

@@ -25,6 +25,7 @@ from pydantic import TypeAdapter, ValidationError
 
 from . import _append_script as script
 from . import _producer, errors
+from ._args import check_int, check_seq, check_text, check_type, shown
 from ._blobs import (
     DEFAULT_BLOB_THRESHOLD,
     BlobMode,
@@ -44,12 +45,14 @@ from ._scripts import LuaScript, load_script
 from ._steps import Command, NotSent, Pause, Plan, Read, Refused, ReplyLost, StepFailure, Write
 from ._views import AttrChanges, Edit, ViewReads, window_start
 from .edits import VIEWS, Attributes, EditEntry, Entry, View
+from .errors import InvalidArgumentError
 from .models import AgentMessage, StoredMessage, describe_errors
 
 DEFAULT_MAX_MESSAGE_BYTES = 8 * 1024 * 1024
 DEFAULT_PAGE_SIZE = 1000
 DEFAULT_IDEMPOTENCY_WINDOW = timedelta(hours=24)
 MAX_IDEMPOTENCY_KEY_LENGTH = 256
+MAX_PAGE_SIZE = 1_000_000  # entries per round trip: more is one huge reply, not a page
 RETRY_KEY_PREFIX = "msglog-retry:"
 """How the key of an :class:`~redis_msglog.AppendInDoubtError` for an append made without
 one begins: ``msglog-retry:<producer>:<pseq>:<fingerprint>``. Passed back as an
@@ -151,19 +154,18 @@ class LogCore:
         _require_positive("max_message_bytes", max_message_bytes)
         if blob_threshold is not None:
             _require_positive("blob_threshold", blob_threshold)
-        if durability is not None and not isinstance(durability, Durability):
-            raise TypeError(f"durability must be a Durability, got {type(durability).__name__}")
-        if ttl is not None and (not isinstance(ttl, timedelta) or ttl < timedelta(seconds=1)):
-            raise ValueError(f"ttl must be None or a timedelta of at least 1 s, got {ttl!r}")
-        _require_positive("page_size", page_size)
-        if not isinstance(retry, RetryPolicy):
-            raise TypeError(f"retry must be a RetryPolicy, got {type(retry).__name__}")
-        if not isinstance(idempotency_window, timedelta) or idempotency_window < timedelta(
-            milliseconds=1
-        ):
-            raise ValueError(
+        if durability is not None:
+            check_type("durability", durability, Durability, "a Durability or None")
+        if ttl is not None and not _at_least(ttl, timedelta(seconds=1)):
+            raise InvalidArgumentError(
+                f"ttl must be None or a timedelta of at least 1 s, got {shown(ttl)}"
+            )
+        check_int("page_size", page_size, lowest=1, highest=MAX_PAGE_SIZE)
+        check_type("retry", retry, RetryPolicy, "a RetryPolicy")
+        if not _at_least(idempotency_window, timedelta(milliseconds=1)):
+            raise InvalidArgumentError(
                 "idempotency_window must be a timedelta of at least 1 ms, "
-                f"got {idempotency_window!r}"
+                f"got {shown(idempotency_window)}"
             )
         self.conversation = conversation
         self.keys = ConversationKeys.build(prefix, conversation)
@@ -200,7 +202,9 @@ class LogCore:
         changes = None if attrs is None else AttrChanges.of(attrs)
         if changes is not None and edit is None:
             edit = changes.entry()
-        if type(msgs) is not tuple and isinstance(msgs, (str, bytes, Mapping, AgentMessage)):
+        if type(msgs) is not tuple and (
+            isinstance(msgs, (str, bytes, Mapping, AgentMessage)) or not isinstance(msgs, Iterable)
+        ):
             raise errors.InvalidMessageError(
                 f"expected a sequence of messages, got {type(msgs).__name__}"
             )
@@ -299,7 +303,7 @@ class LogCore:
     ) -> PreparedAppend:
         """The script call for ``batch``, with the identity its tries share (if any)."""
         if expected_seq is not None:
-            require_non_negative("expected_seq", expected_seq)
+            require_seq("expected_seq", expected_seq)
         window = self.idempotency_window
         record, producer, pseq, first_try_new = None, "", 0, False
         numbered_by: Producer | None = None
@@ -590,7 +594,7 @@ class LogCore:
     def check_expected(self, count: int, expected_seq: int | None) -> None:
         """For an empty batch with ``expected_seq``: the same verdict as the script's."""
         if expected_seq is not None:
-            require_non_negative("expected_seq", expected_seq)
+            require_seq("expected_seq", expected_seq)
             if count != expected_seq:
                 raise errors.SeqConflictError(
                     f"{count} is the last seq of {self.keys.stream}, not {expected_seq}: "
@@ -727,7 +731,7 @@ class LogCore:
         ``XRANGE``, a gap-free run or an error (see :meth:`_range_plan`); a log with edits
         is read by the view script."""
         check_view(view, physical=False)
-        require_non_negative("after", after)
+        require_seq("after", after)
         if limit is not None:
             require_non_negative("limit", limit)
         if not self.edited:
@@ -743,7 +747,7 @@ class LogCore:
         self, after: int, limit: int | None, blobs: BlobMode = "hydrate"
     ) -> Plan[list[Entry]]:
         """Every entry with seq above ``after``, messages and edits, in seq order."""
-        require_non_negative("after", after)
+        require_seq("after", after)
         if limit is not None:
             require_non_negative("limit", limit)
         entries = yield from self._range_plan(after, limit, self.decode_physical, probe=False)
@@ -1106,11 +1110,13 @@ R = TypeVar("R", bound=Entry)
 
 
 def check_view(view: object, *, physical: bool) -> None:
-    """``ValueError`` unless ``view`` is one of the views (``"physical"`` where a
+    """InvalidArgumentError unless ``view`` is one of the views (``"physical"`` where a
     physical read is meant to go through its own method)."""
     allowed = VIEWS if physical else tuple(v for v in VIEWS if v != "physical")
     if view not in allowed:
-        raise ValueError(f"view must be one of {', '.join(map(repr, allowed))}; got {view!r}")
+        raise InvalidArgumentError(
+            f"view must be one of {', '.join(map(repr, allowed))}; got {shown(view)}"
+        )
 
 
 _validate_many = TypeAdapter(list[AgentMessage]).validator.validate_python
@@ -1201,19 +1207,27 @@ def _info_field(reply: Any, name: str) -> str:
 
 
 def _check_idempotency_key(key: str) -> None:
-    if not isinstance(key, str) or not key:
-        raise ValueError(f"idempotency_key must be a non-empty str, got {key!r}")
-    if len(key) > MAX_IDEMPOTENCY_KEY_LENGTH:
-        raise ValueError(
-            f"idempotency_key is {len(key)} characters long, over {MAX_IDEMPOTENCY_KEY_LENGTH}"
-        )
+    check_text("idempotency_key", key, max_length=MAX_IDEMPOTENCY_KEY_LENGTH)
+
+
+def _at_least(value: object, least: timedelta) -> bool:
+    return isinstance(value, timedelta) and value >= least
 
 
 def _require_positive(name: str, value: int) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ValueError(f"{name} must be a positive int, got {value!r}")
+    check_int(name, value, lowest=1)
 
 
 def require_non_negative(name: str, value: int) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise ValueError(f"{name} must be a non-negative int, got {value!r}")
+    """A count (``n``, ``limit``, ``budget``): an int >= 0, no upper bound."""
+    check_int(name, value)
+
+
+def require_callable(name: str, value: object) -> None:
+    if not callable(value):
+        raise InvalidArgumentError(f"{name} must be callable, got {type(value).__name__}")
+
+
+def require_seq(name: str, value: int) -> None:
+    """A seq (``after``, ``at_seq``, ``expected_seq``): an int from 0 to ``MAX_SEQ``."""
+    check_seq(name, value)

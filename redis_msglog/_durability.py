@@ -7,6 +7,12 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
+from ._args import check_int, check_type, shown
+from .errors import InvalidArgumentError
+
+MAX_REPLICAS = 2**31 - 1  # what WAIT takes as a count
+MIN_TIMEOUT, MAX_TIMEOUT = timedelta(milliseconds=1), timedelta(days=365)
+
 
 @dataclass(frozen=True, slots=True)
 class Durability:
@@ -30,16 +36,18 @@ class Durability:
     timeout: timedelta = timedelta(seconds=1)
 
     def __post_init__(self) -> None:
-        if isinstance(self.replicas, bool) or not isinstance(self.replicas, int):
-            raise ValueError(f"replicas must be an int, got {self.replicas!r}")
-        if self.replicas < 0:
-            raise ValueError(f"replicas must be >= 0, got {self.replicas}")
+        check_int("replicas", self.replicas, highest=MAX_REPLICAS)
+        check_type("aof", self.aof, bool, "a bool")
         if not self.replicas and not self.aof:
-            raise ValueError(
+            raise InvalidArgumentError(
                 "Durability needs replicas >= 1 or aof=True (else it waits for nothing)"
             )
-        if not isinstance(self.timeout, timedelta) or self.timeout < timedelta(milliseconds=1):
-            raise ValueError(f"timeout must be a timedelta of at least 1 ms, got {self.timeout!r}")
+        timeout = self.timeout
+        if not isinstance(timeout, timedelta) or not MIN_TIMEOUT <= timeout <= MAX_TIMEOUT:
+            raise InvalidArgumentError(
+                f"timeout must be a timedelta from 1 ms to {MAX_TIMEOUT.days} days, "
+                f"got {shown(timeout)}"
+            )
 
     @property
     def _millis(self) -> int:

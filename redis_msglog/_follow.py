@@ -8,8 +8,9 @@ from collections.abc import Mapping
 from typing import Any
 
 from . import errors
+from ._args import is_number, shown
 from ._blobs import BlobMode, check_blob_mode
-from ._core import LogCore, require_non_negative
+from ._core import LogCore, require_seq
 from ._retry import follow_backoff
 from ._steps import Command, NotSent, Pause, Plan, Read, Refused, StepFailure
 from .edits import Entry
@@ -40,10 +41,12 @@ class FollowCursor:
         reconnect_within: float | None,
         blobs: BlobMode = "hydrate",
     ) -> None:
-        require_non_negative("after", after)
+        require_seq("after", after)
         check_blob_mode(blobs)
-        if reconnect_within is not None and not reconnect_within >= 0:
-            raise ValueError(f"reconnect_within must be >= 0 or None, got {reconnect_within!r}")
+        if reconnect_within is not None and not is_number(reconnect_within):
+            raise errors.InvalidArgumentError(
+                f"reconnect_within must be a number >= 0 or None, got {shown(reconnect_within)}"
+            )
         self.position = after
         self._blobs = blobs
         self._core = core

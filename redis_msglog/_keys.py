@@ -31,6 +31,9 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from ._args import check_text
+from .errors import InvalidArgumentError
+
 _ESCAPES = str.maketrans({"%": "%25", "{": "%7B", "}": "%7D"})
 _UNESCAPES = {"%25": "%", "%7B": "{", "%7D": "}"}
 _GLOB_SPECIAL = str.maketrans({c: "\\" + c for c in "*?[]\\"})
@@ -85,12 +88,12 @@ class ConversationKeys:
     @classmethod
     def build(cls, prefix: str, conversation: str) -> ConversationKeys:
         """Names for ``conversation`` under ``prefix``; validates both."""
-        if not isinstance(conversation, str) or not conversation:
-            raise ValueError("conversation id must be a non-empty string")
-        if not isinstance(prefix, str) or not prefix:
-            raise ValueError("prefix must be a non-empty string")
+        check_text("conversation id", conversation)
+        check_text("prefix", prefix)
         if "{" in prefix or "}" in prefix:
-            raise ValueError(f"prefix must not contain '{{' or '}}' (hash tag): {prefix!r}")
+            raise InvalidArgumentError(
+                f"prefix must not contain '{{' or '}}' (hash tag): {prefix!r}"
+            )
         base = f"{prefix}:{{{escape_id(conversation)}}}"
         return cls(
             seq=f"{base}:seq",

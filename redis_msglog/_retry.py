@@ -21,6 +21,9 @@ import random
 from dataclasses import dataclass
 from datetime import timedelta
 
+from ._args import check_int, is_number, shown
+from .errors import InvalidArgumentError
+
 DEFAULT_DEADLINE = 30.0
 
 
@@ -70,20 +73,22 @@ class RetryPolicy:
     deadline: float = DEFAULT_DEADLINE
 
     def __post_init__(self) -> None:
-        if self.attempts is not None and (
-            isinstance(self.attempts, bool) or not isinstance(self.attempts, int)
-        ):
-            raise ValueError(f"attempts must be an int or None, got {self.attempts!r}")
-        if self.attempts is not None and self.attempts < 0:
-            raise ValueError(f"attempts must be >= 0, got {self.attempts}")
-        if not self.backoff >= 0 or not self.max_backoff >= self.backoff:
-            raise ValueError("backoff must be >= 0 and max_backoff >= backoff")
-        if self.generated_key_ttl < timedelta(seconds=1):
-            raise ValueError("generated_key_ttl must be at least one second")
-        if isinstance(self.deadline, bool) or not (
-            isinstance(self.deadline, (int, float)) and self.deadline >= 0
-        ):
-            raise ValueError(f"deadline must be a number of seconds >= 0, got {self.deadline!r}")
+        if self.attempts is not None:
+            check_int("attempts", self.attempts)
+        if not is_number(self.backoff) or not is_number(self.max_backoff, self.backoff):
+            raise InvalidArgumentError(
+                "backoff must be a number >= 0 and max_backoff one >= backoff, got "
+                f"{shown(self.backoff)} and {shown(self.max_backoff)}"
+            )
+        ttl = self.generated_key_ttl
+        if not isinstance(ttl, timedelta) or ttl < timedelta(seconds=1):
+            raise InvalidArgumentError(
+                f"generated_key_ttl must be a timedelta of at least one second, got {shown(ttl)}"
+            )
+        if not is_number(self.deadline):
+            raise InvalidArgumentError(
+                f"deadline must be a number of seconds >= 0, got {shown(self.deadline)}"
+            )
 
     @property
     def retries(self) -> bool:

@@ -18,7 +18,7 @@ from ._core import Batch, Commit, LogCore, PreparedAppend
 from ._keys import ConversationKeys
 from ._routing import is_cluster
 from ._steps import NotSent, Plan, Refused, StepFailure
-from .errors import EvictionWarning
+from .errors import EvictionWarning, InvalidArgumentError
 from .models import AgentMessage
 
 CLIENT_FAILURES = (redis_errors.RedisError, redis_errors.RedisClusterException, OSError)
@@ -119,12 +119,12 @@ class ShellBase:
         """Check the client and the hook, and build the core from the shell's (typed)
         options; a bad argument raises here, before anything can be written."""
         if not hasattr(client, "connection_pool") and not is_cluster(client):
-            raise TypeError(
+            raise InvalidArgumentError(
                 f"{type(self).__name__} needs a redis-py client (Redis or RedisCluster), "
                 f"got {type(client).__name__}"
             )
         if on_append is not None and not callable(on_append):
-            raise TypeError(
+            raise InvalidArgumentError(
                 f"on_append must be callable or None, got {type(on_append).__name__} "
                 "(options after it are keyword-only: prefix=..., ttl=...)"
             )
@@ -181,3 +181,27 @@ class ShellBase:
         validated messages, or the error the append would raise (bad message, no exact
         JSON form, over ``max_message_bytes``)."""
         return list(self._core.batch(msgs).messages)
+
+
+LOG_OPTIONS = frozenset(
+    {"on_append", "prefix", "max_message_bytes", "page_size", "retry", "idempotency_window",
+     "ttl", "durability", "blob_threshold"}
+)  # fmt: skip
+"""The options a log takes by keyword: what an integration's ``**log_options`` may hold."""
+
+
+def check_log_options(options: Mapping[str, Any]) -> None:
+    """Check a log's options as :class:`MessageLog` would, for code that makes its logs
+    later (the integrations): a bad one raises now, not at the first call."""
+    unknown = sorted(set(options) - LOG_OPTIONS)
+    if unknown:
+        raise InvalidArgumentError(
+            f"unknown log option(s) {', '.join(map(repr, unknown))}; "
+            f"the options are {', '.join(sorted(LOG_OPTIONS))}"
+        )
+    hook = options.get("on_append")
+    if hook is not None and not callable(hook):
+        raise InvalidArgumentError(f"on_append must be callable, got {type(hook).__name__}")
+    defaults = {"prefix": "msglog", "max_message_bytes": 1, "page_size": 1}
+    core_options = {k: v for k, v in options.items() if k != "on_append"}
+    LogCore("x", clock=time.monotonic, **{**defaults, **core_options})

@@ -16,7 +16,7 @@ from redis.cluster import RedisCluster
 
 from . import _io_sync as io
 from . import adapters
-from ._blobs import DEFAULT_BLOB_THRESHOLD, BlobMode
+from ._blobs import DEFAULT_BLOB_THRESHOLD, BlobMode, check_blob_mode
 from ._cache import all_plan, read_cache
 from ._core import (
     DEFAULT_IDEMPOTENCY_WINDOW,
@@ -25,7 +25,9 @@ from ._core import (
     Batch,
     Commit,
     PreparedAppend,
+    require_callable,
     require_non_negative,
+    require_seq,
 )
 from ._durability import Durability
 from ._follow import FollowCursor, follow_block_ms
@@ -36,7 +38,7 @@ from ._steps import Command, Pause, Plan, Read, ReplyLost, StepFailure, Write
 from ._subscription import OnAppend, OnCommit, Subscription
 from ._views import AttrChanges, Edit, check_fork_point, fork_edit, retract_edit, through_edit
 from .edits import Attributes, Entry, LogView, MessageView, View
-from .errors import InvalidEditError
+from .errors import InvalidArgumentError, InvalidEditError
 from .models import AgentMessage, Role, StoredMessage
 
 if TYPE_CHECKING:
@@ -253,6 +255,7 @@ class MessageLog(ShellBase):
         """Retract the newest row of the view and return it, atomically: two workers
         popping at once pop two different messages. ``None`` (nothing written) when the
         view is empty."""
+        check_blob_mode(blobs)  # before the edit commits
         batch = self._core.batch((), Edit("pop"), attrs)
         commit = self._commit_batch(batch, idempotency_key, expected_seq)
         return self._run(self._core.popped_plan(commit, blobs))
@@ -353,10 +356,10 @@ class MessageLog(ShellBase):
         is written. Inside a ``replace`` (or a fork's copy) it copies the first of its
         messages, a prefix of the view, as at any other seq."""
         if new_conversation == self.conversation:
-            raise ValueError("fork: the new conversation must differ from this one")
+            raise InvalidArgumentError("fork: the new conversation must differ from this one")
         target = MessageLog(self._redis, new_conversation, **self._options)
         if at_seq is not None:
-            require_non_negative("at_seq", at_seq)
+            require_seq("at_seq", at_seq)
         entries = self._run(self._core.physical_read_plan(0, at_seq))
         if at_seq is not None and len(entries) < at_seq:
             raise InvalidEditError(f"fork: at_seq {at_seq} is beyond the end ({len(entries)})")
@@ -449,11 +452,11 @@ class MessageLog(ShellBase):
         self, n: int | None = None, *, blobs: BlobMode = "hydrate", view: View = "visible"
     ) -> StoredMessage | list[StoredMessage] | list[Entry] | None:
         """The newest row of ``view`` (``None`` when it is empty), or its last ``n`` in
-        view order (``ValueError`` for a negative ``n``). Costs what it returns, not the
-        history's length."""
+        view order (:class:`~redis_msglog.InvalidArgumentError` for a negative ``n``).
+        Costs what it returns, not the history's length."""
         if view == "physical":
             if n is None:
-                raise ValueError('last(view="physical") needs n')
+                raise InvalidArgumentError('last(view="physical") needs n')
             return self._run(self._core.physical_last_plan(n, blobs))
         rows = self._run(self._core.last_plan(1 if n is None else n, blobs, view))
         if n is None:
@@ -482,6 +485,7 @@ class MessageLog(ShellBase):
         """The longest suffix of ``view`` whose messages' ``count_tokens`` fit in
         ``budget``, moved forward past any tool result whose call it would cut off."""
         require_non_negative("budget", budget)
+        require_callable("count_tokens", count_tokens)
         return self._run(self._core.window_plan(view, budget=budget, counter=count_tokens))
 
     # -- following commits from every worker -----------------------------------------
@@ -528,6 +532,9 @@ class MessageLog(ShellBase):
         stored after handling). If ``callback`` raises, the subscription stops and
         ``close()`` re-raises the error.
         """
+        require_callable("callback", callback)
+        if after is not None:
+            require_seq("after", after)
         start = self.count() if after is None else after
         wait_ms = min(Subscription.WAIT_MS, self._block_ms())
         cursor = FollowCursor(self._core, start, block_ms=wait_ms, reconnect_within=None)

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
 from . import errors
+from ._args import MAX_SEQ, check_text, is_int, shown
 from ._codec import encode_edit
 from ._steps import Command, Plan, StepFailure
 from .edits import EditEntry, LogView
@@ -47,17 +48,16 @@ class AttrChanges:
     @classmethod
     def of(cls, attrs: Mapping[str, str | None]) -> AttrChanges:
         """``attrs`` checked: a non-empty mapping of names (non-empty ``str`` of at most
-        256 characters) to ``str`` values or ``None``; ``ValueError`` otherwise."""
+        256 characters, valid UTF-8) to ``str`` values or ``None``;
+        :class:`~redis_msglog.InvalidArgumentError` otherwise."""
         if not isinstance(attrs, Mapping) or not attrs:
-            raise ValueError(f"attrs must be a non-empty mapping, got {attrs!r}")
+            raise errors.InvalidArgumentError(
+                f"attrs must be a non-empty mapping, got {shown(attrs)}"
+            )
         for name, value in attrs.items():
-            if not isinstance(name, str) or not name or len(name) > MAX_ATTR_NAME:
-                raise ValueError(
-                    f"an attribute name must be a non-empty str of at most "
-                    f"{MAX_ATTR_NAME} characters, got {name!r}"
-                )
+            check_text("an attribute name", name, max_length=MAX_ATTR_NAME)
             if value is not None and not isinstance(value, str):
-                raise ValueError(
+                raise errors.InvalidArgumentError(
                     f"attribute {name!r}: a value is a str or None (delete), "
                     f"got {type(value).__name__}"
                 )
@@ -179,12 +179,16 @@ class ViewReads:
 
 def retract_edit(seqs: Iterable[int]) -> Edit:
     """The edit hiding ``seqs``: positive ints, at least one, no repeats."""
-    if isinstance(seqs, (str, bytes, int)):
-        raise TypeError(f"seqs must be an iterable of ints, got {type(seqs).__name__}")
+    if isinstance(seqs, (str, bytes, Mapping)) or not isinstance(seqs, Iterable):
+        raise errors.InvalidArgumentError(
+            f"retract: seqs must be an iterable of ints, got {type(seqs).__name__}"
+        )
     chosen = list(seqs)
     for seq in chosen:
-        if isinstance(seq, bool) or not isinstance(seq, int) or seq < 1:
-            raise errors.InvalidEditError(f"retract: {seq!r} is not a seq (a positive int)")
+        if not is_int(seq) or seq < 1:
+            raise errors.InvalidEditError(f"retract: {shown(seq)} is not a seq (a positive int)")
+        if seq > MAX_SEQ:
+            raise errors.InvalidEditError(f"retract: {seq} is beyond any log (seq <= {MAX_SEQ})")
     if not chosen:
         raise errors.InvalidEditError("retract: no seqs given")
     if len(chosen) > MAX_RETRACT:
@@ -200,9 +204,10 @@ def retract_edit(seqs: Iterable[int]) -> Edit:
 def through_edit(op: str, through_seq: int, *, zero_ok: bool) -> Edit:
     """A compact or archive edit through ``through_seq`` (0 for "none" where allowed)."""
     lowest = 0 if zero_ok else 1
-    if isinstance(through_seq, bool) or not isinstance(through_seq, int) or through_seq < lowest:
+    if not is_int(through_seq) or not lowest <= through_seq <= MAX_SEQ:
         raise errors.InvalidEditError(
-            f"{op}: through_seq must be an int >= {lowest}, got {through_seq!r}"
+            f"{op}: through_seq must be an int >= {lowest} and <= {MAX_SEQ}, "
+            f"got {shown(through_seq)}"
         )
     return Edit("compact" if op == "compact" else "archive", str(through_seq))
 
@@ -258,7 +263,9 @@ def window_start(
     for index in range(len(rows) - 1, -1, -1):
         size = counter(rows[index])
         if isinstance(size, bool) or not isinstance(size, int) or size < 0:
-            raise ValueError(f"count_tokens must return an int >= 0, got {size!r}")
+            raise errors.InvalidArgumentError(
+                f"count_tokens must return an int >= 0, got {shown(size)}"
+            )
         total += size
         if total > budget:
             start = index + 1

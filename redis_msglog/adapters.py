@@ -27,7 +27,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from .formats._common import MISSING_RESULT, normalize_args, tool_call_id
+from .formats._common import MISSING_RESULT, normalize_args, require_messages, tool_call_id
 from .formats.anthropic import anthropic_system, from_anthropic, to_anthropic
 from .formats.langchain import from_langchain, to_langchain_messages
 from .formats.openai_chat import from_openai, to_openai
@@ -57,6 +57,7 @@ def to_langchain(messages: Sequence[AgentMessage]) -> list[dict[str, Any]]:
     text joined). A turn whose text is empty or whitespace-only is dropped too:
     LangChain's Anthropic chat model forwards it, and the API rejects it. For everything,
     losslessly, use :func:`to_langchain_messages`."""
+    require_messages(messages)
     out = []
     for msg in messages:
         text = msg.text

@@ -15,9 +15,11 @@ from datetime import datetime
 from typing import IO, Any
 
 import redis
+import redis.cluster
 from pydantic import ValidationError
 from redis import exceptions as redis_errors
 
+from ._args import MAX_SEQ, check_int, check_text, check_type, shown
 from ._blobs import references
 from ._codec import decode_edit, decode_entry, decode_row, edit_document, micros_to_datetime
 from ._core import parse_seq_counter
@@ -28,6 +30,7 @@ from .edits import EditEntry, Entry, LogView, View
 from .errors import (
     CodecError,
     CorruptLogError,
+    InvalidArgumentError,
     InvalidMessageError,
     MessageLogError,
     MessageTooLargeError,
@@ -55,7 +58,8 @@ class ConversationNotFoundError(MessageLogError, LookupError):
 
 
 class ImportFileError(MessageLogError, ValueError):
-    """A line of an import file is not a valid message; nothing was imported."""
+    """The import file cannot be read, or a line of it is not a valid message; nothing
+    was imported."""
 
 
 class ImportBatchError(MessageLogError):
@@ -104,6 +108,23 @@ class VerifyReport:
         return not self.problems
 
 
+def _check_client(client: object) -> None:
+    if not isinstance(client, (redis.Redis, redis.cluster.RedisCluster)):
+        raise InvalidArgumentError(
+            f"needs a sync redis-py client (Redis or RedisCluster), got {type(client).__name__}"
+        )
+
+
+def _check_path(path: object) -> None:
+    """A file name that ``open`` takes: ``str`` or path-like, encodable, without NUL."""
+    try:
+        name = os.fsencode(path)  # type: ignore[arg-type]
+    except (TypeError, UnicodeError) as exc:
+        raise InvalidArgumentError(f"path must be a file name, got {shown(path)}: {exc}") from None
+    if b"\0" in name:
+        raise InvalidArgumentError(f"path must not contain NUL, got {shown(path)}")
+
+
 def _text(value: Any) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
 
@@ -118,7 +139,10 @@ def list_conversations(
     missing (deleted or evicted), so that damaged conversations are listed too. Under
     an ACL user, the conversations whose keys it may not read are left out (``SCAN``
     shows it their names, not their content)."""
+    _check_client(client)
     ConversationKeys.build(prefix, "x")  # validates the prefix
+    check_text("match", match)
+    check_int("page", page, lowest=1, highest=MAX_SEQ)
     batch: list[tuple[str, bool]] = []  # (conversation, found by its stream)
     for key in client.scan_iter(match=key_pattern(prefix, match), count=page):
         text = _text(key)
@@ -169,6 +193,9 @@ def _entry_time(entry: tuple[Any, dict[Any, Any]]) -> datetime | None:
 
 def require_conversation(client: redis.Redis, keys: ConversationKeys, conversation: str) -> None:
     """Raise :class:`ConversationNotFoundError` unless the conversation has keys."""
+    _check_client(client)
+    check_type("keys", keys, ConversationKeys, "a ConversationKeys")
+    check_text("conversation id", conversation)
     if not client.exists(keys.seq, keys.stream):
         raise ConversationNotFoundError(
             f"conversation {conversation!r} not found (no {keys.seq} or {keys.stream})"
@@ -179,6 +206,7 @@ def conversation_stats(
     client: redis.Redis, prefix: str, conversation: str, *, page: int = 500
 ) -> ConversationStats:
     """Count, first and last commit time, and memory of one conversation."""
+    check_int("page", page, lowest=1, highest=MAX_SEQ)
     keys = ConversationKeys.build(prefix, conversation)
     require_conversation(client, keys, conversation)
     raw_count = client.get(keys.seq)
@@ -220,6 +248,8 @@ def verify_conversation(
     of earlier versions), every entry decodes to a message or an edit, every
     edit refers to rows of the view before it, and the view keys agree with the entries.
     (The view's rows are held in memory while checking.)"""
+    check_int("page", page, lowest=1, highest=MAX_SEQ)
+    check_int("max_problems", max_problems)
     keys = ConversationKeys.build(prefix, conversation)
     require_conversation(client, keys, conversation)
     report = VerifyReport(conversation, counter=None, entries=0, last_seq=0)
@@ -479,8 +509,13 @@ def import_jsonl(
     edits. They refer to seqs, so a file with edits goes only into a conversation that
     is empty or holds exactly the file's first entries (an interrupted import of it).
     """
-    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
-        raise ValueError(f"batch_size must be a positive int, got {batch_size!r}")
+    check_type("log", log, MessageLog, "a MessageLog")
+    if isinstance(source, (str, os.PathLike)) or not hasattr(source, "read"):
+        _check_path(source)
+    check_int("batch_size", batch_size, lowest=1)
+    for name, hook in (("progress", progress), ("on_validated", on_validated)):
+        if hook is not None and not callable(hook):
+            raise InvalidArgumentError(f"{name} must be callable, got {type(hook).__name__}")
     with _read_once(source) as copy:
         return _import(log, copy, batch_size, progress, on_validated)
 
@@ -531,7 +566,11 @@ def _read_once(source: str | os.PathLike[str] | IO[bytes]) -> Iterator[_Source]:
     with tempfile.TemporaryFile() as copy:
         if isinstance(source, (str, os.PathLike)):
             name = os.fspath(source)
-            with open(source, "rb") as file:
+            try:
+                file = open(source, "rb")  # noqa: SIM115 (closed by the with below)
+            except OSError as exc:
+                raise ImportFileError(f"cannot read {name!r}: {exc.strerror or exc}") from exc
+            with file:
                 shutil.copyfileobj(file, copy)
         else:
             name = str(getattr(source, "name", "<input>"))

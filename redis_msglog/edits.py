@@ -16,6 +16,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, StrictStr
 
+from .errors import InvalidArgumentError
 from .models import StoredMessage
 
 EditOp = Literal["retract", "compact", "archive", "fork", "attrs"]
@@ -75,11 +76,16 @@ class LogView:
 
     ``apply`` each entry a follower receives (``follow()`` delivers edits too); ``rows``
     is then what ``all(view="visible")`` returns, ``active()`` and ``archived()`` the
-    other views. Raises ``ValueError`` for an entry out of order; with ``strict``, also
+    other views. Raises :class:`~redis_msglog.InvalidArgumentError` (a ``ValueError``)
+    for an entry out of order, or not an entry; with ``strict``, also
     for an edit that refers to no row of the view (what ``msglog verify`` checks). A
     follower that starts after seq 0 has not seen every row: leave it off."""
 
     def __init__(self, entries: Iterable[Entry] = (), *, strict: bool = False) -> None:
+        if isinstance(entries, (str, bytes)) or not isinstance(entries, Iterable):
+            raise InvalidArgumentError(
+                f"entries must be an iterable of entries, got {type(entries).__name__}"
+            )
         self._strict = strict
         # Every row still placed in the view, retracted ones too (flag True): a retracted
         # archive watermark row still marks where the archived rows end.
@@ -117,8 +123,12 @@ class LogView:
 
     def apply(self, entry: Entry) -> None:
         """Fold one more entry (the next seq) into the view."""
+        if not isinstance(entry, (StoredMessage, EditEntry)):
+            raise InvalidArgumentError(
+                f"expected a StoredMessage or an EditEntry, got {type(entry).__name__}"
+            )
         if entry.seq <= self.last_seq:
-            raise ValueError(f"entry {entry.seq} is not after {self.last_seq}")
+            raise InvalidArgumentError(f"entry {entry.seq} is not after {self.last_seq}")
         self.last_seq = entry.seq
         if isinstance(entry, StoredMessage):
             self._place(entry)
@@ -131,7 +141,9 @@ class LogView:
         if entry.op == "retract":
             gone = set(entry.seqs or ())
             if self._strict and not gone <= {row.seq for row in self.rows}:
-                raise ValueError(f"retracts seqs {sorted(gone)}, not all rows of the view")
+                raise InvalidArgumentError(
+                    f"retracts seqs {sorted(gone)}, not all rows of the view"
+                )
             self._rows = [(row, hidden or row.seq in gone) for row, hidden in self._rows]
         elif entry.op == "archive":
             self._archive(entry)
@@ -150,20 +162,20 @@ class LogView:
         if self._strict:
             index = self._index_of(entry.through_seq or 0)
             if self._rows[index][1] or index <= self._watermark_index():
-                raise ValueError(f"archives through {entry.through_seq}, not forward")
+                raise InvalidArgumentError(f"archives through {entry.through_seq}, not forward")
         self._archived = entry.through_seq
 
     def _compact(self, entry: EditEntry) -> None:
         if entry.through_seq is None:  # everything (replace, clear, fork)
             cut = len(self._rows)
             if self._strict and entry.op == "fork" and entry.seq != 1:
-                raise ValueError("a fork entry that is not the log's first")
+                raise InvalidArgumentError("a fork entry that is not the log's first")
         elif entry.through_seq == 0:
             cut = 0
         else:
             cut = self._index_of(entry.through_seq) + 1
             if self._strict and self._rows[cut - 1][1]:
-                raise ValueError(f"compacts through {entry.through_seq}, a retracted row")
+                raise InvalidArgumentError(f"compacts through {entry.through_seq}, a retracted row")
         if self._archived is not None and self._watermark_index() < cut:
             self._archived = None  # the watermark row was replaced
         self._rows = self._rows[cut:]
@@ -173,7 +185,7 @@ class LogView:
         for index, (row, _) in enumerate(self._rows):
             if row.seq == seq:
                 return index
-        raise ValueError(f"seq {seq} is not a row of the view")
+        raise InvalidArgumentError(f"seq {seq} is not a row of the view")
 
     def _watermark_index(self) -> int:
         """The index of the watermark row (-1: nothing archived)."""

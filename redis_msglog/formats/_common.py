@@ -20,7 +20,7 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
-from ..errors import InvalidMessageError
+from ..errors import InvalidArgumentError, InvalidMessageError
 from ..models import AgentMessage, describe_errors, parse_arguments
 from ..parts import ContentPart, decode_base64, encode_base64
 
@@ -74,16 +74,33 @@ class Turn:
     results: list[tuple[str, AgentMessage | None]] = field(default_factory=list)
 
 
+def require_messages(messages: Sequence[AgentMessage]) -> None:
+    """What every exporter takes: a sequence (a list, a tuple, ``log.all()``...) of
+    :class:`AgentMessage`; InvalidArgumentError otherwise, naming the first other thing."""
+    if isinstance(messages, (str, bytes, Mapping)) or not isinstance(messages, Sequence):
+        raise InvalidArgumentError(
+            f"expected a sequence of AgentMessage, got {type(messages).__name__}"
+        )
+    for index, msg in enumerate(messages):
+        if not isinstance(msg, AgentMessage):
+            raise InvalidArgumentError(
+                f"message {index}: expected an AgentMessage, got {type(msg).__name__} "
+                "(AgentMessage.model_validate makes one of a dict)"
+            )
+
+
 def require_inline(messages: Sequence[AgentMessage]) -> None:
     """Exporters send bytes: a part read as a reference (``blobs="refs"``) has none."""
+    require_messages(messages)
     for index, msg in enumerate(messages):
         if isinstance(msg.content, str):
             continue
         for path, part in enumerate(msg.content):
             if getattr(part, "blob", None) is not None:
-                raise ValueError(
+                raise InvalidMessageError(
                     f"message {index}: content.{path} is a reference to a stored blob; "
-                    "read the history with blobs='hydrate' (the default) to export it"
+                    "read the history with blobs='hydrate' (the default) to export it",
+                    index=index,
                 )
 
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
+from .._args import missing_extra
 from ..models import AgentMessage, ToolCall
 from ..parts import (
     AudioPart,
@@ -187,7 +188,10 @@ def _render_call(call: ToolCall) -> dict[str, Any]:
 
 
 def _construct(data: dict[str, Any]) -> BaseMessage:
-    from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
+    try:
+        from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
+    except ModuleNotFoundError as exc:
+        raise missing_extra("langchain", exc) from exc
 
     classes: dict[str, Any] = {
         "human": HumanMessage,
@@ -313,7 +317,10 @@ def from_langchain(messages: Sequence[Any]) -> list[AgentMessage]:
     audio, file, text-plain, image_url, refusal, thinking, redacted_thinking and
     reasoning, a tool call without an id, and bad input raise
     :class:`InvalidMessageError` naming the message's index and the path inside it."""
-    from langchain_core.messages import BaseMessage
+    try:
+        from langchain_core.messages import BaseMessage
+    except ModuleNotFoundError as exc:
+        raise missing_extra("langchain", exc) from exc
 
     out: list[AgentMessage] = []
     for i, message in enumerate(sequence(messages, 0, "")):

@@ -56,6 +56,7 @@ from ._common import (
     paired,
     parse_data_url,
     refusal_part,
+    require_messages,
     sequence,
     text_part,
     with_extras,
@@ -601,6 +602,7 @@ def join_items(
     message and calls as one assistant message). Messages carrying an item verbatim that
     no neutral message holds are dropped, or with ``keep_native`` kept in place (ending
     the run). Any other message passes unchanged."""
+    require_messages(messages)
     if not any(_marker(m) is not None for m in messages):
         return list(messages)
     out: list[AgentMessage] = []

@@ -21,29 +21,70 @@ import asyncio
 import inspect
 import threading
 import weakref
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Mapping
+from typing import Any, TypeVar
 
 import redis.asyncio
 import redis.asyncio.cluster
+import redis.connection
 from redis.cluster import LoadBalancingStrategy
 
 from .._aio import AsyncMessageLog
+from .._args import check_type, shown
 from .._routing import AsyncRouter, is_cluster
+from ..errors import InvalidArgumentError, ServerUnavailableError, StorageError
+
+T = TypeVar("T")
 
 AsyncClient = redis.asyncio.Redis | redis.asyncio.cluster.RedisCluster
 """The clients the integrations take: ``redis.asyncio.Redis`` or ``RedisCluster``."""
 
 
+def check_url(url: object) -> str:
+    """``url`` if redis-py can parse it (``redis://``, ``rediss://``, ``unix://``)."""
+    if not isinstance(url, str):
+        raise InvalidArgumentError(f"url must be a str, got {type(url).__name__}")
+    try:
+        redis.connection.parse_url(url)
+    except (ValueError, TypeError) as exc:
+        raise InvalidArgumentError(f"url {shown(url)}: {exc}") from exc
+    return url
+
+
+def from_url(factory: Callable[..., T], url: object, kwargs: object) -> T:
+    """``factory(url, **kwargs)`` (a client's ``from_url``), its errors typed: argument
+    errors, and a cluster client's failure to reach the cluster (it connects at once)."""
+    if kwargs is not None and not isinstance(kwargs, Mapping):
+        raise InvalidArgumentError(f"redis_kwargs must be a dict, got {type(kwargs).__name__}")
+    try:
+        return factory(check_url(url), **(kwargs or {}))
+    except redis.exceptions.RedisClusterException as exc:
+        # No node reachable (its cause: a connection error), or bad arguments (a db other
+        # than 0, a unix socket, a server not in cluster mode).
+        if isinstance(exc.__cause__, (ConnectionError, redis.exceptions.ConnectionError)):
+            raise ServerUnavailableError(f"no node of {shown(url)} answered: {exc}") from exc
+        raise InvalidArgumentError(f"a cluster client for {shown(url)}: {exc}") from exc
+    except (TypeError, ValueError) as exc:
+        raise InvalidArgumentError(f"a client for {shown(url)}: {exc}") from exc
+    except redis.exceptions.RedisError as exc:
+        raise StorageError(f"a client for {shown(url)}: {exc}") from exc
+
+
 def client_factory(
-    url: str, *, cluster: bool = False, redis_kwargs: dict[str, Any] | None = None
+    url: str, *, cluster: bool = False, redis_kwargs: Mapping[str, Any] | None = None
 ) -> Callable[[], AsyncClient]:
     """Makes a client for ``url`` (a Redis Cluster's, with ``cluster=True``);
-    ``redis_kwargs`` go to its ``from_url``."""
+    ``redis_kwargs`` go to its ``from_url``. Bad arguments are typed errors."""
+    check_url(url)
+    check_type("cluster", cluster, bool, "a bool")
+    if redis_kwargs is not None and not isinstance(redis_kwargs, Mapping):
+        raise InvalidArgumentError(
+            f"redis_kwargs must be a dict, got {type(redis_kwargs).__name__}"
+        )
     kwargs = dict(redis_kwargs or {})
     if cluster:
-        return lambda: redis.asyncio.cluster.RedisCluster.from_url(url, **kwargs)
-    return lambda: redis.asyncio.Redis.from_url(url, **kwargs)
+        return lambda: from_url(redis.asyncio.cluster.RedisCluster.from_url, url, kwargs)
+    return lambda: from_url(redis.asyncio.Redis.from_url, url, kwargs)
 
 
 def derived_client(client: AsyncClient) -> AsyncClient:
@@ -132,6 +173,11 @@ class LoopClients:
     loops in several threads may ask at once."""
 
     def __init__(self, client: AsyncClient | Callable[[], AsyncClient]) -> None:
+        if not callable(client) and not isinstance(client, AsyncClient):
+            raise InvalidArgumentError(
+                "needs a redis.asyncio client (Redis or RedisCluster) or a function making "
+                f"one, got {type(client).__name__}"
+            )
         self._given: AsyncClient | None = None if callable(client) else client
         self._factory: Callable[[], AsyncClient] | None = client if callable(client) else None
         self.first: AsyncClient = client if self._given is None else self._given  # type: ignore[assignment]

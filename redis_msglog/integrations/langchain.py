@@ -30,19 +30,27 @@ import redis
 import redis.asyncio
 import redis.asyncio.cluster
 import redis.cluster
-from langchain.agents.middleware.types import AgentMiddleware, AgentState
-from langchain_core.chat_history import BaseChatMessageHistory
-from langchain_core.messages import BaseMessage, RemoveMessage
-from langgraph.config import get_config
-from langgraph.graph.message import REMOVE_ALL_MESSAGES
-from langgraph.runtime import Runtime
+
+from .._args import missing_extra
+
+try:
+    from langchain.agents.middleware.types import AgentMiddleware, AgentState
+    from langchain_core.chat_history import BaseChatMessageHistory
+    from langchain_core.messages import BaseMessage, RemoveMessage
+    from langgraph.config import get_config
+    from langgraph.graph.message import REMOVE_ALL_MESSAGES
+    from langgraph.runtime import Runtime
+except ModuleNotFoundError as exc:  # the extra is not installed
+    raise missing_extra("langchain", exc) from exc
 
 from .._aio import AsyncMessageLog
+from .._args import check_type
+from .._shell import check_log_options
 from .._sync import MessageLog
-from ..errors import IdempotencyConflictError
+from ..errors import IdempotencyConflictError, InvalidArgumentError
 from ..formats.langchain import from_langchain, to_langchain_messages
 from ..models import StoredMessage
-from ._clients import LoopClients, LoopLog, client_factory
+from ._clients import LoopClients, LoopLog, client_factory, from_url
 
 __all__ = ["MessageLogChatHistory", "MessageLogMiddleware"]
 
@@ -54,13 +62,13 @@ def _clients(
     url: str, cluster: bool, redis_kwargs: dict[str, Any] | None
 ) -> tuple[SyncClient, Callable[[], AsyncClient]]:
     """A sync client for ``url``, and a function making asyncio ones (one per loop)."""
-    kwargs = redis_kwargs or {}
+    check_type("cluster", cluster, bool, "a bool")
     sync: SyncClient = (
-        redis.cluster.RedisCluster.from_url(url, **kwargs)
+        from_url(redis.cluster.RedisCluster.from_url, url, redis_kwargs)
         if cluster
-        else redis.Redis.from_url(url, **kwargs)
+        else from_url(redis.Redis.from_url, url, redis_kwargs)
     )
-    return sync, client_factory(url, cluster=cluster, redis_kwargs=kwargs)
+    return sync, client_factory(url, cluster=cluster, redis_kwargs=redis_kwargs)
 
 
 async def _close(owned: SyncClient | None, clients: LoopClients | None) -> None:
@@ -74,7 +82,9 @@ async def _close(owned: SyncClient | None, clients: LoopClients | None) -> None:
 
 def _need(client: Any, kind: str) -> Any:
     if client is None:
-        raise TypeError(f"this call needs a {kind} Redis client: pass one, or use from_url()")
+        raise InvalidArgumentError(
+            f"this call needs a {kind} Redis client: pass one, or use from_url()"
+        )
     return client
 
 
@@ -107,7 +117,10 @@ class MessageLogChatHistory(BaseChatMessageHistory):
         **log_options: Any,
     ) -> None:
         if redis is None and async_redis is None:
-            raise TypeError("pass a Redis client (redis=), an asyncio one (async_redis=), or both")
+            raise InvalidArgumentError(
+                "pass a Redis client (redis=), an asyncio one (async_redis=), or both"
+            )
+        check_log_options(log_options)
         self.session_id = session_id
         self.log: MessageLog | None = (
             None if redis is None else MessageLog(redis, session_id, **log_options)
@@ -227,7 +240,11 @@ class MessageLogMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         **log_options: Any,
     ) -> None:
         if redis is None and async_redis is None:
-            raise TypeError("pass a Redis client (redis=), an asyncio one (async_redis=), or both")
+            raise InvalidArgumentError(
+                "pass a Redis client (redis=), an asyncio one (async_redis=), or both"
+            )
+        check_log_options(log_options)
+        check_type("hydrate", hydrate, bool, "a bool")
         super().__init__()
         self._redis = redis
         self._async_clients = None if async_redis is None else LoopClients(async_redis)
@@ -413,7 +430,7 @@ def _thread_id(runtime: Runtime[Any]) -> str:
         except RuntimeError:
             thread = None
     if thread is None:
-        raise ValueError(
+        raise InvalidArgumentError(
             "MessageLogMiddleware needs a thread id: invoke the agent with "
             'config={"configurable": {"thread_id": ...}}'
         )

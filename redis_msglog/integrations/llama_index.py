@@ -39,12 +39,19 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any, cast
 
-from llama_index.core.base.llms.types import ChatMessage
-from llama_index.core.bridge.pydantic import PrivateAttr
-from llama_index.core.storage.chat_store.base_db import AsyncDBChatStore, MessageStatus
+from .._args import missing_extra
+
+try:
+    from llama_index.core.base.llms.types import ChatMessage
+    from llama_index.core.bridge.pydantic import PrivateAttr
+    from llama_index.core.storage.chat_store.base_db import AsyncDBChatStore, MessageStatus
+except ModuleNotFoundError as exc:  # the extra is not installed
+    raise missing_extra("llama-index", exc) from exc
 
 from .._aio import AsyncMessageLog
+from .._args import check_type
 from .._keys import ConversationKeys, conversation_of, key_pattern
+from .._shell import check_log_options
 from .._views import MAX_RETRACT
 from ..errors import InvalidEditError, LogRewoundError, SeqConflictError
 from ..formats._common import apply_patch, make_patch
@@ -79,6 +86,7 @@ def from_llama_index(message: ChatMessage) -> AgentMessage:
     neutral fields filled where they have a place, and a merge patch in
     ``extras["llama_index"]`` for the rest, so :func:`to_llama_index` gives back an equal
     ``ChatMessage`` (its ``model_dump(mode="json")`` is the same)."""
+    check_type("message", message, ChatMessage, "a LlamaIndex ChatMessage")
     native: dict[str, Any] = message.model_dump(mode="json")
     role = str(native.get("role", "user"))
     neutral: dict[str, Any] = {"role": _ROLES.get(role, "user")}
@@ -116,6 +124,7 @@ def to_llama_index(message: AgentMessage) -> ChatMessage:
     OpenAI, Anthropic...) its text, images, audio, files, tool calls (``ToolCallBlock``)
     and tool results (``additional_kwargs["tool_call_id"]``). Thinking and reasoning of
     other origins are left out (they go back only to the provider that produced them)."""
+    check_type("message", message, AgentMessage, "an AgentMessage")
     rendered = _render(message)
     patch = (message.extras or {}).get(FORMAT)
     if isinstance(patch, dict) and _WHOLE in patch:
@@ -269,6 +278,7 @@ class MessageLogChatStore(AsyncDBChatStore):
         **log_options: Any,
     ) -> None:
         ConversationKeys.build(prefix, "x")  # validates the prefix
+        check_log_options(log_options)
         super().__init__(prefix=prefix)
         self._clients = LoopClients(redis)
         self._options = dict(log_options)
@@ -350,7 +360,8 @@ class MessageLogChatStore(AsyncDBChatStore):
         """Append the messages with one atomic ``append_many``. With ``ARCHIVED``, which
         the watermark allows only for a conversation with no active message (archived
         messages are the oldest), they are then archived: a second call, so a failure in
-        between leaves them active (``ValueError`` if active messages exist)."""
+        between leaves them active (:class:`~redis_msglog.InvalidEditError`, a
+        ``ValueError``, if active messages exist)."""
         log = self.log(key)
         rows = [from_llama_index(m) for m in messages]
         if _status(status) is not MessageStatus.ARCHIVED:
@@ -361,7 +372,7 @@ class MessageLogChatStore(AsyncDBChatStore):
         while True:
             last = await log.count()
             if await log.count(view="active"):
-                raise ValueError(
+                raise InvalidEditError(
                     f"chat store key {key!r} has active messages: archived ones must be "
                     "older (the log's archive watermark)"
                 )

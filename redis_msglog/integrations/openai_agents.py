@@ -30,18 +30,25 @@ from dataclasses import dataclass
 from typing import Any
 
 import orjson
-from agents.items import TResponseInputItem
-from agents.memory.session_settings import (
-    SessionSettings,
-    coerce_session_settings,
-    resolve_session_limit,
-)
-from agents.run_context import RunContextWrapper
 from redis.asyncio import Redis
 from redis.asyncio.cluster import RedisCluster
 
+from .._args import missing_extra
+
+try:
+    from agents.items import TResponseInputItem
+    from agents.memory.session_settings import (
+        SessionSettings,
+        coerce_session_settings,
+        resolve_session_limit,
+    )
+    from agents.run_context import RunContextWrapper
+except ModuleNotFoundError as exc:  # the extra is not installed
+    raise missing_extra("openai-agents", exc) from exc
+
 from .._aio import AsyncMessageLog
-from ..errors import SeqConflictError
+from .._shell import check_log_options
+from ..errors import InvalidArgumentError, SeqConflictError
 from ..formats.responses import item_messages, message_items
 from ..models import AgentMessage, StoredMessage
 from ._clients import LoopClients, LoopLog, client_factory
@@ -91,12 +98,9 @@ class MessageLogSession:
         session_settings: SessionSettings | dict[str, Any] | None = None,
         **log_options: Any,
     ) -> None:
+        check_log_options(log_options)
         self.session_id = session_id
-        self.session_settings = (
-            coerce_session_settings(session_settings)
-            if session_settings is not None
-            else SessionSettings()
-        )
+        self.session_settings = _settings(session_settings)
         self._clients = LoopClients(redis)
         self.log: AsyncMessageLog = LoopLog(self._clients, session_id, **log_options)
         self._rendered = _RenderedItems()
@@ -229,6 +233,16 @@ class MessageLogSession:
 
 def _messages(items: list[TResponseInputItem]) -> list[AgentMessage]:
     return item_messages(items)
+
+
+def _settings(given: SessionSettings | dict[str, Any] | None) -> SessionSettings:
+    """The SDK's session settings of ``given``, its errors typed."""
+    if given is None:
+        return SessionSettings()
+    try:
+        return coerce_session_settings(given)
+    except (TypeError, ValueError) as exc:
+        raise InvalidArgumentError(f"session_settings: {exc}") from exc
 
 
 class _RenderedItems:

@@ -49,16 +49,24 @@ from typing import Any
 
 import orjson
 from pydantic import TypeAdapter
-from pydantic_ai.conversation_store import (
-    ConversationConflict,
-    ConversationEntry,
-    ConversationRecord,
-    ConversationStore,
-)
-from pydantic_ai.messages import ModelMessage, ModelMessagesTypeAdapter
+
+from .._args import missing_extra
+
+try:
+    from pydantic_ai.conversation_store import (
+        ConversationConflict,
+        ConversationEntry,
+        ConversationRecord,
+        ConversationStore,
+    )
+    from pydantic_ai.messages import ModelMessage, ModelMessagesTypeAdapter
+except ModuleNotFoundError as exc:  # the extra is not installed
+    raise missing_extra("pydantic-ai", exc) from exc
 
 from .._aio import AsyncMessageLog
+from .._args import check_type
 from .._keys import ConversationKeys, conversation_of
+from .._shell import check_log_options
 from .._views import MAX_RETRACT
 from ..edits import Attributes, Entry, LogView
 from ..errors import LogRewoundError, SeqConflictError
@@ -81,6 +89,7 @@ def entry_rows(entry: ConversationEntry) -> list[AgentMessage]:
     """The log messages of an entry (at least one): its message's parts as neutral
     messages, the last carrying the entry (``extras["pydantic_ai"]``: ``parent_id``,
     ``kind`` and ``message``, the ``ModelMessagesTypeAdapter`` JSON)."""
+    check_type("entry", entry, ConversationEntry, "a ConversationEntry")
     native: dict[str, Any] = ModelMessagesTypeAdapter.dump_python([entry.message], mode="json")[0]
     if native.get("kind") == "response":
         rows = [_response_row(native)]
@@ -95,6 +104,7 @@ def entry_rows(entry: ConversationEntry) -> list[AgentMessage]:
 
 def row_entry(row: AgentMessage) -> ConversationEntry | None:
     """The entry a row carries (the last row of an entry's rows), else ``None``."""
+    check_type("row", row, AgentMessage, "an AgentMessage")
     carried = (row.extras or {}).get(FORMAT)
     if not isinstance(carried, dict) or "message" not in carried or row.id is None:
         return None
@@ -293,6 +303,7 @@ class RedisConversationStore(ConversationStore):
         **log_options: Any,
     ) -> None:
         ConversationKeys.build(prefix, "x")  # validates the prefix
+        check_log_options(log_options)
         self.prefix = prefix
         self._clients = LoopClients(redis)
         self._options = dict(log_options)
