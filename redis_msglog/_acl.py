@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import re
 
+from ._args import is_int, shown
 from ._keys import _GLOB_SPECIAL, ConversationKeys
+from .errors import InvalidArgumentError
 
 # Each group: why the library sends it.
 _CONNECTION = (
@@ -65,11 +67,19 @@ def acl_rules(
     below ``(7, 2)`` (Redis 7.0) leaves out the commands that server does not know
     (``WAITAOF``, ``CLIENT SETINFO``), which ``ACL SETUSER`` would refuse; Valkey is 7.2."""
     ConversationKeys.build(prefix, "x")  # validates the prefix
+    if not (
+        isinstance(redis_version, tuple)
+        and len(redis_version) == 2
+        and all(is_int(part) and part >= 0 for part in redis_version)
+    ):
+        raise InvalidArgumentError(
+            f"redis_version must be (major, minor), got {shown(redis_version)}"
+        )
     scope = prefix.translate(_GLOB_SPECIAL) + ":"
     if tenant is not None:
         if not isinstance(tenant, str) or not _TENANT.fullmatch(tenant):
-            raise ValueError(
-                f"tenant must be 1 to 200 letters, digits, '_', '.' or '-', got {tenant!r}"
+            raise InvalidArgumentError(
+                f"tenant must be 1 to 200 letters, digits, '_', '.' or '-', got {shown(tenant)}"
             )
         # The hash tag starts right after "<prefix>:{" and holds the escaped id, which
         # never contains a brace: the pattern covers that tenant's conversations only.

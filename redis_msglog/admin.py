@@ -510,8 +510,12 @@ def import_jsonl(
     is empty or holds exactly the file's first entries (an interrupted import of it).
     """
     check_type("log", log, MessageLog, "a MessageLog")
-    if isinstance(source, (str, os.PathLike)) or not hasattr(source, "read"):
+    if isinstance(source, (str, os.PathLike)):
         _check_path(source)
+    elif not callable(getattr(source, "read", None)):
+        raise InvalidArgumentError(
+            f"source must be a path or a binary file, got {type(source).__name__}"
+        )
     check_int("batch_size", batch_size, lowest=1)
     for name, hook in (("progress", progress), ("on_validated", on_validated)):
         if hook is not None and not callable(hook):

@@ -206,7 +206,7 @@ def module_calls(ctx: Ctx) -> dict[str, Callable[[str, Any], Any]]:
     def import_file(param: str, value: Any) -> Any:
         path = ctx.tmp / "import.jsonl"
         path.write_text('{"role": "user", "content": "imported"}\n')
-        valid: dict[str, Any] = {"log": MessageLog(client, ctx.conversation), "path": path}
+        valid: dict[str, Any] = {"log": MessageLog(client, ctx.conversation), "source": path}
         return admin.import_jsonl(**{**valid, param: value})
 
     keys = redis_msglog.ConversationKeys
@@ -457,7 +457,7 @@ def test_every_public_callable_is_covered() -> None:
         "RedactedThinkingPart", "RefusalPart", "TextPart", "ThinkingPart", "Subscription",
         "AsyncSubscription", "Role", "View", "MessageView",
     }  # fmt: skip
-    constants = {"DEFAULT_READ_CACHE_BYTES", "DEFAULT_RETRY", "NO_RETRY"}
+    constants = {"DEFAULT_READ_CACHE_BYTES", "DEFAULT_RETRY", "NO_RETRY", "MAX_JSON_DEPTH"}
     shells = {"MessageLog", "AsyncMessageLog"}
     covered = {name.split(".")[0] for name in MODULE_NAMES} | results | constants | shells
     errors = {n for n in redis_msglog.__all__ if n.endswith(("Error", "Warning"))}

@@ -42,7 +42,7 @@ from redis_msglog import MessageLog, MessageLogError, adapters
 from redis_msglog._cli import main
 from redis_msglog._depth import MAX_JSON_DEPTH
 from redis_msglog.integrations.langchain import MessageLogChatHistory
-from redis_msglog.integrations.llama_index import MessageLogChatStore
+from redis_msglog.integrations.llama_index import MessageLogChatStore, to_llama_index
 from redis_msglog.integrations.openai_agents import MessageLogSession
 from redis_msglog.models import _FEW_BRACKETS, AgentMessage
 from redis_msglog.testing import EphemeralServer
@@ -195,6 +195,7 @@ WRITES = [
     "append_openai",
     "langchain",
     "openai_agents",
+    "llama_index",
 ]
 
 
@@ -252,6 +253,9 @@ def _write(case: Case, how: str, msgs: list[dict[str, Any]], tmp: Path) -> None:
     elif how == "openai_agents":
         items = adapters.to_responses([AgentMessage.model_validate(m) for m in msgs])
         asyncio.run(_agents_add(case, items))
+    elif how == "llama_index":
+        chat = [to_llama_index(AgentMessage.model_validate(m)) for m in msgs]
+        asyncio.run(_llama_add(case, chat))
 
 
 def _import(case: Case, msgs: list[dict[str, Any]], tmp: Path) -> None:
@@ -328,6 +332,16 @@ async def _agents_items(case: Case) -> Any:
     client = redis.asyncio.Redis.from_url(case.url)
     try:
         return await MessageLogSession(case.conversation, client, prefix=case.prefix).get_items()
+    finally:
+        await client.aclose()
+
+
+async def _llama_add(case: Case, messages: list[Any]) -> None:
+    client = redis.asyncio.Redis.from_url(case.url)
+    try:
+        await MessageLogChatStore(client, prefix=case.prefix).add_messages(
+            case.conversation, messages
+        )
     finally:
         await client.aclose()
 
@@ -442,7 +456,7 @@ def test_hostile_messages_are_refused_or_read_by_everything(
 ) -> None:
     """Each write path with generated hostile messages: refused (typed, nothing
     written) or readable by every read, exporter, integration and command."""
-    if how in ("append_openai", "langchain", "openai_agents"):
+    if how in ("append_openai", "langchain", "openai_agents", "llama_index"):
         # These take a provider's or framework's messages: the hostile message is first
         # rendered by our exporter (which may itself refuse it: a typed error).
         try:
