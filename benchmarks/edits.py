@@ -24,7 +24,7 @@ from typing import Any
 import orjson
 import redis
 
-from benchmarks.server import server_url
+from benchmarks.server import print_costs, server_url
 from redis_msglog import MessageLog
 
 LAST_N = 50
@@ -94,10 +94,7 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
         url = server_url(stack, args.url)
         client = redis.Redis.from_url(url)
         results = last_n_costs(client, args.small, args.large, args.calls)
-    width = max(map(len, results))
-    for label, value in results.items():
-        unit = "x" if "/" in label else " µs"
-        print(f"{label:<{width}}  {value:10.2f}{unit}")
+    print_costs(results)
     return results
 
 

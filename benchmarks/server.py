@@ -16,3 +16,11 @@ def server_url(stack: ExitStack, url: str | None) -> str:
     if binary is None:
         raise SystemExit("no redis-server or valkey-server found; pass --url")
     return stack.enter_context(EphemeralServer(binary)).url
+
+
+def print_costs(results: dict[str, float]) -> None:
+    """One aligned line a result: microseconds, or a ratio for a label holding ``/``."""
+    width = max(map(len, results))
+    for label, value in results.items():
+        unit = "x" if "/" in label else " µs"
+        print(f"{label:<{width}}  {value:10.2f}{unit}")

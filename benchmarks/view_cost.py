@@ -24,7 +24,7 @@ from typing import Any
 
 import redis
 
-from benchmarks.server import server_url
+from benchmarks.server import print_costs, server_url
 from redis_msglog import MessageLog
 from redis_msglog._views import MAX_RETRACT as RETRACT_CAP  # the most seqs a retract takes
 
@@ -123,10 +123,7 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
     with ExitStack() as stack:
         url = server_url(stack, args.url)
         results = costs(redis.Redis.from_url(url), args.segments, args.ranges, args.calls)
-    width = max(map(len, results))
-    for label, value in results.items():
-        unit = "x" if "/" in label else " µs"
-        print(f"{label:<{width}}  {value:10.2f}{unit}")
+    print_costs(results)
     return results
 
 

@@ -12,9 +12,11 @@ from __future__ import annotations
 import asyncio
 import inspect
 import os
+import socket
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import fakeredis
@@ -23,6 +25,7 @@ import redis
 import redis.asyncio
 import redis.asyncio.cluster
 import redis.cluster
+import trustme
 
 from redis_msglog import AsyncMessageLog, MessageLog, acl_rules
 from redis_msglog.testing import EphemeralServer, find_server_binary
@@ -246,3 +249,31 @@ def server_version(client: redis.Redis) -> tuple[int, int]:
 @pytest.fixture(params=REAL_BACKENDS)
 def real_backend(request: pytest.FixtureRequest) -> str:
     return str(request.param)
+
+
+def free_tcp_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def tls_server(
+    private_server: Callable[..., EphemeralServer], tmp_path: Path
+) -> tuple[EphemeralServer, int, Path]:
+    """A private redis-server that also speaks TLS, with throwaway certificates: the
+    server, its TLS port and the CA file a client trusts (``ssl_ca_certs``)."""
+    ca = trustme.CA()
+    cert = ca.issue_cert("127.0.0.1", "localhost")
+    server_pem, key_pem, ca_pem = tmp_path / "server.pem", tmp_path / "key.pem", tmp_path / "ca.pem"
+    cert.cert_chain_pems[0].write_to_path(str(server_pem))
+    cert.private_key_pem.write_to_path(str(key_pem))
+    ca.cert_pem.write_to_path(str(ca_pem))
+    tls_port = free_tcp_port()
+    server = private_server(
+        "redis",
+        ["--tls-port", str(tls_port), "--tls-cert-file", str(server_pem),
+         "--tls-key-file", str(key_pem), "--tls-ca-cert-file", str(ca_pem),
+         "--tls-auth-clients", "no"],
+    )  # fmt: skip
+    return server, tls_port, ca_pem

@@ -15,13 +15,11 @@ from typing import Any
 
 import orjson
 import redis
-import trustme
 
 from redis_msglog import MessageLog
 from redis_msglog.testing import EphemeralServer
 
-from .conftest import new_id
-from .test_durability import _free_tcp_port
+from .conftest import new_id, tls_server
 
 LINES = [{"role": "user", "content": f"m{i}"} for i in range(16)]
 
@@ -287,19 +285,7 @@ def test_the_demo_hint_hides_the_password_and_works(
 def test_the_demo_hint_works_over_tls(
     private_server: Callable[..., EphemeralServer], tmp_path: Path
 ) -> None:
-    ca = trustme.CA()
-    cert = ca.issue_cert("127.0.0.1", "localhost")
-    server_pem, key_pem, ca_pem = tmp_path / "server.pem", tmp_path / "key.pem", tmp_path / "ca.pem"
-    cert.cert_chain_pems[0].write_to_path(str(server_pem))
-    cert.private_key_pem.write_to_path(str(key_pem))
-    ca.cert_pem.write_to_path(str(ca_pem))
-    tls_port = _free_tcp_port()
-    private_server(
-        "redis",
-        ["--tls-port", str(tls_port), "--tls-cert-file", str(server_pem),
-         "--tls-key-file", str(key_pem), "--tls-ca-cert-file", str(ca_pem),
-         "--tls-auth-clients", "no"],
-    )  # fmt: skip
+    _, tls_port, ca_pem = tls_server(private_server, tmp_path)
     url = f"rediss://127.0.0.1:{tls_port}/0?ssl_ca_certs={ca_pem}"
     demo = msglog(url, "demo", "--workers", "2", "--turns", "1")
     text = demo.stdout.decode()

@@ -7,7 +7,6 @@ import asyncio
 import contextlib
 import multiprocessing
 import re
-import socket
 import threading
 import time
 import warnings
@@ -19,7 +18,6 @@ from typing import Any
 import pytest
 import redis
 import redis.asyncio
-import trustme
 
 from redis_msglog import (
     AsyncMessageLog,
@@ -35,7 +33,7 @@ from redis_msglog import (
 from redis_msglog.admin import verify_conversation
 from redis_msglog.testing import EphemeralServer
 
-from .conftest import Env, new_id
+from .conftest import Env, new_id, tls_server
 from .history import History
 from .proxy import ReplyDroppingProxy
 
@@ -285,19 +283,7 @@ def test_tls_with_throwaway_certificates(
     private_server: Callable[..., EphemeralServer], tmp_path: Path
 ) -> None:
     """rediss:// against a server that only speaks TLS (certificates made for the test)."""
-    ca = trustme.CA()
-    cert = ca.issue_cert("127.0.0.1", "localhost")
-    server_pem, key_pem, ca_pem = tmp_path / "server.pem", tmp_path / "key.pem", tmp_path / "ca.pem"
-    cert.cert_chain_pems[0].write_to_path(str(server_pem))
-    cert.private_key_pem.write_to_path(str(key_pem))
-    ca.cert_pem.write_to_path(str(ca_pem))
-    tls_port = _free_tcp_port()
-    server = private_server(
-        "redis",
-        ["--tls-port", str(tls_port), "--tls-cert-file", str(server_pem),
-         "--tls-key-file", str(key_pem), "--tls-ca-cert-file", str(ca_pem),
-         "--tls-auth-clients", "no"],
-    )  # fmt: skip
+    server, tls_port, ca_pem = tls_server(private_server, tmp_path)
     assert server.port  # the plain port exists too; the client below uses TLS only
     url = f"rediss://127.0.0.1:{tls_port}/0?ssl_ca_certs={ca_pem}"
     log = MessageLog(redis.Redis.from_url(url), new_id())
@@ -307,13 +293,6 @@ def test_tls_with_throwaway_certificates(
     once = RetryPolicy(deadline=0)  # a timeout is re-sent until the deadline (30 s)
     with pytest.raises(MessageLogError):
         MessageLog(redis.Redis.from_url(plain, socket_timeout=1), new_id(), retry=once).count()
-
-
-def _free_tcp_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 # -- failover that loses acknowledged appends ---------------------------------------------------
