@@ -45,8 +45,8 @@
 -- ARGV[11]  the edit's argument: retract: the seqs ("7,9"); compact: the seq it compacts
 --           through ("end": everything); archive: the watermark seq; else ""
 -- ARGV[12]  fork and attrs only: the entry's JSON (a fork is a compaction of an empty log)
--- ARGV[13]  the producer id (12 hex digits) of the log object making the call, or "" for
---           none (a caller's key, or retries off)
+-- ARGV[13]  the producer id (12 hex digits) of the process making the call (shared by its
+--           log objects), or "" for none (a caller's key, or retries off)
 -- ARGV[14]  the producer's call number (pseq) of this call, the same on every try
 -- ARGV[15]  the lowest pseq of the producer's calls still in flight (none below it will
 --           be re-sent, so their results can go), or "" if the caller cannot tell
@@ -341,7 +341,7 @@ end
 
 local last = 0
 if raw then
-  last = counter_value(KEYS[1], raw)  -- see view_lib.lua
+  last = counter_value(KEYS[1], raw)  -- see counter_lib.lua
   if type(last) == 'table' then
     return last
   end

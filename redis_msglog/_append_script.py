@@ -189,7 +189,7 @@ def error_for(refused: Refused, keys: ConversationKeys) -> errors.MessageLogErro
     if kind is errors.AppendInDoubtError:
         return kind(
             f"{refused.text}: an earlier try of this append may have committed, and the server "
-            "no longer remembers (more than 64 calls of the same log object were in flight, "
+            "no longer remembers (more than 64 calls of this process were in flight, "
             "or it was idle past the retry window). This try wrote nothing; read the log to "
             "find out whether the first did."
         )

@@ -366,9 +366,11 @@ class LogCore:
         return self._own_producer or _producer.current()
 
     def _hand_over(self, prepared: PreparedAppend) -> None:
-        """Before a call of a producer is re-sent, new calls go to a new producer: the old
-        one's window then holds only the calls already in flight, so later commits cannot
-        push this call's result out of it (MSGLOG_STALE) however long it is retried."""
+        """Before a call that may have committed is re-sent, new calls go to a new producer:
+        the old one's window then holds only the calls already in flight, so later commits
+        cannot push this call's result out of it (MSGLOG_STALE) however long it is retried.
+        A try never sent has no result to protect: retiring the process's producer for it
+        would add a producer field per backoff round of an outage (issue 23, item 6)."""
         if prepared.producer is not None:
             self._retire(prepared.producer)
 
@@ -410,13 +412,8 @@ class LogCore:
         maybe_committed = isinstance(failed, ReplyLost)
         while True:
             if tries:
-                delay = self.retry.pause_before(tries, self.clock() - first_sent)
-                if delay is None:
-                    break  # out of attempts, or past the deadline
-                if maybe_committed and not self._record_outlives(first_sent, delay, prepared):
-                    break  # the record may be gone by then: a re-send could write twice
-                self._hand_over(prepared)
-                yield Pause(delay)
+                if not (yield from self._pause(prepared, tries, first_sent, maybe_committed)):
+                    break
                 # Once a try may have reached the server, look the call up. Not before: a
                 # call no try of which was sent (a busy pool, a refused connect) never ran,
                 # and a look-up could only call it in doubt (MSGLOG_STALE, when later calls
@@ -436,6 +433,20 @@ class LogCore:
                 return self._commit_of(reply, then, call.call)
         assert failure is not None
         raise self._gave_up(prepared, failure, tries, maybe_committed, first_sent)
+
+    def _pause(
+        self, prepared: PreparedAppend, tries: int, first_sent: float, maybe_committed: bool
+    ) -> Plan[bool]:
+        """The pause before the next try, or ``False`` when no try may follow."""
+        delay = self.retry.pause_before(tries, self.clock() - first_sent)
+        if delay is None:
+            return False  # out of attempts, or past the deadline
+        if maybe_committed:  # (a try never sent has no record or result to keep)
+            if not self._record_outlives(first_sent, delay, prepared):
+                return False  # the record may be gone by then: a re-send could write twice
+            self._hand_over(prepared)
+        yield Pause(delay)
+        return True
 
     def _commit_of(self, reply: Any, then: Command | None, call: str) -> Commit:
         answer, waited = reply if then else (reply, None)

@@ -578,8 +578,26 @@ def _read_once(source: str | os.PathLike[str] | IO[bytes]) -> Iterator[_Source]:
                 shutil.copyfileobj(file, copy)
         else:
             name = str(getattr(source, "name", "<input>"))
-            shutil.copyfileobj(source, copy)
+            _copy_binary(source, name, copy)
         yield _Source(name, copy)
+
+
+def _copy_binary(source: IO[bytes], name: str, copy: IO[bytes]) -> None:
+    """``source`` into ``copy``: a file opened in text mode (``str`` chunks) is a bad
+    argument, a read that fails an :class:`ImportFileError`, as for a path."""
+    while True:
+        try:
+            chunk = source.read(1 << 16)
+        except OSError as exc:
+            raise ImportFileError(f"cannot read {name!r}: {exc.strerror or exc}") from exc
+        if not chunk:
+            return
+        if not isinstance(chunk, (bytes, bytearray, memoryview)):
+            raise InvalidArgumentError(
+                f"source must be a path or a file opened in binary mode ('rb'), got "
+                f"{type(source).__name__} reading {type(chunk).__name__}"
+            )
+        copy.write(chunk)
 
 
 @dataclass(frozen=True, slots=True)

@@ -4,6 +4,7 @@ imports run twice, and URLs that hold a password (issue 23, items 12, 14, 15, 17
 
 from __future__ import annotations
 
+import io
 import os
 import shlex
 import stat
@@ -11,12 +12,14 @@ import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import IO, Any, cast
 
 import orjson
+import pytest
 import redis
 
-from redis_msglog import MessageLog
+from redis_msglog import InvalidArgumentError, MessageLog
+from redis_msglog.admin import ImportFileError, import_jsonl
 from redis_msglog.testing import EphemeralServer
 
 from .conftest import new_id, tls_server
@@ -101,6 +104,35 @@ def test_a_bad_line_from_a_pipe_writes_nothing(
 
 
 # -- item 17: a second import says nothing was new ------------------------------------------
+
+
+class _FailingReader(io.RawIOBase):
+    """A binary file whose read fails after the first chunk (a disk error, a dropped pipe)."""
+
+    def __init__(self) -> None:
+        self.chunks = [b'{"role": "user", "content": "first"}\n']
+
+    def readable(self) -> bool:
+        return True
+
+    def read(self, size: int = -1) -> bytes:
+        if self.chunks:
+            return self.chunks.pop()
+        raise OSError(5, "Input/output error")
+
+
+def test_import_from_a_text_or_failing_file_is_typed_and_writes_nothing(
+    real_backend: str, shared_server: Callable[[str], EphemeralServer]
+) -> None:
+    """A file object opened in text mode is a bad argument; a read that fails is an
+    ImportFileError, as for a path: both before anything is written."""
+    client = redis.Redis.from_url(url_of(real_backend, shared_server))
+    log = MessageLog(client, new_id())
+    with pytest.raises(InvalidArgumentError, match="binary"):
+        import_jsonl(log, cast(IO[bytes], io.StringIO('{"role": "user", "content": "hi"}\n')))
+    with pytest.raises(ImportFileError, match="Input/output error"):
+        import_jsonl(log, cast(IO[bytes], _FailingReader()))
+    assert log.count() == 0 and not client.exists(log.keys.seq)
 
 
 def test_a_second_import_says_how_many_were_new(

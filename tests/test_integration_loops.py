@@ -280,3 +280,39 @@ def test_a_derived_client_has_the_given_clients_connection_settings(
     name, value = asyncio.run(use())
     assert (name, value) == ("mine", "v")  # decoded: decode_responses carried over
     assert redis.Redis.from_url(url).get("k") == b"v"
+
+
+def test_closing_one_history_leaves_the_others_on_that_loop_working(backend: Backend) -> None:
+    """The README's factory makes a history per request, all given one asyncio client; on
+    a loop other than the client's own they share the client derived for that loop. One
+    request's ``aclose()`` must not close it under the others still working there."""
+    pytest.importorskip("langchain_core")
+    from langchain_core.messages import HumanMessage
+
+    from redis_msglog.integrations.langchain import MessageLogChatHistory
+
+    client = backend.async_client()
+    first_id, second_id = new_id(), new_id()
+
+    async def on_the_clients_loop() -> None:
+        await MessageLogChatHistory(first_id, async_redis=client).aadd_messages(
+            [HumanMessage("claims the client for this loop")]
+        )
+
+    async def on_another_loop() -> None:
+        one = MessageLogChatHistory(first_id, async_redis=client)
+        other = MessageLogChatHistory(second_id, async_redis=client)
+        await one.aadd_messages([HumanMessage("one")])
+        await other.aadd_messages([HumanMessage("other, before")])
+        assert other.alog is not None
+        shared: Any = other.alog._redis  # the client derived for this loop
+        waiting = asyncio.create_task(shared.xread({f"{{{second_id}}}:idle": "$"}, block=500))
+        await asyncio.sleep(0.1)  # the read is in flight on the shared client
+        await one.aclose()  # must not close the client under the other history's read
+        assert await waiting in ([], {}, None)  # timed out as asked, not cut off
+        await other.aadd_messages([HumanMessage("other, after")])
+        await other.aclose()  # the last user: closes it
+
+    asyncio.run(on_the_clients_loop())
+    asyncio.run(on_another_loop())
+    assert backend.texts(second_id) == ["other, before", "other, after"]

@@ -401,6 +401,25 @@ def test_a_lost_reply_is_re_sent_with_the_same_key_and_recognised_as_ours() -> N
     assert (argv(first, 5), argv(second, 5)) == ("0", "1")  # looked up on re-sends only
 
 
+def test_a_try_never_sent_keeps_the_producer() -> None:
+    """A try the server never saw has no result a later commit could push out of the
+    producer's window: the producer goes on, so an outage's backoff rounds do not add a
+    producer field each (issue 23, item 6). A lost reply hands over (the test above)."""
+    clock = Clock()
+    log = core(clock)
+    producer = log.producer()
+    outcomes = iter([NotSent("refused"), NotSent("Too many connections")])
+
+    def server(step: Step) -> Any:
+        failure = next(outcomes, None)
+        if failure is not None:
+            raise failure
+        return script_reply(step)
+
+    commit, _ = drive(log.append_plan(log.batch(BATCH_MSG), None), server, clock)
+    assert commit.fresh and log.producer() is producer
+
+
 def test_a_call_no_try_of_which_was_sent_is_never_looked_up() -> None:
     """Issue 23, item 7: tries that never reached the server (a busy pool, a refused
     connect, a cluster refusal) leave the call new: its re-send writes it without a

@@ -142,11 +142,22 @@ _CLAIMED: weakref.WeakKeyDictionary[Any, weakref.ref[asyncio.AbstractEventLoop]]
     weakref.WeakKeyDictionary()
 )
 _DERIVED: weakref.WeakKeyDictionary[
-    Any, weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, AsyncClient]
+    Any, weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Derived]
 ] = weakref.WeakKeyDictionary()
 
 
-def _given_client_for(client: AsyncClient, loop: asyncio.AbstractEventLoop) -> AsyncClient:
+class _Derived:
+    """A client derived for one loop, and the integration objects using it: the last of
+    them to close closes it (one object's ``aclose`` must not cut the others off)."""
+
+    def __init__(self, client: AsyncClient) -> None:
+        self.client = client
+        self.users: weakref.WeakSet[LoopClients] = weakref.WeakSet()
+
+
+def _given_client_for(
+    client: AsyncClient, loop: asyncio.AbstractEventLoop, user: LoopClients
+) -> AsyncClient:
     """``client`` on the first loop an integration used it on, else a derived one."""
     with _LOCK:
         claimed = _CLAIMED.get(client)
@@ -159,8 +170,9 @@ def _given_client_for(client: AsyncClient, loop: asyncio.AbstractEventLoop) -> A
         derived = _DERIVED.setdefault(client, weakref.WeakKeyDictionary())
         made = derived.get(loop)
         if made is None:
-            made = derived[loop] = derived_client(client)
-        return made
+            made = derived[loop] = _Derived(derived_client(client))
+        made.users.add(user)
+        return made.client
 
 
 class LoopClients:
@@ -192,7 +204,7 @@ class LoopClients:
         """The client to use on the running event loop."""
         loop = asyncio.get_running_loop()
         if self._given is not None:
-            return _given_client_for(self._given, loop)
+            return _given_client_for(self._given, loop, self)
         assert self._factory is not None
         with _LOCK:
             if self._first_loop is None:
@@ -206,13 +218,18 @@ class LoopClients:
 
     async def aclose(self) -> None:
         """Close the clients made for the running loop (a client given is the caller's;
-        the one derived from it for this loop is closed)."""
+        the one derived from it for this loop is closed once no other integration object
+        given the same client uses it)."""
         loop = asyncio.get_running_loop()
         with _LOCK:
+            made, first = None, None
             if self._given is not None:
                 derived = _DERIVED.get(self._given)
-                made = None if derived is None else derived.pop(loop, None)
-                first = None
+                shared = None if derived is None else derived.get(loop)
+                if shared is not None:
+                    shared.users.discard(self)
+                    if not shared.users:
+                        made = derived.pop(loop).client if derived is not None else None
             else:
                 made = self._made.pop(loop, None)
                 on_this_loop = self._first_loop is not None and self._first_loop() is loop
