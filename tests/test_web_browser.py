@@ -79,12 +79,18 @@ class Uvicorn:
     """The app under uvicorn on a free loopback port (port 0: the kernel picks), in a
     thread of this process; the browser and the other process reach it over TCP."""
 
-    def __init__(self, app: Any) -> None:
+    def __init__(self, app: Any, port: int = 0) -> None:
         import uvicorn
 
-        self.server = uvicorn.Server(
-            uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning", lifespan="on")
+        config = uvicorn.Config(
+            app,
+            host="127.0.0.1",
+            port=port,
+            log_level="warning",
+            lifespan="on",
+            timeout_graceful_shutdown=1,  # an open event stream does not end by itself
         )
+        self.server = uvicorn.Server(config)
         self.thread = threading.Thread(target=self.server.run, daemon=True)
 
     def __enter__(self) -> str:
@@ -122,6 +128,7 @@ def browser_page() -> Iterator[Any]:
     except ImportError:
         _require(False, "the playwright package is not installed")
         raise
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
     with sync_api.sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         try:
@@ -170,8 +177,6 @@ def test_viewer_follows_a_conversation_live(
             ],
         )
     )
-    ARTIFACTS.mkdir(parents=True, exist_ok=True)
-
     requests: list[str] = []
     dialogs: list[str] = []
     page.on("request", lambda request: requests.append(request.url))
@@ -268,3 +273,40 @@ def test_viewer_replaces_compacted_rows(
         assert "turn 3" in texts[1]
         page.screenshot(path=str(ARTIFACTS / "5-compacted.png"), full_page=True)
         page.goto("about:blank")
+
+
+def test_viewer_resumes_with_last_event_id_after_a_restart(
+    browser_page: Any,
+    viewer_app: Callable[[str], Any],
+    shared_server: Callable[[str], EphemeralServer],
+) -> None:
+    """The server goes away; a message is appended meanwhile; a new server comes up on
+    the same port: the browser's EventSource reconnects by itself with Last-Event-ID,
+    and the page shows the missed message once (no gap, no duplicate)."""
+    page = browser_page
+    url = shared_server("redis").url
+    conversation = f"browser-{uuid.uuid4().hex[:8]}"
+    log = MessageLog(redis.Redis.from_url(url), conversation)
+    log.add("user", "one")
+    log.add("assistant", "two")
+    resumed: list[str | None] = []
+
+    def on_request(request: Any) -> None:
+        if "/events" in request.url:
+            resumed.append(request.all_headers().get("last-event-id"))
+
+    page.on("request", on_request)
+    first = Uvicorn(viewer_app(url))
+    with first as base:
+        page.goto(f"{base}/#{conversation}")
+        page.wait_for_selector('#rows li[data-seq="2"]', timeout=WAIT_MS)
+    port = int(base.rsplit(":", 1)[1])
+    _append_from_another_process(url, conversation, "three, while the server was down")
+    with Uvicorn(viewer_app(url), port=port):
+        page.wait_for_selector('#rows li[data-seq="3"]', timeout=WAIT_MS)
+        texts = page.locator("#rows li").all_inner_texts()
+        page.screenshot(path=str(ARTIFACTS / "6-resumed.png"), full_page=True)
+        page.goto("about:blank")
+    assert [t.count("three, while the server was down") for t in texts] == [0, 0, 1]
+    assert resumed[0] is None  # the first connection: ?after=0
+    assert "2" in resumed[1:], resumed  # a reconnection sent the last id it had seen

@@ -259,4 +259,8 @@ async function listConversations() {
 $("physical").addEventListener("change", schedule);
 $("refresh").addEventListener("click", listConversations);
 listConversations();
-if (location.hash.length > 1) open(decodeURIComponent(location.hash.slice(1)));
+try {
+  if (location.hash.length > 1) open(decodeURIComponent(location.hash.slice(1)));
+} catch (error) {
+  setStatus("bad address: " + error.message, false); // a malformed %-escape
+}
