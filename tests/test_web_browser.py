@@ -26,8 +26,17 @@ from typing import Any
 import pytest
 import redis
 
-from redis_msglog import AgentMessage, MessageLog
-from redis_msglog.parts import ImagePart, TextPart, ThinkingPart
+from redis_msglog import AgentMessage, MessageLog, ToolCall
+from redis_msglog.parts import (
+    AudioPart,
+    FilePart,
+    ImagePart,
+    ReasoningPart,
+    RedactedThinkingPart,
+    RefusalPart,
+    TextPart,
+    ThinkingPart,
+)
 from redis_msglog.testing import EphemeralServer
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -310,3 +319,53 @@ def test_viewer_resumes_with_last_event_id_after_a_restart(
     assert [t.count("three, while the server was down") for t in texts] == [0, 0, 1]
     assert resumed[0] is None  # the first connection: ?after=0
     assert "2" in resumed[1:], resumed  # a reconnection sent the last id it had seen
+
+
+def test_viewer_labels_every_part_kind(
+    browser_page: Any,
+    viewer_app: Callable[[str], Any],
+    shared_server: Callable[[str], EphemeralServer],
+) -> None:
+    page = browser_page
+    url = shared_server("redis").url
+    conversation = f"browser-{uuid.uuid4().hex[:8]}"
+    log = MessageLog(redis.Redis.from_url(url), conversation)
+    log.append(
+        AgentMessage(
+            role="user",
+            content=[
+                AudioPart(data=b"RIFF\x00\x00\x00\x00WAVE", media_type="audio/wav"),
+                FilePart(data=b"%PDF-1.4", media_type="application/pdf", filename="a.pdf"),
+            ],
+        )
+    )
+    log.append(
+        AgentMessage(
+            role="assistant",
+            content=[
+                ReasoningPart(summary=["weighed it"], provider="openai"),
+                RedactedThinkingPart(data="opaque", provider="anthropic"),
+                RefusalPart(refusal="I will not"),
+            ],
+            tool_calls=[ToolCall(id="call-1", name="lookup", args={"q": "<b>x</b>"})],
+        )
+    )
+    log.append(AgentMessage(role="tool", content="42", tool_call_id="call-1"))
+    with Uvicorn(viewer_app(url)) as base:
+        page.goto(f"{base}/#{conversation}")
+        page.wait_for_selector('#rows li[data-seq="3"]', timeout=WAIT_MS)
+        rows = page.locator("#rows li")
+        labels = [rows.nth(i).locator(".label").all_inner_texts() for i in range(3)]
+        assert labels == [
+            ["audio", "file"],
+            ["reasoning", "redacted thinking", "refusal", "tool call"],
+            ["tool result", "text"],
+        ]
+        assert rows.nth(0).locator("audio").count() == 1
+        assert rows.nth(0).locator("a[download='a.pdf']").count() == 1
+        assert rows.nth(1).locator("details:not([open])").count() == 2  # collapsed
+        assert 'lookup (call-1) {"q":"<b>x</b>"}' in rows.nth(1).inner_text()
+        assert rows.nth(1).locator("b").count() == 0
+        assert "call call-1" in rows.nth(2).inner_text()
+        page.screenshot(path=str(ARTIFACTS / "7-parts.png"), full_page=True)
+        page.goto("about:blank")
