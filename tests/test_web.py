@@ -16,7 +16,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from multiprocessing.process import BaseProcess
@@ -127,7 +127,7 @@ def _writer(url: str, conversation: str, worker: int, go: Any) -> None:
 
 
 def _resuming_reader(
-    base: str, conversation: str, total: int, seed: int, writers: list[BaseProcess]
+    base: str, conversation: str, total: int, seed: int, writers: Sequence[BaseProcess]
 ) -> tuple[list[Event], int]:
     """Events read a few at a time, reconnecting with the last id each time, up to
     ``total``: (the events, the number of connections)."""
@@ -605,3 +605,11 @@ def test_serve_runs_the_app_with_the_viewer(
     finally:
         process.terminate()
         process.wait(timeout=30)
+
+
+def test_the_package_and_the_command_import_no_web_framework() -> None:
+    check = (
+        "import sys, redis_msglog, redis_msglog._cli\n"
+        "assert not {'starlette', 'uvicorn'} & {m.split('.')[0] for m in sys.modules}"
+    )
+    subprocess.run([sys.executable, "-c", check], check=True, env={**os.environ})
