@@ -613,3 +613,30 @@ def test_the_package_and_the_command_import_no_web_framework() -> None:
         "assert not {'starlette', 'uvicorn'} & {m.split('.')[0] for m in sys.modules}"
     )
     subprocess.run([sys.executable, "-c", check], check=True, env={**os.environ})
+
+
+def test_a_failed_follower_ends_its_streams_and_is_replaced(
+    shared_server: Callable[[str], EphemeralServer],
+) -> None:
+    """The log deleted under a stream (a rewind for its follower): its clients get
+    ``event: error`` and their streams end; the next client gets a new follower."""
+    url = shared_server("redis").url
+    conversation = new_id()
+    client = redis.Redis.from_url(url)
+    log = MessageLog(client, conversation)
+    log.append_many([{"role": "user", "content": str(i)} for i in range(3)])
+    app = create_app(redis.Redis.from_url(url), authorize=allow, heartbeat=0.2)
+    with serving(app) as base, httpx.Client(timeout=30) as http:
+        path = f"{base}/conversations/{conversation}/events"
+        with http.stream("GET", path) as response:
+            got: list[Event] = []
+            for event in sse_events(response.iter_lines()):
+                if "comment" not in event:
+                    got.append(event)
+                if len(got) == 3:
+                    client.delete(*client.keys(f"msglog:{{{conversation}}}*"))
+        assert [e.get("event") for e in got] == ["message"] * 3 + ["error"]
+        assert got[-1]["data"]["error"] == "LogRewoundError"
+        log.add("user", "anew")
+        fresh = read_events(base, conversation, {}, lambda got: len(got) >= 1)
+        assert fresh[0]["data"]["message"]["content"] == "anew"

@@ -68,6 +68,7 @@ class Listener:
     wake: asyncio.Event = field(default_factory=asyncio.Event)
     overflowed: bool = False
     failure: MessageLogError | None = None
+    feed: Feed | None = None  # the follower it listens to, once joined
 
     def push(self, seq: int, event: bytes) -> None:
         if self.overflowed:
@@ -89,6 +90,7 @@ class Feed:
     def __init__(self, logs: Logs, conversation: str, start: int) -> None:
         self.conversation = conversation
         self.listeners: set[Listener] = set()
+        self.failure: MessageLogError | None = None
         self._logs = logs
         self._loop = asyncio.get_running_loop()
         self._stop = threading.Event()
@@ -137,6 +139,7 @@ class Feed:
                 listener.push(seq, event)
 
     def _failed(self, error: MessageLogError) -> None:
+        self.failure = error
         for listener in self.listeners:
             listener.fail(error)
 
@@ -166,19 +169,24 @@ class Hub:
     async def join(self, conversation: str, listener: Listener) -> None:
         async with self._starting[conversation]:
             feed = self._feeds.get(conversation)
-            if feed is None:
+            if feed is None or feed.failure is not None:  # a failed one is replaced
                 start = await self._logs.call(conversation, "count")
                 feed = self._feeds[conversation] = Feed(self._logs, conversation, start)
             feed.listeners.add(listener)
+            listener.feed = feed
 
     async def leave(self, conversation: str, listener: Listener) -> None:
-        feed = self._feeds.get(conversation)
-        if feed is None or listener not in feed.listeners:
+        feed = listener.feed
+        if feed is None:
             return
+        listener.feed = None
         feed.listeners.discard(listener)
         if not feed.listeners:
-            del self._feeds[conversation]
-            self._starting.pop(conversation, None)
+            if self._feeds.get(conversation) is feed:
+                del self._feeds[conversation]
+                lock = self._starting.get(conversation)
+                if lock is not None and not lock.locked():
+                    del self._starting[conversation]  # keeps the dict to the live feeds
             await feed.stop()
 
     async def close(self) -> None:
