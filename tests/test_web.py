@@ -31,14 +31,15 @@ import uvicorn
 from click.testing import CliRunner
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from redis.crc import key_slot
 
-from redis_msglog import InvalidArgumentError, InvalidEditError, MessageLog
+from redis_msglog import ConversationKeys, InvalidArgumentError, InvalidEditError, MessageLog
 from redis_msglog._cli import main as cli
 from redis_msglog.testing import EphemeralServer
 from redis_msglog.web import create_app
 
 from .cluster import LocalCluster
-from .conftest import free_tcp_port, new_id
+from .conftest import free_tcp_port, new_id, require_binary
 
 WRITERS = 8
 ROUNDS = 16  # each: an append of 1, an append of 2, then a retract or a pop
@@ -640,3 +641,30 @@ def test_a_failed_follower_ends_its_streams_and_is_replaced(
         log.add("user", "anew")
         fresh = read_events(base, conversation, {}, lambda got: len(got) >= 1)
         assert fresh[0]["data"]["message"]["content"] == "anew"
+
+
+def test_the_stream_waits_out_a_cluster_failover() -> None:
+    """A sync cluster client behind the app: the primary owning the conversation fails
+    over while a client streams; the stream goes on, exactly."""
+    conversation = new_id()
+    slot = key_slot(ConversationKeys.build("msglog", conversation).seq.encode())
+    with LocalCluster(require_binary("any")) as cluster:
+        log = MessageLog(cluster.client(socket_timeout=5), conversation)
+        log.append_many([{"role": "user", "content": str(i)} for i in range(2)])
+        app = create_app(cluster.client(socket_timeout=5), authorize=allow, heartbeat=0.2)
+        got: list[Event] = []
+        with serving(app) as base, httpx.Client(timeout=60) as http:
+            url = f"{base}/conversations/{conversation}/events"
+            with http.stream("GET", url) as response:
+                events = sse_events(response.iter_lines())
+                while len(got) < 2:
+                    if "comment" not in (event := next(events)):
+                        got.append(event)
+                primary = cluster.owner(slot)
+                cluster.failover(primary)  # returns once the replica is the primary
+                log.add("user", "after the failover")
+                while len(got) < 3:
+                    if "comment" not in (event := next(events)):
+                        got.append(event)
+    assert [event["id"] for event in got] == ["1", "2", "3"]
+    assert got[2]["data"]["message"] == {"role": "user", "content": "after the failover"}
