@@ -77,6 +77,8 @@ def error_response(exc: Exception) -> Response:
     body: dict[str, Any] = {"error": type(exc).__name__, "message": str(exc)}
     if isinstance(exc, errors.SeqConflictError):
         body["current_seq"] = exc.current_seq
+    if isinstance(exc, errors.NotDurableError):  # it committed: say where, not to re-send
+        body["last_seq"] = exc.last_seq
     return json_response(body, status)
 
 
