@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import ipaddress
 import os
 import re
 import signal
@@ -306,6 +307,50 @@ def tail(settings: Settings, conversation: str, count: int, follow: bool, as_jso
                 _print_row(row, as_json)
         except KeyboardInterrupt:
             sys.exit(130)
+
+
+# -- the web viewer ---------------------------------------------------------------------
+
+
+@main.command()
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
+@click.option("--port", default=8000, show_default=True, type=click.IntRange(0, 65535))
+@click.option("--allow", is_flag=True, help="Listen on a non-loopback address (no login!).")
+@connection_options
+def serve(settings: Settings, host: str, port: int, allow: bool) -> None:
+    """The viewer page and the HTTP API (docs/web.md) for an operator, on loopback: every
+    request is allowed, so a non-loopback --host needs --allow. Needs the `web` extra."""
+    if not allow and not _is_loopback(host):
+        raise CliError(
+            f"{host} is not a loopback address: the viewer lets anyone who reaches it read "
+            "every conversation; give --allow to listen there anyway"
+        )
+    try:
+        import uvicorn
+
+        from .web import create_app
+    except ModuleNotFoundError as exc:
+        raise CliError("msglog serve needs the web extra: pip install 'redis-msglog[web]'") from exc
+    client = settings.client()
+    client.ping()  # a wrong URL fails now, in one line, not at the first page view
+    # An operator tool: whoever reaches it may read (loopback unless --allow).
+    app = create_app(
+        client,
+        authorize=lambda request, conversation, action: True,
+        prefix=settings.prefix,
+        viewer=True,
+    )
+    err.print(f"msglog: serving http://{host}:{port}/ (Ctrl-C stops)")
+    uvicorn.run(app, host=host, port=port, log_level="warning")
+
+
+def _is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
 
 
 # -- export and import ---------------------------------------------------------------------

@@ -164,3 +164,26 @@ def test_view_cost_benchmark_smoke_run() -> None:
         "raw XREVRANGE COUNT 10",
     }
     assert all(value > 0 for value in results.values())
+
+
+def test_web_stream_benchmark_smoke_run(shared_server: Any) -> None:
+    from benchmarks import web_stream
+
+    url = shared_server("redis").url
+    results = web_stream.main(
+        ["--url", url, "--clients", "4", "--messages", "3", "--interval", "0.01"]
+    )  # every client received every message exactly once and in order, or it exits
+    assert set(results) == {
+        "commit to delivery p50, SSE clients (ms)",
+        "commit to delivery p99, SSE clients (ms)",
+        "commit to first client p50, SSE (ms)",
+        "commit to delivery p50, raw XREAD BLOCK (ms)",
+        "server RSS idle (KiB)",
+        "server RSS with the clients (KiB)",
+        "server peak RSS (KiB)",
+        "server KiB per client",
+        "p50 SSE / p50 raw XREAD",
+    }
+    assert results["server RSS idle (KiB)"] > 0
+    assert results["commit to delivery p50, SSE clients (ms)"] > 0
+    assert results["server peak RSS (KiB)"] >= results["server RSS with the clients (KiB)"]

@@ -46,6 +46,15 @@ def test_wheel_contains_the_lua_scripts_and_type_marker(wheel: Path) -> None:
     assert packaged == (ROOT / "lua" / "append.lua").read_bytes()
 
 
+def test_wheel_contains_the_viewer_page(wheel: Path) -> None:
+    """``msglog serve``'s viewer is served from inside the package (issue 27)."""
+    names = zipfile.ZipFile(wheel).namelist()
+    for name in ("viewer.html", "viewer.js", "viewer.css"):
+        packaged = zipfile.ZipFile(wheel).read(f"redis_msglog/web/static/{name}")
+        assert packaged == (ROOT / "redis_msglog" / "web" / "static" / name).read_bytes()
+    assert not [n for n in names if n.startswith("test-artifacts")]
+
+
 def test_installed_wheel_loads_lua_from_inside_the_package(
     wheel: Path, tmp_path: Path, shared_server: Callable[[str], EphemeralServer]
 ) -> None:

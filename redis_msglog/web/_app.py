@@ -1,0 +1,277 @@
+"""The routes of :func:`redis_msglog.web.create_app` (docs/web.md)."""
+
+from __future__ import annotations
+
+import inspect
+import re
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any, Literal
+
+import orjson
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import FileResponse, Response, StreamingResponse
+from starlette.routing import Mount, Route
+from starlette.staticfiles import StaticFiles
+
+from .. import adapters, errors
+from ..edits import EditEntry, Entry
+from ._logs import Logs
+from ._stream import Hub, entry_data, event_stream
+
+Action = Literal["read", "append", "list"]
+Authorize = Callable[[Request, str, Action], "bool | Awaitable[bool]"]
+
+MAX_PAGE = 1000
+"""The largest ``limit`` of one page of ``GET .../messages``."""
+DEFAULT_PAGE = 100
+VIEWS = ("visible", "active", "archived", "physical")
+FORMATS = {"openai": adapters.to_openai, "anthropic": adapters.to_anthropic}
+FORMATS["responses"] = adapters.to_responses
+SHA256 = re.compile(r"[0-9a-f]{64}")
+MEDIA_TYPE = re.compile(r"[a-z]+/[a-z0-9][a-z0-9.+-]{0,100}")
+STATIC = Path(__file__).parent / "static"
+STATUS = {  # the library's errors as HTTP statuses; anything else of ours is a 400
+    errors.SeqConflictError: 409,
+    errors.IdempotencyConflictError: 409,
+    errors.MessageTooLargeError: 413,
+    errors.StorageError: 503,
+    errors.NotDurableError: 503,
+}
+
+
+MAGIC = (
+    (b"\x89PNG\r\n\x1a\n", "image/png"),
+    (b"\xff\xd8\xff", "image/jpeg"),
+    (b"GIF8", "image/gif"),
+    (b"%PDF-", "application/pdf"),
+)
+
+
+def sniffed(data: bytes) -> str:
+    """The media type of a blob fetched without ``?type=``: the common images by their
+    first bytes, else ``application/octet-stream``."""
+    if data[:4] == b"RIFF" and data[8:12] == b"WEBP":
+        return "image/webp"
+    return next(
+        (kind for magic, kind in MAGIC if data.startswith(magic)), "application/octet-stream"
+    )
+
+
+class HttpError(Exception):
+    def __init__(self, status: int, name: str, message: str, **extra: Any) -> None:
+        super().__init__(message)
+        self.status, self.name, self.extra = status, name, extra
+
+
+def json_response(body: Any, status: int = 200, headers: dict[str, str] | None = None) -> Response:
+    return Response(orjson.dumps(body), status, headers, media_type="application/json")
+
+
+def error_response(exc: Exception) -> Response:
+    if isinstance(exc, HttpError):
+        return json_response({"error": exc.name, "message": str(exc), **exc.extra}, exc.status)
+    assert isinstance(exc, errors.MessageLogError)
+    status = next((code for kind, code in STATUS.items() if isinstance(exc, kind)), 400)
+    body: dict[str, Any] = {"error": type(exc).__name__, "message": str(exc)}
+    if isinstance(exc, errors.SeqConflictError):
+        body["current_seq"] = exc.current_seq
+    if isinstance(exc, errors.NotDurableError):  # it committed: say where, not to re-send
+        body["last_seq"] = exc.last_seq
+    return json_response(body, status)
+
+
+def seq_of(name: str, text: str | None, default: int | None = None) -> int:
+    if text is None or text == "":
+        if default is None:
+            raise errors.InvalidArgumentError(f"{name} is required")
+        return default
+    if not text.isascii() or not text.isdigit() or len(text) > 19:
+        raise errors.InvalidArgumentError(f"{name} must be a seq (an integer >= 0), got {text!r}")
+    return int(text)
+
+
+def choice(name: str, text: str | None, allowed: tuple[str, ...], default: str) -> str:
+    value = default if text is None else text
+    if value not in allowed:
+        raise errors.InvalidArgumentError(f"{name} must be one of {', '.join(allowed)}")
+    return value
+
+
+class Api:
+    """The endpoints, over one client."""
+
+    def __init__(
+        self,
+        logs: Logs,
+        authorize: Authorize,
+        *,
+        allow_appends: bool,
+        heartbeat: float,
+        max_queue: int,
+        prefix: str,
+    ) -> None:
+        self.logs, self.hub = logs, Hub(logs)
+        self._authorize = authorize
+        self.allow_appends, self.heartbeat, self.max_queue = allow_appends, heartbeat, max_queue
+        self.prefix = prefix
+
+    async def check(self, request: Request, conversation: str, action: Action) -> None:
+        """``authorize``, before any Redis call: anything but ``True`` is a 403."""
+        allowed = self._authorize(request, conversation, action)
+        if inspect.isawaitable(allowed):
+            allowed = await allowed
+        if allowed is not True:
+            raise HttpError(403, "Forbidden", f"not authorized to {action} {conversation!r}")
+
+    async def events(self, request: Request) -> Response:
+        conversation = request.path_params["conversation"]
+        await self.check(request, conversation, "read")
+        resume = request.headers.get("last-event-id")  # a reconnecting EventSource's
+        after = seq_of("Last-Event-ID", resume) if resume else None
+        if after is None:
+            after = seq_of("after", request.query_params.get("after"), 0)
+        self.logs.log(conversation)  # a bad id is a 400 now, not a broken stream
+        stream = event_stream(
+            self.hub,
+            self.logs,
+            conversation,
+            after,
+            bound=self.max_queue,
+            heartbeat=self.heartbeat,
+        )
+        headers = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
+        return StreamingResponse(stream, media_type="text/event-stream", headers=headers)
+
+    async def messages(self, request: Request) -> Response:
+        conversation = request.path_params["conversation"]
+        await self.check(request, conversation, "read")
+        query = request.query_params
+        view = choice("view", query.get("view"), VIEWS, "visible")
+        fmt = choice("format", query.get("format"), ("neutral", *FORMATS), "neutral")
+        after = seq_of("after", query.get("after"), 0)
+        limit = seq_of("limit", query.get("limit"), DEFAULT_PAGE)
+        if not 1 <= limit <= MAX_PAGE:
+            raise errors.InvalidArgumentError(f"limit must be 1 to {MAX_PAGE}, got {limit}")
+        if fmt != "neutral" and view == "physical":
+            raise errors.InvalidArgumentError("the physical view has edits: format=neutral only")
+        blobs = "refs" if fmt == "neutral" else "hydrate"  # the exporters need the bytes
+        rows: list[Entry] = await self.logs.call(
+            conversation, "read", after, limit, blobs=blobs, view=view
+        )
+        last_seq = await self.logs.call(conversation, "count")
+        if fmt == "neutral":
+            body: list[Any] = [entry_data(row) for row in rows]
+        else:
+            body = FORMATS[fmt]([row for row in rows if not isinstance(row, EditEntry)])
+        return json_response(
+            {
+                "conversation": conversation,
+                "messages": body,
+                "last_seq": last_seq,
+                "next_after": rows[-1].seq if len(rows) == limit else None,
+            }
+        )
+
+    async def blob(self, request: Request) -> Response:
+        conversation, digest = request.path_params["conversation"], request.path_params["sha"]
+        await self.check(request, conversation, "read")
+        if not SHA256.fullmatch(digest):
+            raise errors.InvalidArgumentError("a blob is named by its SHA-256, 64 hex digits")
+        media_type = request.query_params.get("type")
+        if media_type is not None and not MEDIA_TYPE.fullmatch(media_type):
+            raise errors.InvalidArgumentError(f"type is not a media type: {media_type!r}")
+        data = await self.logs.blob(conversation, digest)
+        if data is None:
+            raise HttpError(404, "NotFound", f"no blob {digest} in {conversation!r}")
+        media_type = media_type or sniffed(data)
+        headers = {
+            "Cache-Control": "private, max-age=31536000, immutable",  # named by its content
+            "X-Content-Type-Options": "nosniff",
+            "Content-Security-Policy": "sandbox; default-src 'none'",  # an SVG runs nothing
+        }
+        return Response(data, media_type=media_type, headers=headers)
+
+    async def append(self, request: Request) -> Response:
+        conversation = request.path_params["conversation"]
+        if not self.allow_appends:
+            raise HttpError(405, "MethodNotAllowed", "appends are off (allow_appends=False)")
+        await self.check(request, conversation, "append")
+        key = request.headers.get("idempotency-key") or None
+        match = request.headers.get("if-match")
+        expected = None if match is None else seq_of("If-Match", match.strip('" '))
+        try:
+            body = orjson.loads(await request.body())
+        except orjson.JSONDecodeError as exc:
+            raise errors.CodecError(f"the body is not JSON: {exc}") from exc
+        messages = body if isinstance(body, list) else [body]
+        last_seq = await self.logs.call(
+            conversation, "append_many", messages, idempotency_key=key, expected_seq=expected
+        )
+        return json_response({"last_seq": last_seq}, 201, {"ETag": f'"{last_seq}"'})
+
+    async def conversations(self, request: Request) -> Response:
+        """The operator listing (viewer mode): every conversation, by ``SCAN``."""
+        await self.check(request, "", "list")
+        from .. import admin
+
+        if not self.logs.sync:
+            raise HttpError(501, "NotImplemented", "the listing needs a sync redis client")
+        infos = await _to_thread_list(admin.list_conversations, self.logs.client, self.prefix)
+        listed = [
+            {"conversation": i.conversation, "count": i.count, "last_at": _iso(i.last_at)}
+            for i in infos
+        ]
+        return json_response({"conversations": listed})
+
+
+async def _to_thread_list(function: Callable[..., Any], *args: Any) -> list[Any]:
+    import asyncio
+
+    return await asyncio.to_thread(lambda: list(function(*args)))
+
+
+def _iso(value: Any) -> Any:
+    return value.isoformat() if value is not None else None
+
+
+def handled(endpoint: Callable[[Request], Awaitable[Response]]) -> Callable[..., Any]:
+    """The endpoint with bad input and failing servers as JSON errors."""
+
+    async def run(request: Request) -> Response:
+        try:
+            return await endpoint(request)
+        except (HttpError, errors.MessageLogError) as exc:
+            return error_response(exc)
+
+    return run
+
+
+def routes(api: Api, viewer: bool) -> list[Any]:
+    found: list[Any] = [
+        Route("/conversations/{conversation}/events", handled(api.events)),
+        Route("/conversations/{conversation}/messages", handled(api.messages)),
+        Route("/conversations/{conversation}/messages", handled(api.append), methods=["POST"]),
+        Route("/conversations/{conversation}/blobs/{sha}", handled(api.blob)),
+    ]
+    if viewer:
+        found += [
+            Route("/conversations", handled(api.conversations)),
+            Route("/", lambda request: FileResponse(STATIC / "viewer.html")),
+            Mount("/static", StaticFiles(directory=STATIC), name="static"),
+        ]
+    return found
+
+
+def build(api: Api, viewer: bool) -> Starlette:
+    from contextlib import asynccontextmanager
+
+    @asynccontextmanager
+    async def lifespan(app: Starlette) -> Any:
+        yield
+        await api.hub.close()
+
+    app = Starlette(routes=routes(api, viewer), lifespan=lifespan)
+    app.state.msglog = api
+    return app

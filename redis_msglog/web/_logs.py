@@ -1,0 +1,55 @@
+"""The app's conversations over one redis client, sync or asyncio, cluster or not: a
+log per conversation, and every call made from the event loop (a sync client's in a
+worker thread)."""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+from typing import Any
+
+import redis.asyncio
+import redis.asyncio.cluster
+
+from .._aio import AsyncMessageLog
+from .._core import DEFAULT_PAGE_SIZE
+from .._sync import MessageLog
+
+MAX_CACHED_LOGS = 1024
+"""Log objects kept for reuse (cheap to rebuild; the bound keeps memory flat)."""
+
+
+def is_async_client(client: object) -> bool:
+    return isinstance(client, (redis.asyncio.Redis, redis.asyncio.cluster.RedisCluster))
+
+
+class Logs:
+    """Conversation logs of one client, configured with the app's log options."""
+
+    def __init__(self, client: Any, options: dict[str, Any]) -> None:
+        self.client = client
+        self.sync = not is_async_client(client)
+        self.options = options
+        self.page_size: int = options.get("page_size", DEFAULT_PAGE_SIZE)
+        self._kind = MessageLog if self.sync else AsyncMessageLog
+        self.log = functools.lru_cache(maxsize=MAX_CACHED_LOGS)(self._new_log)
+
+    def _new_log(self, conversation: str) -> Any:
+        return self._kind(self.client, conversation, **self.options)
+
+    async def call(self, conversation: str, method: str, *args: Any, **kwargs: Any) -> Any:
+        """``log.<method>(*args, **kwargs)`` of ``conversation``, awaited."""
+        bound = getattr(self.log(conversation), method)
+        if self.sync:
+            return await asyncio.to_thread(bound, *args, **kwargs)
+        return await bound(*args, **kwargs)
+
+    async def blob(self, conversation: str, digest: str) -> bytes | None:
+        """The bytes stored off the rows under ``digest`` (``None``: not stored)."""
+        log = self.log(conversation)
+        plan = log._core._read(("HGET", log._core.keys.blobs, digest))
+        if self.sync:
+            (value,) = await asyncio.to_thread(log._run, plan)
+        else:
+            (value,) = await log._run(plan)
+        return value if value is None or isinstance(value, bytes) else str(value).encode()

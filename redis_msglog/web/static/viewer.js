@@ -1,0 +1,266 @@
+// The msglog operator viewer: plain DOM, no build step, no external resources.
+// Message content is hostile model output: it only ever reaches the page through
+// textContent or attribute values we build (never innerHTML).
+"use strict";
+
+const $ = (id) => document.getElementById(id);
+const SHA256 = /^[0-9a-f]{64}$/;
+const BASE64 = /^[A-Za-z0-9+/]*={0,2}$/;
+const MEDIA_TYPE = /^[a-z]+\/[A-Za-z0-9.+-]+$/;
+
+let current = null; // {id, source, entries: [], lastSeq}
+let scheduled = false;
+
+function el(tag, className, text) {
+  const node = document.createElement(tag);
+  if (className) node.className = className;
+  if (text !== undefined && text !== null) node.textContent = String(text);
+  return node;
+}
+
+function label(name) {
+  return el("span", "label", name);
+}
+
+function conversationPath(id) {
+  return "conversations/" + encodeURIComponent(id);
+}
+
+// --- the view, folded from the entries as redis_msglog.edits.LogView does -----------
+
+function fold(entries) {
+  let rows = []; // {entry, retracted}
+  let absorb = 0;
+  let placed = 0;
+  const removed = new Set();
+  for (const entry of entries) {
+    if (entry.kind === "message") {
+      if (absorb > 0) {
+        rows.splice(placed, 0, { entry, retracted: false });
+        placed += 1;
+        absorb -= 1;
+      } else {
+        rows.push({ entry, retracted: false });
+      }
+      continue;
+    }
+    const edit = entry.data.edit || {};
+    if (edit.op === "retract") {
+      const gone = new Set(edit.seqs || []);
+      for (const row of rows) {
+        if (gone.has(row.entry.seq)) {
+          row.retracted = true;
+          removed.add(row.entry.seq);
+        }
+      }
+    } else if (edit.op === "compact" || edit.op === "fork") {
+      const through = edit.through ?? edit.through_seq ?? null;
+      let cut = rows.length;
+      if (through === 0) cut = 0;
+      else if (through !== null) cut = rows.findIndex((r) => r.entry.seq === through) + 1;
+      for (const row of rows.slice(0, cut)) removed.add(row.entry.seq);
+      rows = rows.slice(cut);
+      absorb = edit.count || 0;
+      placed = 0;
+    } // archive and attrs leave the rows as they are
+  }
+  return { visible: rows.filter((r) => !r.retracted).map((r) => r.entry), removed };
+}
+
+// --- parts ---------------------------------------------------------------------------
+
+function mediaSource(part) {
+  if (typeof part.blob === "string" && SHA256.test(part.blob)) {
+    return conversationPath(current.id) + "/blobs/" + part.blob;
+  }
+  if (typeof part.data === "string" && BASE64.test(part.data)) {
+    const type = MEDIA_TYPE.test(part.media_type || "") ? part.media_type : "application/octet-stream";
+    return "data:" + type + ";base64," + part.data;
+  }
+  return null; // a URL or a provider file id: shown as text, never fetched (offline page)
+}
+
+function mediaNote(part) {
+  const bits = [part.media_type, part.filename, part.url, part.file_id, part.blob && "blob " + part.blob.slice(0, 12)];
+  return bits.filter(Boolean).join(" · ");
+}
+
+function collapsed(name, body) {
+  const details = el("details", "part");
+  const summary = el("summary");
+  summary.append(label(name));
+  details.append(summary, body);
+  return details;
+}
+
+function renderMedia(part, kind) {
+  const node = el("div", "part");
+  node.append(label(kind), el("span", "meta", mediaNote(part)));
+  const src = mediaSource(part);
+  if (src && kind === "image") {
+    const img = el("img");
+    img.alt = "image";
+    img.src = src;
+    node.append(img);
+  } else if (src && kind === "audio") {
+    const audio = el("audio");
+    audio.controls = true;
+    audio.src = src;
+    node.append(audio);
+  } else if (src) {
+    const link = el("a", null, "open");
+    link.href = src;
+    link.download = part.filename || "file";
+    node.append(" ", link);
+  }
+  return node;
+}
+
+function renderPart(part) {
+  if (part === null || typeof part !== "object") return renderText("text", String(part));
+  switch (part.type) {
+    case "text":
+      return renderText("text", part.text);
+    case "refusal":
+      return renderText("refusal", part.refusal);
+    case "image":
+    case "audio":
+    case "file":
+      return renderMedia(part, part.type);
+    case "thinking":
+      return collapsed("thinking", el("pre", null, part.thinking));
+    case "redacted_thinking":
+      return collapsed("redacted thinking", el("pre", "meta", (part.data || "").length + " opaque characters"));
+    case "reasoning": {
+      const body = el("div");
+      for (const line of part.summary || []) body.append(el("pre", null, line));
+      for (const line of part.content || []) body.append(el("pre", "meta", line));
+      if (part.encrypted_content) body.append(el("pre", "meta", "(encrypted content)"));
+      return collapsed("reasoning", body);
+    }
+    default:
+      return renderText(String(part.type || "part"), JSON.stringify(part));
+  }
+}
+
+function renderText(name, text) {
+  const node = el("div", "part");
+  node.append(label(name), document.createTextNode(text ?? ""));
+  return node;
+}
+
+function renderMessage(entry) {
+  const message = entry.data.message || {};
+  const li = el("li", "row message");
+  const head = el("div", "meta");
+  head.append(el("span", "role", message.role), "#" + entry.seq + " · " + (entry.data.at || ""));
+  li.append(head);
+  const toolCallId = message.toolCallId ?? message.tool_call_id;
+  if (message.role === "tool" || toolCallId) {
+    li.append(renderText("tool result", "call " + (toolCallId || "?")));
+  }
+  if (typeof message.content === "string") li.append(renderText("text", message.content));
+  else for (const part of message.content || []) li.append(renderPart(part));
+  for (const call of message.toolCalls ?? message.tool_calls ?? []) {
+    const args = call.arguments ?? JSON.stringify(call.args ?? null);
+    li.append(renderText("tool call", (call.name || "?") + " (" + (call.id || "") + ") " + args));
+  }
+  return li;
+}
+
+function renderEdit(entry) {
+  const edit = entry.data.edit || {};
+  const li = el("li", "row edit");
+  const what = { ...edit };
+  delete what.op;
+  li.append(el("div", "meta", "#" + entry.seq + " · " + (entry.data.at || "")), renderText("edit: " + edit.op, JSON.stringify(what)));
+  return li;
+}
+
+// --- the page ------------------------------------------------------------------------
+
+function render() {
+  scheduled = false;
+  if (!current) return;
+  const physical = $("physical").checked;
+  const { visible, removed } = fold(current.entries);
+  const shown = physical ? current.entries : visible;
+  const list = $("rows");
+  const rows = shown.map((entry) => {
+    const li = entry.kind === "message" ? renderMessage(entry) : renderEdit(entry);
+    li.dataset.seq = String(entry.seq);
+    if (removed.has(entry.seq)) li.classList.add("gone");
+    return li;
+  });
+  list.replaceChildren(...rows);
+  list.dataset.lastSeq = String(current.lastSeq);
+}
+
+function schedule() {
+  if (!scheduled) {
+    scheduled = true;
+    requestAnimationFrame(render);
+  }
+}
+
+function receive(kind, event) {
+  const seq = Number(event.lastEventId);
+  // Exactly once even if a reconnect replays: a seq at or below the last one is old.
+  if (!current || !Number.isSafeInteger(seq) || seq <= current.lastSeq) return;
+  current.entries.push({ kind, seq, data: JSON.parse(event.data) });
+  current.lastSeq = seq;
+  schedule();
+}
+
+function setStatus(text, live) {
+  const status = $("status");
+  status.textContent = text;
+  status.classList.toggle("live", live);
+}
+
+function open(id) {
+  if (current) current.source.close();
+  // after=0: every entry from the first; the browser resumes with Last-Event-ID itself.
+  const source = new EventSource(conversationPath(id) + "/events?after=0");
+  current = { id, source, entries: [], lastSeq: 0 };
+  $("title").textContent = id;
+  $("rows").replaceChildren();
+  $("rows").dataset.lastSeq = "0";
+  for (const li of $("conversations").children) li.classList.toggle("current", li.dataset.id === id);
+  source.addEventListener("open", () => setStatus("live", true));
+  source.addEventListener("error", () => setStatus("reconnecting", false));
+  source.addEventListener("message", (event) => receive("message", event));
+  source.addEventListener("edit", (event) => receive("edit", event));
+  source.addEventListener("overflow", () => setStatus("catching up", false));
+  if (location.hash !== "#" + encodeURIComponent(id)) location.hash = encodeURIComponent(id);
+}
+
+async function listConversations() {
+  const list = $("conversations");
+  try {
+    const response = await fetch("conversations", { headers: { Accept: "application/json" } });
+    const body = await response.json();
+    if (!response.ok) throw new Error(body.message || response.statusText);
+    list.replaceChildren(
+      ...(body.conversations || []).map((c) => {
+        const li = el("li", null, c.conversation);
+        li.dataset.id = c.conversation;
+        li.append(el("br"), el("small", null, c.count + " entries · " + (c.last_at || "")));
+        li.addEventListener("click", () => open(c.conversation));
+        if (current && current.id === c.conversation) li.classList.add("current");
+        return li;
+      }),
+    );
+  } catch (error) {
+    list.replaceChildren(el("li", "meta", "cannot list: " + error.message));
+  }
+}
+
+$("physical").addEventListener("change", schedule);
+$("refresh").addEventListener("click", listConversations);
+listConversations();
+try {
+  if (location.hash.length > 1) open(decodeURIComponent(location.hash.slice(1)));
+} catch (error) {
+  setStatus("bad address: " + error.message, false); // a malformed %-escape
+}
