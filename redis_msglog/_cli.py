@@ -341,7 +341,8 @@ def serve(settings: Settings, host: str, port: int, allow: bool) -> None:
         viewer=True,
     )
     err.print(f"msglog: serving http://{host}:{port}/ (Ctrl-C stops)")
-    uvicorn.run(app, host=host, port=port, log_level="warning")
+    # Open event streams never end by themselves: Ctrl-C must not wait for the viewers.
+    uvicorn.run(app, host=host, port=port, log_level="warning", timeout_graceful_shutdown=1)
 
 
 def _is_loopback(host: str) -> bool:
