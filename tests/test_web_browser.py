@@ -21,7 +21,7 @@ import uuid
 import zlib
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import pytest
 import redis
@@ -129,6 +129,12 @@ def _append_from_another_process(url: str, conversation: str, text: str) -> None
     )
 
 
+class Viewed(NamedTuple):
+    url: str
+    conversation: str
+    log: MessageLog
+
+
 @pytest.fixture
 def browser_page() -> Iterator[Any]:
     _require(Path(CHROMIUM).is_file(), f"no {CHROMIUM} (Debian's chromium package)")
@@ -163,15 +169,23 @@ def viewer_app() -> Callable[[str], Any]:
     return build
 
 
-def test_viewer_follows_a_conversation_live(
-    browser_page: Any,
-    viewer_app: Callable[[str], Any],
-    shared_server: Callable[[str], EphemeralServer],
-) -> None:
-    page = browser_page
+@pytest.fixture
+def viewed(shared_server: Callable[[str], EphemeralServer]) -> Viewed:
+    """A new conversation on the shared redis-server (binaries over 1 KiB stored as
+    blobs), for a test to show in the viewer."""
     url = shared_server("redis").url
     conversation = f"browser-{uuid.uuid4().hex[:8]}"
     log = MessageLog(redis.Redis.from_url(url), conversation, blob_threshold=1024)
+    return Viewed(url, conversation, log)
+
+
+def test_viewer_follows_a_conversation_live(
+    browser_page: Any,
+    viewer_app: Callable[[str], Any],
+    viewed: Viewed,
+) -> None:
+    page = browser_page
+    url, conversation, log = viewed
     big, small = _png(48, 48, seed=1), _png(8, 6, seed=2)
     assert len(big) > 1024 > len(small)  # one blob reference, one inline
     log.add("user", HOSTILE)
@@ -263,12 +277,10 @@ def test_viewer_follows_a_conversation_live(
 def test_viewer_replaces_compacted_rows(
     browser_page: Any,
     viewer_app: Callable[[str], Any],
-    shared_server: Callable[[str], EphemeralServer],
+    viewed: Viewed,
 ) -> None:
     page = browser_page
-    url = shared_server("redis").url
-    conversation = f"browser-{uuid.uuid4().hex[:8]}"
-    log = MessageLog(redis.Redis.from_url(url), conversation)
+    url, conversation, log = viewed
     for n in range(1, 4):
         log.add("user", f"turn {n}")
     with Uvicorn(viewer_app(url)) as base:
@@ -287,15 +299,13 @@ def test_viewer_replaces_compacted_rows(
 def test_viewer_resumes_with_last_event_id_after_a_restart(
     browser_page: Any,
     viewer_app: Callable[[str], Any],
-    shared_server: Callable[[str], EphemeralServer],
+    viewed: Viewed,
 ) -> None:
     """The server goes away; a message is appended meanwhile; a new server comes up on
     the same port: the browser's EventSource reconnects by itself with Last-Event-ID,
     and the page shows the missed message once (no gap, no duplicate)."""
     page = browser_page
-    url = shared_server("redis").url
-    conversation = f"browser-{uuid.uuid4().hex[:8]}"
-    log = MessageLog(redis.Redis.from_url(url), conversation)
+    url, conversation, log = viewed
     log.add("user", "one")
     log.add("assistant", "two")
     resumed: list[str | None] = []
@@ -324,12 +334,10 @@ def test_viewer_resumes_with_last_event_id_after_a_restart(
 def test_viewer_labels_every_part_kind(
     browser_page: Any,
     viewer_app: Callable[[str], Any],
-    shared_server: Callable[[str], EphemeralServer],
+    viewed: Viewed,
 ) -> None:
     page = browser_page
-    url = shared_server("redis").url
-    conversation = f"browser-{uuid.uuid4().hex[:8]}"
-    log = MessageLog(redis.Redis.from_url(url), conversation)
+    url, conversation, log = viewed
     log.append(
         AgentMessage(
             role="user",
