@@ -288,6 +288,8 @@ def test_viewer_replaces_compacted_rows(
         page.wait_for_selector('#rows li[data-seq="3"]', timeout=WAIT_MS)
         log.compact([{"role": "system", "content": "summary of 1-2"}], through_seq=2)
         page.wait_for_selector('#rows li[data-seq="1"]', state="detached", timeout=WAIT_MS)
+        # The compaction's edit entry hides rows 1-2; its summary is the next event.
+        page.locator("#rows li", has_text="summary of 1-2").wait_for(timeout=WAIT_MS)
         texts = page.locator("#rows li").all_inner_texts()
         assert len(texts) == 2
         assert "summary of 1-2" in texts[0]
