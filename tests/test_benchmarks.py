@@ -146,6 +146,20 @@ def test_client_path_runs(shared_server: Any, capsys: pytest.CaptureFixture[str]
         assert f"| {name} |" in table
 
 
+def test_compare_runs_both_trees_in_one_run(
+    shared_server: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from benchmarks.compare import main
+
+    main(["HEAD", "--url", shared_server("redis").url, "--appends", "5", "--rounds", "2"])
+    rows = [line.split("|") for line in capsys.readouterr().out.splitlines()[2:]]
+    named = {cells[1].strip(): cells for cells in rows}
+    assert {"raw redis-py XADD", "msglog sync", "msglog async"} <= set(named)
+    # Both trees measured every row: a figure in each column, raw XADD over itself 1.00.
+    assert all(cell.strip() for cells in rows for cell in cells[1:-1])
+    assert [cell.strip() for cell in named["raw redis-py XADD"][6:10]] == ["1.00"] * 4
+
+
 def test_floor_benchmark_runs() -> None:
     from benchmarks import floor
 
