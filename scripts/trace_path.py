@@ -47,9 +47,9 @@ def trace(call: Callable[[], Any]) -> tuple[list[tuple[str, str]], int]:
     def profile(frame: FrameType, event: str, _arg: Any) -> None:
         if event == "call" and frame.f_code.co_filename.startswith(PACKAGE):
             name = frame.f_code.co_filename[len(PACKAGE) + 1 :]
-            entered.append((name, frame.f_code.co_qualname))
+            entered.append((name, getattr(frame.f_code, "co_qualname", frame.f_code.co_name)))
 
-    socket.socket.sendall = counting_sendall  # type: ignore[method-assign]
+    socket.socket.sendall = counting_sendall  # type: ignore[method-assign,assignment]
     sys.setprofile(profile)
     try:
         call()
