@@ -27,6 +27,7 @@ import urllib.parse
 import uuid
 import zlib
 from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import Any
 
 import redis
@@ -37,7 +38,7 @@ from . import adapters
 from ._render import format_row  # the same line format as `msglog show`
 from ._retry import NO_RETRY
 from ._sync import MessageLog
-from .admin import verify_conversation
+from .admin import VerifyReport, verify_conversation
 from .edits import Entry
 from .errors import MessageLogError
 from .models import StoredMessage
@@ -142,6 +143,16 @@ def redis_url(url: str | None, console: Console) -> Iterator[str]:
         yield server.url
 
 
+@dataclass(frozen=True, slots=True)
+class _LiveRun:
+    """What the live part saw: the seqs the follower printed (in order), the wall time
+    from the workers' start, and the exit codes of the workers that failed."""
+
+    printed: list[int]
+    elapsed: float
+    failed: list[int | None]
+
+
 def run_demo(
     url: str | None = None,
     workers: int = 4,
@@ -161,68 +172,87 @@ def run_demo(
         log = MessageLog(client, conversation, prefix=prefix)
         expected = workers * turns * MESSAGES_PER_TURN
         console.rule(f"{conversation}: {workers} worker processes x {turns} agent turns, live")
-
-        printed: list[int] = []
-
-        def show(rows: list[Entry]) -> None:
-            for row in rows:
-                printed.append(row.seq)
-                console.print(format_row(row, width=max(20, console.width - 36)))
-
-        context = multiprocessing.get_context("spawn")
-        start = context.Barrier(workers + 1)  # every worker up, so their turns interleave
-        processes = [
-            context.Process(
-                target=agent_loop, args=(resolved, conversation, w, turns, prefix, start)
-            )
-            for w in range(workers)
-        ]
-        for process in processes:
-            process.start()
-        started = time.perf_counter()
-        with log.subscribe(show, after=0) as follower:
-            start.wait(timeout=120)
-            for process in processes:
-                process.join()
-            deadline = time.monotonic() + 30
-            while follower.position < log.count() and time.monotonic() < deadline:
-                time.sleep(0.02)  # let the follower print the last commits
-        elapsed = time.perf_counter() - started
-        failed = [p.exitcode for p in processes if p.exitcode != 0]
+        run = _run_live(log, resolved, prefix, workers, turns, console)
 
         history = log.all()
         picture_turn = _turn(history, PICTURE_WORKER, turns - 1)
         _show_payloads(console, picture_turn)
         report = verify_conversation(client, prefix, conversation)
-        gap_free = [m.seq for m in history] == list(range(1, len(history) + 1))
-        followed = printed == list(range(1, expected + 1))
         exact = _parts_exact(picture_turn, turns - 1)
-        ok = not failed and gap_free and followed and report.ok and exact
-        ok = ok and len(history) == expected == log.count()
-        span = (history[-1].at - history[0].at).total_seconds() if len(history) > 1 else 0
-        console.rule("summary")
-        console.print(
-            f"{len(history)} messages (expected {expected}), seqs 1..{len(history)} "
-            f"{'gap-free' if gap_free else 'WITH GAPS'}; the follower printed "
-            + ("each once, in order" if followed else f"{len(printed)} rows, NOT 1..{expected}")
-        )
-        console.print(
-            f"the image ({len(tiny_png())} bytes) and the signed thinking block read back "
-            + ("exactly" if exact else "NOT as written")
-        )
-        console.print(
-            f"{len(history) / span if span else float('nan'):.0f} msg/s between the first and "
-            f"last commit ({span:.2f} s, with the workers' simulated think time); "
-            f"{elapsed:.2f} s in all"
-        )
-        for problem in report.problems:
-            console.print(f"verify: {problem}")
+        ok = _summarize(console, run, history, report, expected, exact)
+        ok = ok and len(history) == log.count()
         if url or os.environ.get("REDIS_URL"):
             hint = inspect_hint(resolved, conversation, log.keys.stream, prefix, given=bool(url))
             for line in hint:
                 console.print(line, markup=False, highlight=False, soft_wrap=True)
-        console.print("verified" if ok else f"NOT verified (worker exit codes {failed})")
+        console.print("verified" if ok else f"NOT verified (worker exit codes {run.failed})")
         return 0 if ok else 1
+
+
+def _run_live(
+    log: MessageLog, url: str, prefix: str, workers: int, turns: int, console: Console
+) -> _LiveRun:
+    """The worker processes' turns on ``log``, each commit printed by a follower as it
+    lands; returns once every worker ended and the follower printed the last commit."""
+    printed: list[int] = []
+
+    def show(rows: list[Entry]) -> None:
+        for row in rows:
+            printed.append(row.seq)
+            console.print(format_row(row, width=max(20, console.width - 36)))
+
+    context = multiprocessing.get_context("spawn")
+    start = context.Barrier(workers + 1)  # every worker up, so their turns interleave
+    processes = [
+        context.Process(target=agent_loop, args=(url, log.conversation, w, turns, prefix, start))
+        for w in range(workers)
+    ]
+    for process in processes:
+        process.start()
+    started = time.perf_counter()
+    with log.subscribe(show, after=0) as follower:
+        start.wait(timeout=120)
+        for process in processes:
+            process.join()
+        deadline = time.monotonic() + 30
+        while follower.position < log.count() and time.monotonic() < deadline:
+            time.sleep(0.02)  # let the follower print the last commits
+    elapsed = time.perf_counter() - started
+    return _LiveRun(printed, elapsed, [p.exitcode for p in processes if p.exitcode != 0])
+
+
+def _summarize(
+    console: Console,
+    run: _LiveRun,
+    history: list[StoredMessage],
+    report: VerifyReport,
+    expected: int,
+    exact: bool,
+) -> bool:
+    """Print the summary; whether everything checked out (the history as expected,
+    gap-free, followed exactly once in order, verified, the parts read back exactly)."""
+    gap_free = [m.seq for m in history] == list(range(1, len(history) + 1))
+    followed = run.printed == list(range(1, expected + 1))
+    span = (history[-1].at - history[0].at).total_seconds() if len(history) > 1 else 0
+    console.rule("summary")
+    console.print(
+        f"{len(history)} messages (expected {expected}), seqs 1..{len(history)} "
+        f"{'gap-free' if gap_free else 'WITH GAPS'}; the follower printed "
+        + ("each once, in order" if followed else f"{len(run.printed)} rows, NOT 1..{expected}")
+    )
+    console.print(
+        f"the image ({len(tiny_png())} bytes) and the signed thinking block read back "
+        + ("exactly" if exact else "NOT as written")
+    )
+    console.print(
+        f"{len(history) / span if span else float('nan'):.0f} msg/s between the first and "
+        f"last commit ({span:.2f} s, with the workers' simulated think time); "
+        f"{run.elapsed:.2f} s in all"
+    )
+    for problem in report.problems:
+        console.print(f"verify: {problem}")
+    ok = not run.failed and gap_free and followed and report.ok and exact
+    return ok and len(history) == expected
 
 
 # redis-py's TLS options in a URL's query, as redis-cli's flags.

@@ -1,0 +1,105 @@
+"""The commands that look at conversations: ``ls``, ``show`` and ``tail``."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterable
+
+import click
+import orjson
+from rich.table import Table
+
+from .. import admin
+from .._render import json_line, safe_text
+from ..edits import Entry
+from ._common import (
+    Settings,
+    connection_options,
+    entry_pages,
+    existing_log,
+    out,
+    print_row,
+)
+
+
+@click.command("ls")
+@click.option("--match", default="*", show_default=True, help="Glob over conversation ids.")
+@click.option("--limit", type=click.IntRange(1), help="Stop after this many.")
+@click.option("--json", "as_json", is_flag=True, help="JSON lines instead of a table.")
+@connection_options
+def list_command(settings: Settings, match: str, limit: int | None, as_json: bool) -> None:
+    """Conversations under the prefix, with message count and last activity (SCAN, a
+    page at a time: safe on large keyspaces)."""
+    infos = admin.list_conversations(settings.client(), settings.prefix, match=match)
+    shown = 0
+    table = Table("conversation", "messages", "last activity (UTC)", box=None)
+    for info in infos:
+        if limit is not None and shown >= limit:
+            break
+        shown += 1
+        if as_json:
+            last = info.last_at.isoformat() if info.last_at else None
+            doc = {"conversation": info.conversation, "count": info.count, "last_at": last}
+            click.echo(json_line(orjson.dumps(doc)))
+        else:
+            when = f"{info.last_at:%Y-%m-%d %H:%M:%S}" if info.last_at else "-"
+            table.add_row(safe_text(info.conversation), str(info.count), when)
+    if not as_json:
+        out.print(table if shown else "no conversations")
+
+
+@click.command()
+@click.argument("conversation")
+@click.option("--last", "last_n", type=click.IntRange(0), help="Only the last N messages.")
+@click.option("--after", type=click.IntRange(0), help="Only messages with seq > AFTER.")
+@click.option("--json", "as_json", is_flag=True, help="JSON lines (the export format).")
+@click.option("--physical", is_flag=True, help="Every entry, edits included, instead of the view.")
+@connection_options
+def show(
+    settings: Settings,
+    conversation: str,
+    last_n: int | None,
+    after: int | None,
+    as_json: bool,
+    physical: bool,
+) -> None:
+    """A conversation's messages as its view shows them (docs/edits.md: retracted and
+    compacted messages left out), or with --physical every entry, edits included;
+    readable or as JSON lines."""
+    if last_n is not None and after is not None:
+        raise click.UsageError("--last and --after cannot be combined")
+    log = existing_log(settings, conversation)
+    rows: Iterable[Entry]
+    if last_n is not None:
+        rows = log.last(last_n, view="physical") if physical else log.last(last_n)
+    elif physical:
+        rows = entry_pages(log, after or 0)
+    else:
+        rows = log.read(after or 0)
+    for row in rows:
+        print_row(row, as_json)
+
+
+@click.command()
+@click.argument("conversation")
+@click.option("-n", "--lines", "count", default=10, show_default=True, type=click.IntRange(0))
+@click.option("-f", "--follow", is_flag=True, help="Then print new messages as they commit.")
+@click.option("--json", "as_json", is_flag=True, help="JSON lines.")
+@connection_options
+def tail(settings: Settings, conversation: str, count: int, follow: bool, as_json: bool) -> None:
+    """The last messages of a conversation; with -f, then every new one, gap-free,
+    until interrupted."""
+    client = settings.client()
+    log = settings.log(conversation, client)
+    if not follow:  # -f may wait for a conversation that does not exist yet
+        admin.require_conversation(client, log.keys, conversation)
+    rows = log.last(count, view="physical")  # edits too: the log as it grows
+    for row in rows:
+        print_row(row, as_json)
+    if follow:
+        start = rows[-1].seq if rows else log.count()
+        try:
+            for row in log.follow(after=start, reconnect_within=None):
+                print_row(row, as_json)
+        except KeyboardInterrupt:
+            sys.exit(130)

@@ -1,0 +1,73 @@
+"""The commands that run something until stopped: the ``demo`` and the web viewer
+(``serve``)."""
+
+from __future__ import annotations
+
+import ipaddress
+import sys
+
+import click
+
+from ._common import (
+    CliError,
+    Settings,
+    connection_options,
+    err,
+    out,
+)
+
+
+@click.command()
+@click.option("--workers", default=4, show_default=True, type=click.IntRange(1, 64))
+@click.option("--turns", default=5, show_default=True, type=click.IntRange(1, 10_000))
+@connection_options
+def demo(settings: Settings, workers: int, turns: int) -> None:
+    """Worker processes share one conversation while a follower prints it live; then
+    the history, its provider payloads and a verified summary.
+
+    With no --url and no $REDIS_URL it starts a private throwaway server."""
+    from .._demo import run_demo
+
+    sys.exit(run_demo(settings.url, workers, turns, prefix=settings.prefix, console=out))
+
+
+@click.command()
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
+@click.option("--port", default=8000, show_default=True, type=click.IntRange(0, 65535))
+@click.option("--allow", is_flag=True, help="Listen on a non-loopback address (no login!).")
+@connection_options
+def serve(settings: Settings, host: str, port: int, allow: bool) -> None:
+    """The viewer page and the HTTP API (docs/web.md) for an operator, on loopback: every
+    request is allowed, so a non-loopback --host needs --allow. Needs the `web` extra."""
+    if not allow and not _is_loopback(host):
+        raise CliError(
+            f"{host} is not a loopback address: the viewer lets anyone who reaches it read "
+            "every conversation; give --allow to listen there anyway"
+        )
+    try:
+        import uvicorn
+
+        from ..web import create_app
+    except ModuleNotFoundError as exc:
+        raise CliError("msglog serve needs the web extra: pip install 'redis-msglog[web]'") from exc
+    client = settings.client()
+    client.ping()  # a wrong URL fails now, in one line, not at the first page view
+    # An operator tool: whoever reaches it may read (loopback unless --allow).
+    app = create_app(
+        client,
+        authorize=lambda request, conversation, action: True,
+        prefix=settings.prefix,
+        viewer=True,
+    )
+    err.print(f"msglog: serving http://{host}:{port}/ (Ctrl-C stops)")
+    # Open event streams never end by themselves: Ctrl-C must not wait for the viewers.
+    uvicorn.run(app, host=host, port=port, log_level="warning", timeout_graceful_shutdown=1)
+
+
+def _is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
