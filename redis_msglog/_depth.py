@@ -23,8 +23,6 @@ from typing import Any
 
 import orjson
 
-from .models import AgentMessage
-
 MAX_JSON_DEPTH = 64
 """The deepest nesting of objects and arrays a message's JSON values may have."""
 
@@ -115,10 +113,11 @@ def text_too_deep(text: str, limit: int = MAX_JSON_DEPTH) -> bool:
     return bool(max(map(sub, sums, lows)) > limit)
 
 
-def too_deep_field(msg: AgentMessage) -> str | None:
-    """The first of ``msg``'s JSON values that nests deeper than :data:`MAX_JSON_DEPTH`
-    (its path, as :class:`~redis_msglog.InvalidMessageError` names it), or ``None``."""
-    fields = msg.__dict__
+def too_deep_field(msg: object) -> str | None:
+    """The first of ``msg``'s (an :class:`~redis_msglog.AgentMessage`) JSON values that
+    nests deeper than :data:`MAX_JSON_DEPTH` (its path, as
+    :class:`~redis_msglog.InvalidMessageError` names it), or ``None``."""
+    fields = msg.__dict__  # typed object: this module sits below models, which uses it
     for name in ("metadata", "extras"):
         if fields[name] is not None and value_too_deep(fields[name]):
             return name

@@ -21,6 +21,7 @@ from pydantic import (
     model_validator,
 )
 
+from ._depth import MAX_JSON_DEPTH, text_too_deep
 from .parts import ContentPart, Extras, TextPart
 
 Role = Literal["system", "user", "assistant", "tool"]
@@ -124,20 +125,16 @@ def parse_arguments(arguments: str) -> Any:
     ``MAX_JSON_DEPTH``: an older version stored such strings, and every reader and
     exporter gets the text, which it can always handle, instead of a value that no JSON
     encoder or recursive walk can (docs/adapters.md)."""
-    if arguments.count("[") + arguments.count("{") > _FEW_BRACKETS:
-        from ._depth import text_too_deep  # here: _depth imports this module
-
-        if text_too_deep(arguments):
-            return arguments
+    if arguments.count("[") + arguments.count("{") > _FEW_BRACKETS and text_too_deep(arguments):
+        return arguments
     try:
         return orjson.loads(arguments)
     except orjson.JSONDecodeError:
         return arguments
 
 
-# No text with this few opening brackets nests deeper than MAX_JSON_DEPTH (not imported:
-# _depth imports this module; tests/test_hostile_content.py checks that they agree).
-_FEW_BRACKETS = 64
+# No text with this few opening brackets nests deeper than the limit.
+_FEW_BRACKETS = MAX_JSON_DEPTH
 
 
 def json_equal(a: Any, b: Any) -> bool:
