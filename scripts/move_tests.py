@@ -38,6 +38,7 @@ TESTS = ROOT / "tests"
 
 FOLDERS: dict[str, tuple[str, ...]] = {
     "no_server": (
+        "test_errors",
         "test_formats",
         "test_integrations_lazy",
         "test_layout",
