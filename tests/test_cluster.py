@@ -17,6 +17,7 @@ from redis.crc import key_slot
 
 from redis_msglog import (
     AsyncMessageLog,
+    ConversationKeys,
     Durability,
     LogView,
     MessageLog,
@@ -24,7 +25,6 @@ from redis_msglog import (
     NotDurableError,
     StoredMessage,
 )
-from redis_msglog._keys import ConversationKeys
 
 from .cluster import LocalCluster
 from .conftest import new_id, require_binary

@@ -18,12 +18,12 @@ from redis.crc import key_slot
 from redis_msglog import (
     AppendInDoubtError,
     AsyncMessageLog,
+    ConversationKeys,
     MessageLog,
     MessageLogError,
     RetryPolicy,
     ServerUnavailableError,
 )
-from redis_msglog._keys import ConversationKeys
 from redis_msglog.testing import EphemeralServer
 
 from .cluster import LocalCluster

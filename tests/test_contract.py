@@ -7,9 +7,8 @@ from datetime import datetime, timedelta, timezone
 import orjson
 import pytest
 
-from redis_msglog import AgentMessage, LogRewoundError, StoredMessage, ToolCall
+from redis_msglog import AgentMessage, ConversationKeys, LogRewoundError, StoredMessage, ToolCall
 from redis_msglog._codec import micros_to_datetime
-from redis_msglog._keys import ConversationKeys
 
 from .conftest import Env, new_id
 

@@ -38,9 +38,8 @@ from click.testing import CliRunner
 from hypothesis import HealthCheck, Phase, event, example, given, settings
 from hypothesis import strategies as st
 
-from redis_msglog import MessageLog, MessageLogError, adapters
+from redis_msglog import MAX_JSON_DEPTH, MessageLog, MessageLogError, adapters
 from redis_msglog._cli import main
-from redis_msglog._depth import MAX_JSON_DEPTH
 from redis_msglog.integrations.langchain import MessageLogChatHistory
 from redis_msglog.integrations.llama_index import MessageLogChatStore, to_llama_index
 from redis_msglog.integrations.openai_agents import MessageLogSession

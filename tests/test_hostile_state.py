@@ -26,6 +26,7 @@ from click.testing import CliRunner
 from redis_msglog import (
     NO_RETRY,
     AsyncMessageLog,
+    ConversationKeys,
     CorruptLogError,
     Entry,
     MessageLog,
@@ -35,7 +36,6 @@ from redis_msglog import (
 )
 from redis_msglog._cli import main
 from redis_msglog._codec import to_document
-from redis_msglog._keys import ConversationKeys
 from redis_msglog.testing import EphemeralServer
 
 from . import conftest

@@ -11,8 +11,7 @@ from typing import Any
 import orjson
 import pytest
 
-from redis_msglog import CorruptLogError, EditEntry, MessageLog, StoredMessage
-from redis_msglog._keys import ConversationKeys
+from redis_msglog import ConversationKeys, CorruptLogError, EditEntry, MessageLog, StoredMessage
 from redis_msglog.admin import verify_conversation
 
 from .conftest import Env, new_id

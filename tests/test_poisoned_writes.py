@@ -25,6 +25,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from redis_msglog import (
+    MAX_JSON_DEPTH,
     AsyncMessageLog,
     InvalidEditError,
     InvalidMessageError,
@@ -32,7 +33,7 @@ from redis_msglog import (
     StoredMessage,
 )
 from redis_msglog._cli import main
-from redis_msglog._depth import MAX_JSON_DEPTH, text_too_deep
+from redis_msglog._depth import text_too_deep
 from redis_msglog.testing import EphemeralServer
 
 from .conftest import Env, SyncView, new_id

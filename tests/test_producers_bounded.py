@@ -18,8 +18,7 @@ import pytest
 import redis
 import redis.asyncio
 
-from redis_msglog import AsyncMessageLog, MessageLog, RetryPolicy
-from redis_msglog._keys import ConversationKeys
+from redis_msglog import AsyncMessageLog, ConversationKeys, MessageLog, RetryPolicy
 from redis_msglog.testing import EphemeralServer
 
 from .conftest import new_id

@@ -23,6 +23,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from redis_msglog import (
+    ConversationKeys,
     CorruptLogError,
     InvalidEditError,
     LogView,
@@ -31,7 +32,6 @@ from redis_msglog import (
     StorageError,
 )
 from redis_msglog import _views as views_module
-from redis_msglog._keys import ConversationKeys
 from redis_msglog.admin import verify_conversation
 from redis_msglog.testing import EphemeralServer
 

@@ -37,6 +37,7 @@ STATUS = {  # the library's errors as HTTP statuses; anything else of ours is a 
     errors.IdempotencyConflictError: 409,
     errors.MessageTooLargeError: 413,
     errors.StorageError: 503,
+    errors.AppendInDoubtError: 503,  # not a StorageError since issue 24; still a 503
     errors.NotDurableError: 503,
 }
 
