@@ -1,5 +1,7 @@
 """Loads the Lua scripts that ship inside the package (``redis_msglog/lua/`` in the
-wheel, the top-level ``lua/`` folder in a source checkout)."""
+wheel, the top-level ``lua/`` folder in a source checkout), expanding their
+``-- @include`` lines, and names the arguments of ``lua/view.lua`` (``lua/append.lua``'s
+are in ``_append_script``)."""
 
 from __future__ import annotations
 
@@ -41,6 +43,12 @@ def script_location(name: str) -> Traversable:
     return packaged if packaged.is_file() else _SOURCE_TREE_LUA / name
 
 
+VIEW_KEY_NAMES = ("seq", "stream", "view", "hidden")
+"""``KEYS`` of ``lua/view.lua``, in order (the script binds each to the name in capitals)."""
+VIEW_ARGV_NAMES = ("view", "mode", "limit", "above", "position", "start", "runs")
+"""``ARGV`` of ``lua/view.lua``, in order (the script binds each to a local of that name;
+the last four only in the ``"after"`` mode)."""
+
 _INCLUDE = re.compile(r"^-- @include (\S+)$", re.MULTILINE)
 
 
@@ -51,9 +59,14 @@ def _read(name: str) -> str:
     return location.read_text(encoding="utf-8")
 
 
+def _expanded(name: str) -> str:
+    """``name``'s text with each ``-- @include <file>`` line replaced by that file's
+    expanded text (an include may include: edit_lib.lua includes view_lib.lua)."""
+    return _INCLUDE.sub(lambda match: _expanded(match[1]), _read(name))
+
+
 @cache
 def load_script(name: str) -> LuaScript:
-    """The script ``name`` (e.g. ``"append.lua"``), read once per process, with each
-    ``-- @include <file>`` line replaced by that file (Redis scripts cannot import)."""
-    body = _INCLUDE.sub(lambda match: _read(match[1]), _read(name))
-    return LuaScript.from_body(name, body)
+    """The script ``name`` (e.g. ``"append.lua"``), read once per process, with its
+    ``-- @include`` lines expanded (Redis scripts cannot import)."""
+    return LuaScript.from_body(name, _expanded(name))
