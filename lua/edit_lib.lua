@@ -5,7 +5,8 @@
 -- `last` (the log's last seq) and `n` (the messages of the call).
 --
 -- The functions an edit needs are defined only by a call that edits (edit_part() runs
--- only then): a plain append does not pay for them.
+-- only then): a plain append does not pay for them. The writes an edit plans (the rows
+-- hidden, the view saved, the attributes set) follow in append.lua, after the XADDs.
 local function edit_part()
 -- @include view_lib.lua
   -- The plan reads the view a segment at a time (view_lib.lua), so an edit costs the rows
