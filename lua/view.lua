@@ -3,19 +3,24 @@
 -- snapshot at one seq. Used only for logs that have edits; an edit-free log's view is
 -- its stream, read with XRANGE/XREVRANGE.
 --
--- KEYS[1]   seq counter
--- KEYS[2]   stream
--- KEYS[3]   view hash (see view_lib.lua)
--- KEYS[4]   hidden ranges
--- ARGV[1]   the view: "visible", "active" or "archived"
--- ARGV[2]   "last": the view's last ARGV[3] rows; "after": the runs of rows whose seq is
---           above ARGV[4], in view order, from position ARGV[5]/ARGV[6], at most ARGV[3]
---           rows (0: no limit) in at most ARGV[7] runs; "count": the number of rows
--- ARGV[3]   how many rows at most
--- ARGV[4]   "after" only: the seq the rows must be above
--- ARGV[5]   "after" only: the position of the segment to start in ("": the view's first)
--- ARGV[6]   "after" only: the seq to start after in that segment (0: its start)
--- ARGV[7]   "after" only: how many runs at most
+-- Arguments, by name: redis_msglog/_scripts.py names them (VIEW_KEY_NAMES,
+-- VIEW_ARGV_NAMES), the binding block below gives each a local of that name (keys in
+-- capitals), and a test checks they agree. Nothing else reads KEYS or ARGV by number.
+--
+-- KEYS[1]   SEQ: the seq counter
+-- KEYS[2]   STREAM: the stream
+-- KEYS[3]   VIEW: the view hash (see view_lib.lua)
+-- KEYS[4]   HIDDEN: the hidden ranges
+-- ARGV[1]   view: which view, "visible", "active" or "archived"
+-- ARGV[2]   mode: "last": the view's last `limit` rows; "after": the runs of rows whose
+--           seq is above `above`, in view order, from `position`/`start`, at most `limit`
+--           rows (0: no limit) in at most `runs` runs; "count": the number of rows
+-- ARGV[3]   limit: how many rows at most
+-- ARGV[4]   above: "after" only, the seq the rows must be above
+-- ARGV[5]   position: "after" only, the position of the segment to start in ("": the
+--           view's first)
+-- ARGV[6]   start: "after" only, the seq to start after in that segment (0: its start)
+-- ARGV[7]   runs: "after" only, how many runs at most
 --
 -- Returns {version, last_seq, body, more, next_position, next_seq}: the seq of the last
 -- edit (0: none), the log's last seq, and the body: for "last" the rows ({id, fields}
@@ -26,32 +31,46 @@
 -- starts. The cost is what it returns plus the hidden ranges it crosses: the view hash is
 -- read a segment at a time, never whole (view_lib.lua).
 
+-- == Binding block: every KEYS and ARGV position, bound once to its name ==
+local view = ARGV[1]
+local mode = ARGV[2]
+local limit = ARGV[3]
+local above = ARGV[4]
+local position = ARGV[5]
+local start = ARGV[6]
+local runs = ARGV[7]
+local SEQ = KEYS[1]
+local STREAM = KEYS[2]
+local VIEW = KEYS[3]
+local HIDDEN = KEYS[4]
+-- == End of the binding block ==
+
 -- @include counter_lib.lua
 -- @include view_lib.lua
 
-local raw = redis.call('GET', KEYS[1])
+local raw = redis.call('GET', SEQ)
 local last
 if raw then
-  last = counter_value(KEYS[1], raw)
+  last = counter_value(SEQ, raw)
   if type(last) == 'table' then
     return last
   end
 else
-  local newest = redis.call('XREVRANGE', KEYS[2], '+', '-', 'COUNT', 1)
+  local newest = redis.call('XREVRANGE', STREAM, '+', '-', 'COUNT', 1)
   last = newest[1] and tonumber(string.match(newest[1][1], '^(%d+)')) or 0
 end
 
-local v = open_view(KEYS[3], KEYS[4])
+local v = open_view(VIEW, HIDDEN)
 if v.err then
   return v
 end
 
 local function last_rows(want)
-  local first, final, cut_lo, cut_hi = view_span(v, ARGV[1])
+  local first, final, cut_lo, cut_hi = view_span(v, view)
   local newest_first, need = {}, want
   for pos = final, first, -1 do
     local lo, hi = span_seqs(v, pos, last, first, final, cut_lo, cut_hi)
-    need = walk_down(KEYS[2], KEYS[4], lo, hi, need, newest_first)
+    need = walk_down(STREAM, HIDDEN, lo, hi, need, newest_first)
     if need == 0 then
       break
     end
@@ -63,22 +82,22 @@ local function last_rows(want)
   return {v.version, last, rows, 0, 0, 0}
 end
 
--- Append to `runs` the runs of visible seqs from..hi (lo, hi pairs), up to `need` seqs
+-- Append to `out` the runs of visible seqs from..hi (lo, hi pairs), up to `need` seqs
 -- and `room` runs; return the seqs still needed, the runs left and the next seq to look
 -- at.
-local function runs_up(from, hi, need, room, runs)
+local function runs_up(from, hi, need, room, out)
   local cursor = from
   while cursor <= hi and need > 0 and room > 0 do
-    local hlo, hhi = hidden_at_or_below(KEYS[4], cursor)
+    local hlo, hhi = hidden_at_or_below(HIDDEN, cursor)
     if hlo and hhi >= cursor then
       cursor = hhi + 1
     else
       local ceiling = math.min(hi, cursor + need - 1)
-      local next_lo = hidden_above(KEYS[4], cursor)
+      local next_lo = hidden_above(HIDDEN, cursor)
       if next_lo and next_lo - 1 < ceiling then
         ceiling = next_lo - 1
       end
-      runs[#runs + 1], runs[#runs + 2] = cursor, ceiling
+      out[#out + 1], out[#out + 2] = cursor, ceiling
       need, room, cursor = need - (ceiling - cursor + 1), room - 1, ceiling + 1
     end
   end
@@ -86,29 +105,29 @@ local function runs_up(from, hi, need, room, runs)
 end
 
 local function runs_after(want)
-  local first, final, cut_lo, cut_hi = view_span(v, ARGV[1])
-  local above, room = tonumber(ARGV[4]), tonumber(ARGV[7])
-  local pos, from = tonumber(ARGV[5]) or first, tonumber(ARGV[6])
+  local first, final, cut_lo, cut_hi = view_span(v, view)
+  local above_seq, room = tonumber(above), tonumber(runs)
+  local pos, from = tonumber(position) or first, tonumber(start)
   local need = want > 0 and want or math.huge
-  local runs = {}
+  local found = {}
   while pos <= final and need > 0 and room > 0 do
     local lo, hi = span_seqs(v, pos, last, first, final, cut_lo, cut_hi)
     local cursor
-    need, room, cursor = runs_up(math.max(lo, above + 1, from + 1), hi, need, room, runs)
+    need, room, cursor = runs_up(math.max(lo, above_seq + 1, from + 1), hi, need, room, found)
     if cursor > hi then
       pos, from = pos + 1, 0
     else
       from = cursor - 1  -- stopped inside this segment: go on after the last seq taken
     end
   end
-  return {v.version, last, runs, pos <= final and 1 or 0, pos, from}
+  return {v.version, last, found, pos <= final and 1 or 0, pos, from}
 end
 
 return guarded(function()
-  if ARGV[2] == 'count' then
-    return {v.version, last, view_count(v, ARGV[1], last), 0, 0, 0}
-  elseif ARGV[2] == 'last' then
-    return last_rows(tonumber(ARGV[3]))
+  if mode == 'count' then
+    return {v.version, last, view_count(v, view, last), 0, 0, 0}
+  elseif mode == 'last' then
+    return last_rows(tonumber(limit))
   end
-  return runs_after(tonumber(ARGV[3]))
+  return runs_after(tonumber(limit))
 end)

@@ -1,7 +1,7 @@
 -- view_lib.lua: the view of a log, shared by append.lua (edits) and view.lua (reads).
 -- Not a script of its own: the loader puts it where a script says `-- @include view_lib.lua`
--- (append.lua: inside the function it calls only for an edit, so a plain append does not
--- pay for defining these functions).
+-- (edit_lib.lua: inside edit_part(), which append.lua calls only for an edit, so a plain
+-- append does not pay for defining these functions).
 --
 -- The view (docs/edits.md) is kept in two keys beside the stream:
 --   view hash: the view order as *segments*, ascending seq ranges read one after the other:

@@ -1,7 +1,7 @@
-"""The contract of ``lua/append.lua``, in one place: its ``KEYS`` and ``ARGV`` built by
-name (the script's header documents the same positions; a test checks they agree), its
-reply parsed into a typed value, and its error codes mapped to this library's errors
-through one table."""
+"""The contract of ``lua/append.lua``, in one place: its ``KEYS`` and ``ARGV`` built from
+one list of names (the script binds the same names, in the same order, at its top; a
+test checks they agree) and read back by name, its reply parsed into a typed value, and
+its error codes mapped to this library's errors through one table."""
 
 from __future__ import annotations
 
@@ -14,18 +14,29 @@ from ._keys import ConversationKeys
 from ._scripts import LuaScript, load_script
 from ._steps import Command, Refused
 
-KEY_NAMES = ("seq", "stream", "blobs", "producers", "record")
-"""``KEYS[1..5]`` of a plain append, in order (``record`` only with a caller's idempotency
-key; ``blobs`` is the stream's name again when the append does not touch it, and so is
-``producers`` when the call has no producer). An edit, or a log with a ``ttl``, passes
-``view`` and ``hidden`` before ``record``."""
+KEY_NAMES = ("seq", "stream", "blobs", "producers", "view", "hidden", "record")
+"""``KEYS`` of the script, in order; the script binds each to a local of the same name in
+capitals. ``view`` and ``hidden`` come only with an edit or a ``ttl``, ``record`` only
+with a caller's idempotency key: a plain append sends ``KEYS[1..4]``, then ``record``.
+``blobs`` is the stream's name again when the append does not touch it, and so is
+``producers`` when the call has no producer."""
 ARGV_NAMES = (
-    "publish", "channel", "record_ttl_ms", "fingerprint", "look_up", "ttl_ms", "call", "blobs",
-    "expected_seq", "op", "op_arg", "entry", "producer", "pseq", "floor", "attrs",
-    "attrs_json", "blob_refs",
+    "publish", "channel", "record_ttl_ms", "fingerprint", "look_up", "ttl_ms", "call",
+    "blob_count", "expected_seq", "op", "op_arg", "entry", "producer", "pseq", "floor",
+    "attr_count", "attrs_json", "blob_refs",
 )  # fmt: skip
-"""``ARGV[1..18]`` of the script, in order; the blobs (digest, bytes), the attribute
-changes (``+name``/``-name``, value) and the encoded messages follow."""
+"""The named ``ARGV`` of the script, in order: ``keys_and_args`` sends them so, and the
+script binds each to a local of the same name (a test checks both). The blobs (digest,
+bytes), the attribute changes (``+name``/``-name``, value) and the encoded messages
+follow."""
+_ARGV_AT = {name: at for at, name in enumerate(ARGV_NAMES)}
+_PLAIN_KEYS = KEY_NAMES[:4]
+_KEY_LAYOUTS = {  # by numkeys: whether view and hidden, and a record, were sent
+    4: _PLAIN_KEYS,
+    5: (*_PLAIN_KEYS, "record"),
+    6: KEY_NAMES[:6],
+    7: KEY_NAMES,
+}
 
 EditOp = Literal["", "retract", "pop", "compact", "archive", "fork", "attrs"]
 
@@ -74,7 +85,7 @@ class AppendCall:
             keys += (self.keys.view, self.keys.hidden)
         keys += () if self.record is None else (self.record,)
         recorded = self.record is not None or bool(self.producer)
-        argv = (
+        argv = (  # in ARGV_NAMES order: a literal tuple, on every append's path
             self.publish,
             self.keys.channel,
             self.record_ttl_ms if recorded else "",
@@ -103,6 +114,21 @@ class AppendCall:
             for part in ((f"+{name}", value) if value is not None else (f"-{name}", ""))
         )
         return (len(keys), *keys, *argv, *stored, *changes, *self.messages)
+
+    @staticmethod
+    def sent_keys(command: Command) -> dict[str, Any]:
+        """The keys of a sent ``EVALSHA``/``EVAL`` of the script (or of a
+        ``keys_and_args()``), by name, in the order sent (for tests and tools)."""
+        head = 0 if isinstance(command[0], int) else 2  # no "EVALSHA", sha in front
+        numkeys = int(command[head])
+        return dict(zip(_KEY_LAYOUTS[numkeys], command[head + 1 : head + 1 + numkeys], strict=True))
+
+    @staticmethod
+    def argument(command: Command, name: str) -> Any:
+        """The argument ``name`` (one of ``ARGV_NAMES``) of a sent ``EVALSHA``/``EVAL`` of
+        the script (or of a ``keys_and_args()``), as sent."""
+        head = 0 if isinstance(command[0], int) else 2
+        return command[head + 1 + int(command[head]) + _ARGV_AT[name]]
 
 
 # Not frozen (on every append's path: a frozen dataclass's __init__ costs ~0.15 µs a

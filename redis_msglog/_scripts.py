@@ -1,5 +1,9 @@
-"""Loads the Lua scripts that ship inside the package (``redis_msglog/lua/`` in the
-wheel, the top-level ``lua/`` folder in a source checkout)."""
+"""Loads the Lua scripts, expanding their ``-- @include`` lines, and names the arguments
+of ``lua/view.lua`` (``lua/append.lua``'s are in ``_append_script``).
+
+The scripts live in the top-level ``lua/`` folder; ``redis_msglog/lua`` links to it, and
+the wheel carries the folder there: so they are found one way, ``redis_msglog/lua/``,
+in a checkout and when installed."""
 
 from __future__ import annotations
 
@@ -9,9 +13,6 @@ from dataclasses import dataclass
 from functools import cache
 from importlib import resources
 from importlib.abc import Traversable
-from pathlib import Path
-
-_SOURCE_TREE_LUA = Path(__file__).resolve().parent.parent / "lua"
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,10 +37,15 @@ class LuaScript:
 
 
 def script_location(name: str) -> Traversable:
-    """Where ``name`` is read from: inside the installed package, else the source tree."""
-    packaged = resources.files("redis_msglog") / "lua" / name
-    return packaged if packaged.is_file() else _SOURCE_TREE_LUA / name
+    """Where ``name`` is read from: ``redis_msglog/lua/``, installed or in a checkout."""
+    return resources.files("redis_msglog") / "lua" / name
 
+
+VIEW_KEY_NAMES = ("seq", "stream", "view", "hidden")
+"""``KEYS`` of ``lua/view.lua``, in order (the script binds each to the name in capitals)."""
+VIEW_ARGV_NAMES = ("view", "mode", "limit", "above", "position", "start", "runs")
+"""``ARGV`` of ``lua/view.lua``, in order (the script binds each to a local of that name;
+the last four only in the ``"after"`` mode)."""
 
 _INCLUDE = re.compile(r"^-- @include (\S+)$", re.MULTILINE)
 
@@ -47,13 +53,21 @@ _INCLUDE = re.compile(r"^-- @include (\S+)$", re.MULTILINE)
 def _read(name: str) -> str:
     location = script_location(name)
     if not location.is_file():
-        raise FileNotFoundError(f"Lua script {name} is missing from the installed package")
+        raise FileNotFoundError(
+            f"Lua script {name} is missing from {location}: in a checkout, redis_msglog/lua "
+            "must be a link to ../lua (git clone with symlinks enabled)"
+        )
     return location.read_text(encoding="utf-8")
+
+
+def _expanded(name: str) -> str:
+    """``name``'s text with each ``-- @include <file>`` line replaced by that file's
+    expanded text (an include may include: edit_lib.lua includes view_lib.lua)."""
+    return _INCLUDE.sub(lambda match: _expanded(match[1]), _read(name))
 
 
 @cache
 def load_script(name: str) -> LuaScript:
-    """The script ``name`` (e.g. ``"append.lua"``), read once per process, with each
-    ``-- @include <file>`` line replaced by that file (Redis scripts cannot import)."""
-    body = _INCLUDE.sub(lambda match: _read(match[1]), _read(name))
-    return LuaScript.from_body(name, body)
+    """The script ``name`` (e.g. ``"append.lua"``), read once per process, with its
+    ``-- @include`` lines expanded (Redis scripts cannot import)."""
+    return LuaScript.from_body(name, _expanded(name))

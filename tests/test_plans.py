@@ -36,6 +36,7 @@ from redis_msglog import (
     WrongTypeError,
     _producer,
 )
+from redis_msglog._append_script import AppendCall
 from redis_msglog._core import Commit, LogCore
 from redis_msglog._follow import FollowCursor
 from redis_msglog._shell import step_failure
@@ -118,18 +119,17 @@ def drive(plan: Plan[Any], server: Server, clock: Clock | None = None) -> tuple[
 def script_reply(step: Step, *, last: int = 1, replayed: int = 0, writer: str | None = None) -> Any:
     """The append script's reply to ``step``, written by this call unless ``writer``."""
     assert isinstance(step, Write)
-    call = str(argv(step.command, 7))
+    call = str(argument(step.command, "call"))
     return [last, AT, replayed, (call if writer is None else writer).encode()]
 
 
-def argv(command: tuple[Any, ...], n: int) -> Any:
-    """``ARGV[n]`` of an ``EVALSHA sha numkeys KEYS... ARGV...`` command."""
-    return command[3 + int(command[2]) + n - 1]
+argument = AppendCall.argument  # a sent append's argument, by name
+sent_keys = AppendCall.sent_keys  # its keys, by name
 
 
-def argvs(command: tuple[Any, ...], n: int, count: int) -> tuple[Any, ...]:
-    """``ARGV[n]`` and the ``count - 1`` after it."""
-    return tuple(argv(command, i) for i in range(n, n + count))
+def arguments(command: tuple[Any, ...], *names: str) -> tuple[Any, ...]:
+    """The arguments ``names`` of a sent append, in that order."""
+    return tuple(argument(command, name) for name in names)
 
 
 def commands(steps: list[Step]) -> list[tuple[Any, ...]]:
@@ -395,10 +395,18 @@ def test_a_lost_reply_is_re_sent_with_the_same_key_and_recognised_as_ours() -> N
     assert commit.fresh  # our own commit, seen late: the hook fires once
     assert commands(steps) == [("EVALSHA",), ("pause",), ("EVALSHA",)]
     first, second = (step.command for step in sent)
-    assert first[2] == 4 and first[6] == "msglog:{conv}:producers"  # KEYS[4], no KEYS[5]
-    # The same producer and call number (ARGV[13], ARGV[14]) on every try.
-    assert argv(first, 13) == argv(second, 13) != "" and argv(first, 14) == argv(second, 14) == 1
-    assert (argv(first, 5), argv(second, 5)) == ("0", "1")  # looked up on re-sends only
+    keys = sent_keys(first)  # the four keys of a plain append, no record
+    assert list(keys) == ["seq", "stream", "blobs", "producers"]
+    assert keys["producers"] == "msglog:{conv}:producers"
+    # The same producer and call number on every try.
+    assert (
+        argument(first, "producer") == argument(second, "producer") != ""
+        and argument(first, "pseq") == argument(second, "pseq") == 1
+    )
+    assert (argument(first, "look_up"), argument(second, "look_up")) == (
+        "0",
+        "1",
+    )  # looked up on re-sends only
 
 
 def test_a_try_never_sent_keeps_the_producer() -> None:
@@ -440,13 +448,13 @@ def test_a_call_no_try_of_which_was_sent_is_never_looked_up() -> None:
 
     commit, _ = drive(log.append_plan(log.batch(BATCH_MSG), None), server, clock)
     assert commit.fresh and len(sent) == 4
-    assert [argv(step.command, 5) for step in sent] == ["0", "0", "0", "1"]
+    assert [argument(step.command, "look_up") for step in sent] == ["0", "0", "0", "1"]
     # The quick lane likewise: a first try not sent leaves the re-send a new call.
     prepared = log.quick_append(log.batch(BATCH_MSG), None, None)
     assert prepared is not None
     rest = log.quick_failed(prepared, NotSent("Too many connections"), clock.now)
     _, steps = drive(rest, script_reply, clock)
-    assert isinstance(steps[-1], Write) and argv(steps[-1].command, 5) == "0"
+    assert isinstance(steps[-1], Write) and argument(steps[-1].command, "look_up") == "0"
 
 
 def test_a_batch_is_validated_as_each_of_its_messages_would_be() -> None:
@@ -499,8 +507,14 @@ def test_a_quick_append_whose_reply_is_lost_goes_on_as_the_plan_would() -> None:
     assert commit.fresh and commands(steps) == [("pause",), ("EVALSHA",)]
     resent = steps[1]
     assert isinstance(resent, Write)
-    assert (argv(first, 14), argv(resent.command, 14)) == (1, 1)  # the same call number
-    assert (argv(first, 5), argv(resent.command, 5)) == ("0", "1")  # looked up on the re-send
+    assert (argument(first, "pseq"), argument(resent.command, "pseq")) == (
+        1,
+        1,
+    )  # the same call number
+    assert (argument(first, "look_up"), argument(resent.command, "look_up")) == (
+        "0",
+        "1",
+    )  # looked up on the re-send
     assert not log.producer().in_flight()
 
 
@@ -544,10 +558,15 @@ def test_a_producer_numbers_its_calls_and_is_shared_by_the_process_s_logs() -> N
 
     for each in (log, log, log, other):
         drive(each.append_plan(each.batch(BATCH_MSG), None), server)
-    assert [argv(c, 14) for c in sent] == [1, 2, 3, 1]
-    assert [argv(c, 15) for c in sent] == [1, 2, 3, 1]  # the floor: one call at a time
-    assert argv(sent[0], 13) == argv(sent[1], 13) == argv(sent[2], 13) != argv(sent[3], 13)
-    assert len(str(argv(sent[0], 13))) == 12
+    assert [argument(c, "pseq") for c in sent] == [1, 2, 3, 1]
+    assert [argument(c, "floor") for c in sent] == [1, 2, 3, 1]  # the floor: one call at a time
+    assert (
+        argument(sent[0], "producer")
+        == argument(sent[1], "producer")
+        == argument(sent[2], "producer")
+        != argument(sent[3], "producer")
+    )
+    assert len(str(argument(sent[0], "producer"))) == 12
     # Without one of its own, a log object numbers its calls with the process's producer,
     # which every log object, client, thread and event loop of the process shares.
     shared = [LogCore("conv", prefix="msglog", max_message_bytes=64, page_size=2, clock=Clock())]
@@ -558,18 +577,22 @@ def test_a_producer_numbers_its_calls_and_is_shared_by_the_process_s_logs() -> N
         drive(each.append_plan(each.batch(BATCH_MSG), None), server)
     first, second = sent[before:]
     assert (
-        argv(first, 13) == argv(second, 13) == _producer.current().id
-        and argv(second, 14) == argv(first, 14) + 1
+        argument(first, "producer") == argument(second, "producer") == _producer.current().id
+        and argument(second, "pseq") == argument(first, "pseq") + 1
     )
     # No per-append key, and the blobs hash only when the script touches it (slot moves).
-    assert sent[0][3:7] == (
+    assert [sent_keys(sent[0])[name] for name in ("seq", "stream", "blobs", "producers")] == [
         "msglog:{conv}:seq", "msglog:{conv}:stream", "msglog:{conv}:stream",
         "msglog:{conv}:producers",
-    )  # fmt: skip
+    ]  # fmt: skip
     drive(core(ttl=timedelta(hours=1)).append_plan(log.batch(BATCH_MSG), None), server)
-    assert sent[-1][5] == "msglog:{conv}:blobs"
+    assert sent_keys(sent[-1])["blobs"] == "msglog:{conv}:blobs"
     drive(core(retry=NO_RETRY).append_plan(log.batch(BATCH_MSG), None), server)
-    assert argvs(sent[-1], 13, 3) == ("", "", "")  # retries off: no producer
+    assert arguments(sent[-1], "producer", "pseq", "floor") == (
+        "",
+        "",
+        "",
+    )  # retries off: no producer
 
 
 def test_each_try_carries_the_producer_s_lowest_call_in_flight() -> None:
@@ -581,29 +604,39 @@ def test_each_try_carries_the_producer_s_lowest_call_in_flight() -> None:
     first, second = log.append_plan(batch, None), log.append_plan(batch, None)
     step_1, step_2 = next(first), next(second)  # both sent, neither answered yet
     assert isinstance(step_1, Write) and isinstance(step_2, Write)
-    assert (argvs(step_1.command, 14, 2), argvs(step_2.command, 14, 2)) == ((1, 1), (2, 1))
+    assert (
+        arguments(step_1.command, "pseq", "floor"),
+        arguments(step_2.command, "pseq", "floor"),
+    ) == ((1, 1), (2, 1))
     pause = first.throw(ReplyLost("reset"))  # call 1's reply is lost: it will re-send
     assert isinstance(pause, Pause)
     with pytest.raises(StopIteration):
         second.send(script_reply(step_2, last=2))  # call 2 answered: settled
     clock.now += pause.seconds
     resent = first.send(None)
-    assert isinstance(resent, Write) and argvs(resent.command, 14, 2) == (1, 1)
+    assert isinstance(resent, Write) and arguments(resent.command, "pseq", "floor") == (1, 1)
     # Call 1 being re-sent, new calls go to a new producer: however many of them commit,
     # they cannot push call 1's result out of the old producer's window.
     third = log.append_plan(batch, None)
     step_3 = next(third)
-    assert isinstance(step_3, Write) and argvs(step_3.command, 14, 2) == (1, 1)
-    assert argv(step_3.command, 13) != argv(step_1.command, 13) == argv(resent.command, 13)
+    assert isinstance(step_3, Write) and arguments(step_3.command, "pseq", "floor") == (1, 1)
+    assert (
+        argument(step_3.command, "producer")
+        != argument(step_1.command, "producer")
+        == argument(resent.command, "producer")
+    )
     with pytest.raises(StopIteration):
         first.send(script_reply(resent, last=1, replayed=1, writer=""))
     fourth_plan = log.append_plan(batch, None)
     fourth = next(fourth_plan)
-    assert isinstance(fourth, Write) and argvs(fourth.command, 14, 2) == (2, 1)  # 1 (new) in flight
+    assert isinstance(fourth, Write) and arguments(fourth.command, "pseq", "floor") == (
+        2,
+        1,
+    )  # 1 (new) in flight
     with pytest.raises(StopIteration):
         third.send(script_reply(step_3, last=3))
     fifth = next(log.append_plan(batch, None))
-    assert isinstance(fifth, Write) and argvs(fifth.command, 14, 2) == (3, 2)
+    assert isinstance(fifth, Write) and arguments(fifth.command, "pseq", "floor") == (3, 2)
 
 
 def test_a_call_refused_before_it_is_sent_leaves_no_call_in_flight() -> None:
@@ -636,7 +669,9 @@ def test_the_key_of_an_in_doubt_append_is_a_try_of_the_same_call() -> None:
         return script_reply(step)
 
     drive(log.append_plan(log.batch(BATCH_MSG), None), answer)
-    assert argv(sent[-1], 13) != argv(sent[0], 13) and log.producer().id == argv(sent[-1], 13)
+    assert argument(sent[-1], "producer") != argument(
+        sent[0], "producer"
+    ) and log.producer().id == argument(sent[-1], "producer")
     # The process's producer is retired the same way (a log without a producer of its own).
     shared = LogCore("conv", prefix="msglog", max_message_bytes=64, page_size=2, clock=clock,
                      retry=RetryPolicy(attempts=1, backoff=0.1, max_backoff=0.1))  # fmt: skip
@@ -652,9 +687,15 @@ def test_the_key_of_an_in_doubt_append_is_a_try_of_the_same_call() -> None:
     )
     assert not commit.fresh  # its hook is not this call's to fire
     (again,) = [step.command for step in steps if isinstance(step, Write)]
-    assert argvs(again, 13, 2) == argvs(sent[0], 13, 2)  # the original producer and call number
-    assert argv(again, 15) == ""  # its floor: the other log cannot know the producer's calls
-    assert argv(again, 5) == "1" and argv(again, 7) != ""  # looked up, with this call's own token
+    assert arguments(again, "producer", "pseq") == arguments(
+        sent[0], "producer", "pseq"
+    )  # the original producer and call number
+    assert (
+        argument(again, "floor") == ""
+    )  # its floor: the other log cannot know the producer's calls
+    assert (
+        argument(again, "look_up") == "1" and argument(again, "call") != ""
+    )  # looked up, with this call's own token
     assert len(again) == len(sent[0])  # no idempotency record key: not a caller's key
     with pytest.raises(IdempotencyConflictError, match="different batch"):
         drive(elsewhere.append_plan(elsewhere.batch([{"role": "user", "content": "x"}]), key), lost)

@@ -1,0 +1,220 @@
+-- edit_lib.lua: the edits of append.lua (docs/edits.md): retract, pop, archive, compact,
+-- fork and attrs, each planned (checked) before the first write. Not a script of its
+-- own: the loader puts it where append.lua says `-- @include edit_lib.lua`, after its
+-- argument bindings (op, op_arg, entry, VIEW, HIDDEN, STREAM) and the checks that give
+-- `last` (the log's last seq) and `n` (the messages of the call).
+--
+-- The functions an edit needs are defined only by a call that edits (edit_part() runs
+-- only then): a plain append does not pay for them. The writes an edit plans (the rows
+-- hidden, the view saved, the attributes set) follow in append.lua, after the XADDs.
+local function edit_part()
+-- @include view_lib.lua
+  -- The plan reads the view a segment at a time (view_lib.lua), so an edit costs the rows
+  -- it moves in or out of the view, not the view's length.
+
+  local MAX_RETRACT = 256  -- seqs one retract may take: it stays a short call
+
+  local function bad_edit(text)
+    return {err = 'MSGLOG_BADEDIT ' .. text}
+  end
+
+  -- An error unless seq s is a row of the view: a message, not hidden, in a segment.
+  local function check_row(v, s, what)
+    what = what .. ' ' .. int(s)  -- exact: '..' would print 1e+14
+    if s < 1 or s > last then
+      return bad_edit(what .. ' is not in the log (last seq ' .. int(last) .. ')')
+    end
+    if is_hidden(HIDDEN, s) or not lookup(v, s) then
+      return bad_edit(what .. ' is not in the view: an edit entry, or already ' ..
+        'retracted or compacted away')
+    end
+    local found = redis.call('XRANGE', STREAM, s, s)  -- "<s>-0" to "<s>-<max>"
+    if not found[1] then
+      return bad_edit(what .. ' is missing from the stream (deleted by hand?)')
+    end
+    return nil
+  end
+
+  -- Whether row a comes before row b in the view (both in a segment).
+  local function before(v, a, b)
+    local pa, pb = lookup(v, a), lookup(v, b)
+    return pa < pb or (pa == pb and a < b)
+  end
+
+  -- The rows from the view's start, or after row `after`, up to and including row `upto`.
+  local function rows_through(v, upto, after)
+    local first, cut_lo = v.front, nil
+    if after then
+      first, cut_lo = lookup(v, after), after + 1
+    end
+    local final = lookup(v, upto)
+    return count_span(v, last, first, final, cut_lo, upto)
+  end
+
+  -- The segments after a compaction through `through` (nil: everything; 0: nothing) whose
+  -- entry is seq c, followed by its k messages: those first, then what followed `through`.
+  -- Only the ends of the view change: the segments compacted away at the front, the
+  -- compaction's at the front, the open one at the back.
+  local function compact_segments(v, through, c, k)
+    if through == nil then
+      for pos = v.front, v.back do
+        seg_drop(v, pos)
+      end
+      v.front = v.back + 1  -- empty
+    elseif through ~= 0 then
+      local at = lookup(v, through)
+      for pos = v.front, at - 1 do
+        seg_drop(v, pos)
+      end
+      local seg = seg_at(v, at)
+      v.front = at
+      if seg[2] == nil or through < seg[2] then
+        seg_set(v, at, through + 1, seg[2])
+      else
+        seg_drop(v, at)
+        v.front = at + 1
+      end
+    end
+    if v.front <= v.back then  -- the open run ends before this entry (or goes, if empty)
+      local open = seg_at(v, v.back)
+      if c - 1 >= open[1] then
+        seg_set(v, v.back, open[1], c - 1)
+      else
+        seg_drop(v, v.back)
+        v.back = v.back - 1
+      end
+    end
+    if k > 0 then
+      v.front = v.front - 1
+      v.back = math.max(v.back, v.front)
+      seg_set(v, v.front, c + 1, c + k)
+    end
+    local tail = v.front <= v.back and seg_at(v, v.back) or nil
+    if tail and (tail[2] == c + k or (k == 0 and tail[2] == c - 1)) then
+      seg_set(v, v.back, tail[1], nil)  -- nothing visible in between (the entry is hidden)
+    else
+      v.back = v.back + 1
+      seg_set(v, v.back, c + k + 1, nil)
+    end
+  end
+
+  -- A row leaves the view: the counts follow.
+  local function remove_row(v, s)
+    v.total = v.total - 1
+    if v.archived and lookup(v, v.archived) and not before(v, v.archived, s) then
+      v.archivedrows = v.archivedrows - 1
+    end
+  end
+
+  local function plan_retract(v)
+    local seqs, seen = {}, {}
+    for text in string.gmatch(op_arg, '%d+') do
+      local s = tonumber(text)
+      if #seqs == MAX_RETRACT then
+        return bad_edit('retract: more than ' .. MAX_RETRACT .. ' seqs in one call')
+      end
+      if seen[s] then
+        return bad_edit('retract: seq ' .. int(s) .. ' is given twice')
+      end
+      local problem = check_row(v, s, 'retract: seq')
+      if problem then
+        return problem
+      end
+      seqs[#seqs + 1], seen[s] = s, true
+    end
+    for _, s in ipairs(seqs) do
+      remove_row(v, s)
+    end
+    return {'{"op":"retract","seqs":[' .. op_arg .. ']}', v, false, seqs}
+  end
+
+  local function plan_pop(v)
+    local found = {}
+    for pos = v.back, v.front, -1 do
+      local lo, hi = seg_seqs(v, pos, last)
+      if walk_down(STREAM, HIDDEN, lo, hi, 1, found) == 0 then
+        break
+      end
+    end
+    if not found[1] then
+      return nil
+    end
+    local s = tonumber(string.match(found[1][1], '^(%d+)'))
+    remove_row(v, s)
+    return {'{"op":"retract","seqs":[' .. int(s) .. ']}', v, false, {s}, found[1]}
+  end
+
+  local function plan_archive(v)
+    local w = tonumber(op_arg)
+    local problem = check_row(v, w, 'archive: seq')
+    if problem then
+      return problem
+    end
+    local after = v.archived and lookup(v, v.archived) and v.archived
+    if after and not before(v, after, w) then
+      return bad_edit('archive: seq ' .. int(w) .. ' is not after the archive watermark (seq ' ..
+        int(after) .. '): the watermark only moves forward')
+    end
+    v.archivedrows = (after and v.archivedrows or 0) + rows_through(v, w, after or nil)
+    v.archived = w
+    return {'{"op":"archive","through":' .. int(w) .. '}', v, false, {}}
+  end
+
+  -- compact, or fork: a compaction of everything on an empty log
+  local function plan_compact(v)
+    local through = nil
+    if op_arg ~= 'end' then
+      through = tonumber(op_arg)
+      if through ~= 0 then
+        local problem = check_row(v, through, 'compact: seq')
+        if problem then
+          return problem
+        end
+      end
+    end
+    local removed = 0
+    if through == nil then
+      removed = v.total
+    elseif through ~= 0 then
+      removed = rows_through(v, through)
+    end
+    local watermark = v.archived and lookup(v, v.archived)
+    if v.archived and (through == nil or (through ~= 0 and watermark and
+        not before(v, through, v.archived))) then
+      v.archived, v.archivedrows = nil, nil  -- the watermark row is replaced: none archived
+    elseif watermark then  -- rows before the watermark replaced: their messages archived
+      v.archivedrows = v.archivedrows - removed + n
+    end
+    v.total = v.total - removed  -- the rows up to this entry (its messages follow)
+    compact_segments(v, through, last + 1, n)
+    local marker = entry  -- a fork's: built by the client
+    if op == 'compact' then
+      local what = through and ('"through":' .. int(through) .. ',') or ''  -- none: everything
+      marker = '{"op":"compact",' .. what .. '"count":' .. n .. '}'
+    end
+    return {marker, v, false, {}}
+  end
+
+  -- The edit to make: {marker, view state, false, seqs to hide, popped}; nil for a pop of
+  -- an empty view; or an error reply.
+  local function plan_edit()
+    local v = open_view(VIEW, HIDDEN)
+    if v.err then
+      return v
+    end
+    ensure_counts(v, last)
+    v.total = v.rows + last - v.version  -- the rows of the view now; saved as "rows"
+    if op == 'attrs' then
+      return {entry, v, false, {}}  -- changes attributes only: the view stays
+    elseif op == 'retract' then
+      return plan_retract(v)
+    elseif op == 'pop' then
+      return plan_pop(v)
+    elseif op == 'archive' then
+      return plan_archive(v)
+    end
+    return plan_compact(v)
+  end
+
+  return {plan = plan_edit, save = save_view, hide = hide, guarded = guarded}
+end

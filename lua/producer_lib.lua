@@ -1,0 +1,142 @@
+-- producer_lib.lua: the idempotent producer, exactly-once without a caller's key, for
+-- append.lua. Not a script of its own: the loader puts it where append.lua says
+-- `-- @include producer_lib.lua`, after its argument bindings (the names below).
+--
+-- Each process is a producer (`producer`, shared by its log objects:
+-- redis_msglog/_producer.py) numbering its calls (`pseq`); every try of a call carries
+-- the same pair. PRODUCERS holds one field per producer:
+--   "<expires_ms> <count> <dropped>,0 <result> <result> ..."
+--   result = "<pseq>,<last_seq>", or "<pseq>,<last_seq>,<call>" for a call with a token
+-- in ascending pseq order (<count> of them); the server time (ms) after which the
+-- producer is idle enough to prune (the latest of its calls' windows: `record_ttl_ms` may
+-- differ between calls); and the highest pseq whose result was dropped (0: none; its
+-- last_seq of 0 marks it, as no append ends at seq 0; values written before it existed
+-- lack it, and anything below their lowest result counts as dropped). Results below the
+-- caller's `floor` (its lowest call still in flight) are dropped, and the lowest beyond
+-- WINDOW: a sequential caller keeps one, one with C calls in flight about C. So a pseq
+-- not held was dropped (may have committed: MSGLOG_STALE, cannot tell) if it is at most
+-- <dropped>, and otherwise never committed, whatever commits of its later calls arrived
+-- first (the calls of a process's threads and tasks commit in any order). A replay
+-- reads its commit time from the stream entry. Memory grows with the producers, not with
+-- the appends or the log objects; every write looks at PRUNE_SAMPLE fields of the others
+-- and drops the idle ones (bounded work; the hash settles at about 4/3 of the producers
+-- that wrote within their window, however many come and go). Everything that can fail
+-- is parsed here, before the first write; `msglog verify` checks every result.
+
+local WINDOW = 64
+local PRUNE_SAMPLE = 4
+
+-- The commit time of the entry `seq` ("0" if it is gone), or nil if STREAM is no stream:
+-- the second part of its ID, or an older entry's "at" field (ID "<seq>-0").
+local function committed_at(seq)
+  local found = redis.pcall('XRANGE', STREAM, seq, seq)  -- "<seq>-0" to "<seq>-<max>"
+  if type(found) == 'table' and found.err then
+    return nil
+  end
+  if not found[1] then
+    return '0'
+  end
+  local fields = found[1][2]
+  for i = 1, #fields - 1, 2 do
+    if fields[i] == 'at' then
+      return fields[i + 1]
+    end
+  end
+  return string.match(found[1][1], '%-(%d+)$') or '0'
+end
+
+-- This producer's state: {results, count, newest pseq, kept until, dropped through}, or
+-- nil (none yet); or, second, the reply to return at once: an error, or (when look_up
+-- asks to look the call up) its held result (a replay) or MSGLOG_STALE.
+local function producer_lookup()
+  local value = redis.pcall('HGET', PRODUCERS, producer)
+  if type(value) == 'table' and value.err then
+    return nil, redis.error_reply('WRONGTYPE producers ' .. PRODUCERS .. ' is not a hash')
+  end
+  if not value then
+    return nil
+  end
+  local expires, count, results = string.match(value, '^(%d+) (%d+)( %d+,%d+,?%x*.*)$')
+  local through, rest = string.match(results or '', '^ (%d+),0( %d+,.*)$')
+  results = rest or results
+  local newest = results and string.match(results, '.* (%d+),%d+,?%x*$')
+  if not newest then
+    return nil, redis.error_reply('MSGLOG_BADRECORD producer ' .. producer .. ' of ' ..
+      PRODUCERS .. ' holds ' .. string.format('%q', string.sub(value, 1, 80)))
+  end
+  local lowest = tonumber(string.match(results, '^ (%d+),'))
+  -- A value written before the marker existed: anything below its lowest may be gone.
+  local dropped = tonumber(through) or lowest - 1
+  if look_up == '1' then
+    local last, held_call = string.match(results, ' ' .. pseq .. ',(%d+),?(%x*)')
+    if last then
+      local at = committed_at(last)
+      if not at then
+        return nil, redis.error_reply('WRONGTYPE stream ' .. STREAM .. ' is not a stream')
+      end
+      return nil, {tonumber(last), at, 1, held_call}
+    end
+    if tonumber(pseq) <= dropped then
+      return nil, redis.error_reply('MSGLOG_STALE producer ' .. producer .. ' of ' ..
+        PRODUCERS .. ' no longer holds the result of call ' .. pseq)
+    end
+  end
+  return {results, tonumber(count), tonumber(newest), tonumber(expires), dropped}
+end
+
+-- Record this call's result (after the write), then prune a few idle producers.
+local function producer_record(state, new_last, now_ms)
+  local results, count, newest, kept_until, dropped = nil, 0, 0, 0, 0
+  if state then
+    results, count, newest, kept_until, dropped = state[1], state[2], state[3], state[4],
+      state[5]
+  end
+  local number = tonumber(pseq)
+  local result = ' ' .. pseq .. ',' .. string.format('%d', new_last)
+  if call ~= '' then
+    result = result .. ',' .. call
+  end
+  if not results then
+    results = result
+  elseif number > newest then
+    results = results .. result
+  else  -- committed after a later call of the same producer: keep pseq order
+    local parts, placed = {}, false
+    for part, held in string.gmatch(results, '( (%d+),[^ ]*)') do
+      if not placed and tonumber(held) > number then
+        parts[#parts + 1] = result
+        placed = true
+      end
+      parts[#parts + 1] = part
+    end
+    results = table.concat(parts)
+  end
+  count = count + 1
+  local lowest_in_flight = tonumber(floor) or 0
+  while count > 1 do  -- drop the lowest pseq while below the floor or beyond the window
+    local lowest = tonumber(string.match(results, '^ (%d+),') or '')
+    local cut = string.find(results, ' ', 2, true)
+    if not cut or (count <= WINDOW and lowest and lowest >= lowest_in_flight) then
+      break
+    end
+    results = string.sub(results, cut)
+    count = count - 1
+    dropped = math.max(dropped, lowest)
+  end
+  -- Kept for the longest window of its calls: one with a short window must not let a
+  -- call with a longer one be forgotten early.
+  local expires = math.max(kept_until, now_ms + tonumber(record_ttl_ms))
+  redis.call('HSET', PRODUCERS, producer, string.format('%d', expires) .. ' ' .. count ..
+    ' ' .. string.format('%d', dropped) .. ',0' .. results)
+  -- Every write prunes (never this producer: it is not idle), so producers that come and
+  -- go cannot outgrow the ones pruned, whether or not new ones join.
+  if redis.call('HLEN', PRODUCERS) > 1 then
+    local sample = redis.call('HRANDFIELD', PRODUCERS, PRUNE_SAMPLE, 'WITHVALUES')
+    for i = 1, #sample, 2 do
+      local idle_after = tonumber(string.match(sample[i + 1], '^(%d+) '))
+      if idle_after and idle_after < now_ms then
+        redis.call('HDEL', PRODUCERS, sample[i])
+      end
+    end
+  end
+end
