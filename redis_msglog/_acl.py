@@ -22,7 +22,7 @@ _CONNECTION = (
     "client|setinfo", "client|setname",  # redis-py names its connection (own connection only)
 )  # fmt: skip
 _SCRIPTS = ("evalsha", "eval")  # the append and view scripts (EVAL after NOSCRIPT)
-_IN_SCRIPTS = (  # what lua/append.lua, view.lua and view_lib.lua call
+_IN_SCRIPTS = (  # what lua/*.lua call (append, view and their included libs)
     "time", "type", "exists", "get", "set", "incrby", "pexpire",
     "xadd", "xrange", "xrevrange", "xlen",
     "hget", "hexists", "hset", "hsetnx", "hdel", "hlen", "hrandfield",

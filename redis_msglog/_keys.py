@@ -13,7 +13,7 @@ Layout, for a prefix ``msglog`` and conversation id ``conv-42``::
     msglog:{conv-42}:producers  hash: exactly-once state of the appends made without a
                               key, field = a producer id (one per process), value =
                               "<expires_ms> <count> <dropped>,0 <pseq>,<last_seq> ..." (the
-                              results its calls in flight may ask for; see lua/append.lua)
+                              results its calls in flight may ask for; see lua/producer_lib.lua)
     msglog:{conv-42}:idem:K   string, expiring: the result of the append made with
                               idempotency key K ("<last_seq> <at> <count> <fingerprint> <call>")
 

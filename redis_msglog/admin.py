@@ -244,7 +244,7 @@ def verify_conversation(
 
 # What the append script writes in the producers hash: "<expires_ms> <count> <dropped>,0
 # <result>...", each result "<pseq>,<last_seq>[,<call>]" (earlier versions: no "<dropped>,0";
-# lua/append.lua, "The idempotent producer").
+# lua/producer_lib.lua).
 _PRODUCER_VALUE = re.compile(rb"[0-9]+ [0-9]+(?: [0-9]+,[0-9]+(?:,[0-9a-f]+)?)+")
 
 

@@ -6,9 +6,8 @@ under test): the "Done when" of issue 24, kept true afterwards.
   starts with ``# Generated from`` (the sync client that ``scripts/unasync.py`` writes).
 - No import cycle between the modules of ``redis_msglog``: every ``import`` counts,
   wherever it stands (``if TYPE_CHECKING:`` blocks and function bodies too).
-- No numbered ``ARGV[<n>]`` or ``KEYS[<n>]`` in ``lua/*.lua`` outside the script's one
-  binding block (defined at :func:`binding_block`); a file that another includes
-  (``-- @include <file>``) has none at all. Comments are not code and are not read.
+- (The Lua scripts' rule, no numbered ``ARGV[<n>]`` or ``KEYS[<n>]`` outside each script's
+  one binding block, is checked with the names it binds in ``tests/test_static.py``.)
 - The package's lazy exports (``redis_msglog/__init__.py``) agree with its
   ``TYPE_CHECKING`` imports and ``__all__``.
 - docs/operations.md's code layout and docs/testing.md's counts are what
@@ -20,7 +19,6 @@ Each failure lists every offender (file, line, name, size), not only the first.
 from __future__ import annotations
 
 import ast
-import re
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -184,98 +182,6 @@ def test_no_import_cycle_between_modules() -> None:
                 offenders.append(f"  {shown(modules[source])}: line {lines} imports {target}")
     assert not offenders, (
         "import cycles (TYPE_CHECKING and function-level imports count):\n" + "\n".join(offenders)
-    )
-
-
-# -- the Lua scripts' argument binding -------------------------------------------------------
-
-NUMBERED = re.compile(r"\b(ARGV|KEYS)\[\s*\d+\s*\]")
-BINDING_LINE = re.compile(  # local a, b = ARGV[1], tonumber(KEYS[2])
-    r"^\s*local\s+[A-Za-z_]\w*(\s*,\s*[A-Za-z_]\w*)*\s*=\s*"
-    r"(tonumber\()?(ARGV|KEYS)\[\d+\]\)?(\s*,\s*(tonumber\()?(ARGV|KEYS)\[\d+\]\)?)*\s*$"
-)
-INCLUDE = re.compile(r"^-- @include (\S+)$", re.MULTILINE)
-
-
-def code_of(line: str) -> str:
-    """The line without its ``--`` comment (a ``--`` inside a string literal is not one;
-    the scripts have none that matter)."""
-    quote = None
-    for position, char in enumerate(line):
-        if quote:
-            quote = None if char == quote else quote
-        elif char in "'\"":
-            quote = char
-        elif line.startswith("--", position):
-            return line[:position]
-    return line
-
-
-def binding_block(lines: list[str]) -> range:
-    """The script's binding block: the first run of lines that each bind named locals to
-    numbered arguments and nothing else (``local name = ARGV[3]``, several names at once,
-    each optionally in ``tonumber(...)``); blank and comment-only lines inside the run
-    belong to it. An empty range when there is none."""
-    start = end = None
-    for number, line in enumerate(lines):
-        code = code_of(line).strip()
-        if BINDING_LINE.match(code):
-            start = number if start is None else start
-            end = number + 1
-        elif code and start is not None:
-            break
-    return range(start, end) if start is not None and end is not None else range(0)
-
-
-def numbered_outside_block(lines: list[str], included: bool) -> list[tuple[int, str]]:
-    """``(line number, reference)`` of each numbered ``ARGV``/``KEYS`` reference outside
-    the binding block (anywhere, in a file that others include)."""
-    block = range(0) if included else binding_block(lines)
-    return [
-        (number + 1, found.group())
-        for number, line in enumerate(lines)
-        if number not in block
-        for found in NUMBERED.finditer(code_of(line))
-    ]
-
-
-def test_the_binding_block_rule() -> None:
-    """What the rule accepts and refuses, on a made-up script."""
-    script = [
-        "#!lua",
-        "-- a script: KEYS[1] in a comment is not code",
-        "",
-        "local COUNTER, STREAM = KEYS[1], KEYS[2]",
-        "-- the arguments",
-        "local LIMIT = tonumber(ARGV[1])  -- at most this many",
-        "local MODE = ARGV[2]",
-        "",
-        "local value = redis.call('GET', COUNTER)",
-        "return MODE == '--' and value or LIMIT",
-    ]
-    assert numbered_outside_block(script, included=False) == []
-    assert numbered_outside_block([*script, "local late = ARGV[3]"], included=False) == [
-        (11, "ARGV[3]")
-    ]
-    assert numbered_outside_block(script, included=True) == [
-        (4, "KEYS[1]"),
-        (4, "KEYS[2]"),
-        (6, "ARGV[1]"),
-        (7, "ARGV[2]"),
-    ]
-
-
-def test_no_numbered_script_argument_outside_the_binding_block() -> None:
-    scripts = sorted((ROOT / "lua").glob("*.lua"))
-    included = {name for path in scripts for name in INCLUDE.findall(path.read_text())}
-    offenders = []
-    for path in scripts:
-        where = "in an included file" if path.name in included else "outside the block"
-        found = numbered_outside_block(path.read_text().splitlines(), path.name in included)
-        offenders += [f"{shown(path)}:{line} {reference} ({where})" for line, reference in found]
-    assert not offenders, (
-        f"{len(offenders)} numbered ARGV/KEYS references outside a binding block:\n"
-        + "\n".join(offenders)
     )
 
 
