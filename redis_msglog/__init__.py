@@ -11,7 +11,7 @@ Quick start::
 """
 
 from ._acl import acl_rules
-from ._aio import AsyncMessageLog
+from ._async import AsyncMessageLog
 from ._cache import DEFAULT_READ_CACHE_BYTES, configure_read_cache
 from ._depth import MAX_JSON_DEPTH
 from ._durability import Durability
