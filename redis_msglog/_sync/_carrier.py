@@ -131,12 +131,15 @@ def _pipeline(
     try:
         # A cancel honoured mid-exchange leaves replies unread: the router discards conn.
         io.send(conn, pack(conn, packed))
-        raw: list[Any] = []
-        for _ in packed:
-            try:
-                raw.append(io.honouring_cancel(conn.read_response()))
-            except redis_errors.ResponseError as exc:
-                raw.append(exc)
+        if len(packed) == 1:  # most writes: one reply (an error reply raises here)
+            raw = [io.honouring_cancel(conn.read_response())]
+        else:
+            raw = []
+            for _ in packed:
+                try:
+                    raw.append(io.honouring_cancel(conn.read_response()))
+                except redis_errors.ResponseError as exc:
+                    raw.append(exc)
     except REFUSALS:
         raise  # the server answered, refusing it: nothing ran
     except (redis_errors.ConnectionError, redis_errors.TimeoutError, OSError) as exc:
@@ -144,7 +147,7 @@ def _pipeline(
             raise  # a read: the router discards conn, the plan reads again
         conn.disconnect()
         raise ReplyLost(str(exc) or type(exc).__name__, exc) from exc
-    replies = without_asking(raw, asking)
+    replies = without_asking(raw, asking) if asking else raw
     if kept is None:
         if isinstance(replies[0], redis_errors.ResponseError):
             raise replies[0]
