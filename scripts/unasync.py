@@ -80,9 +80,10 @@ def main() -> int:
     args = parser.parse_args()
     expected = expected_files()
     if args.check:
-        for path in stale(expected):
+        outdated = stale(expected)
+        for path in outdated:
             print(f"{path} is stale: run python scripts/unasync.py", file=sys.stderr)
-        return 1 if stale(expected) else 0
+        return 1 if outdated else 0
     TARGET.mkdir(exist_ok=True)
     for path in sorted(set(TARGET.glob("*.py")) - set(expected)):
         path.unlink()  # its source is gone

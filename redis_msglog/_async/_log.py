@@ -99,6 +99,8 @@ class AsyncMessageLog(AsyncLogEdits, AsyncLogFormats):
         self._router = AsyncRouter(redis, self._core.keys.stream)
         self._on_append = on_append
 
+    # -- fork, an edit kept with the construction: it makes a log of this class ---------
+
     async def fork(
         self,
         new_conversation: str,

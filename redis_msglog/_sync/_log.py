@@ -100,6 +100,8 @@ class MessageLog(LogEdits, LogFormats):
         self._router = Router(redis, self._core.keys.stream)
         self._on_append = on_append
 
+    # -- fork, an edit kept with the construction: it makes a log of this class ---------
+
     def fork(
         self,
         new_conversation: str,
