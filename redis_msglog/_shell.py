@@ -16,9 +16,8 @@ from redis import exceptions as redis_errors
 
 from ._core import Batch, Commit, LogCore, PreparedAppend
 from ._keys import ConversationKeys
-from ._options import LOG_OPTIONS as LOG_OPTIONS  # the integrations import these from here
 from ._options import LogOptions
-from ._options import check_log_options as check_log_options
+from ._options import check_log_options as check_log_options  # the integrations' import
 from ._routing import is_cluster
 from ._steps import NotSent, Plan, Refused, StepFailure
 from .errors import EvictionWarning, InvalidArgumentError
