@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # the names, for type checkers and readers; imported on first use below
     from ._acl import acl_rules
-    from ._aio import AsyncMessageLog
+    from ._async import AsyncMessageLog
     from ._cache import DEFAULT_READ_CACHE_BYTES, configure_read_cache
     from ._depth import MAX_JSON_DEPTH
     from ._durability import Durability
@@ -81,7 +81,7 @@ if TYPE_CHECKING:  # the names, for type checkers and readers; imported on first
 # tests/test_layout.py checks that this table, the imports above and __all__ agree.
 _EXPORTS = {
     "._acl": ("acl_rules",),
-    "._aio": ("AsyncMessageLog",),
+    "._async": ("AsyncMessageLog",),
     "._cache": ("DEFAULT_READ_CACHE_BYTES", "configure_read_cache"),
     "._depth": ("MAX_JSON_DEPTH",),
     "._durability": ("Durability",),

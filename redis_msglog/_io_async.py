@@ -8,6 +8,8 @@ import inspect
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
+from ._redis_private import stream_writer
+
 T = TypeVar("T")
 
 sleep = asyncio.sleep
@@ -41,7 +43,7 @@ async def send(conn: Any, packed: list[bytes]) -> None:
     honouring a cancel its ``wait_for`` may lose.
     A failed write surfaces as a failed read, which the caller treats like a failed send
     (the reply is lost either way)."""
-    writer = getattr(conn, "_writer", None)
+    writer = stream_writer(conn)
     if writer is not None and conn.is_connected and not conn.health_check_interval:
         transport = writer.transport
         if (

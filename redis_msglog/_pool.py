@@ -35,6 +35,15 @@ from redis.asyncio.retry import Retry as AsyncRetry
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
+from ._redis_private import (
+    grab,
+    grab_async,
+    has_expected_layout,
+    put_back,
+    put_back_async,
+    restore_read_timeout,
+)
+
 MIN_CONNECT_WITHIN = 1.0
 """The least time a connection attempt (or a wait for a busy pool) is given, even when
 the call's deadline is already spent: the last try is made at the deadline, not skipped."""
@@ -69,14 +78,8 @@ def is_plain_pool(pool: Any) -> bool:
     """Whether ``pool`` is redis-py's default pool, laid out as this module expects."""
     if type(pool) not in (redis.ConnectionPool, redis.asyncio.ConnectionPool):
         return False
-    if not isinstance(getattr(pool, "_available_connections", None), list) or not isinstance(
-        getattr(pool, "_in_use_connections", None), set
-    ):
+    if not has_expected_layout(pool):
         return False  # a redis-py whose pool is laid out differently
-    if isinstance(pool, redis.ConnectionPool) and not isinstance(
-        getattr(pool, "_created_connections", None), int
-    ):
-        return False
     kwargs = pool.connection_kwargs
     if getattr(pool, "cache", None) is not None or kwargs.get("credential_provider"):
         return False
@@ -116,7 +119,7 @@ def take(pool: Any, waiting: Waiting, within: float) -> Any:
     """A connected connection of ``pool`` (see :func:`borrowable_pool`), in its in-use
     set: an idle one, a new one while the pool is under ``max_connections``, or the next
     one given back, waited for up to ``within`` seconds. Failing, nothing was sent."""
-    conn = _grab(pool)
+    conn = grab(pool)
     if conn is None:
         conn = _wait(pool, waiting, within)
     try:
@@ -129,25 +132,10 @@ def take(pool: Any, waiting: Waiting, within: float) -> Any:
 
 
 def give_back(pool: Any, waiting: Waiting, conn: Any) -> None:
-    with pool._lock:
-        pool._in_use_connections.discard(conn)
-        pool._available_connections.append(conn)
+    put_back(pool, conn)
     if waiting.count:  # read without the lock: see _wait
         with waiting.condition:
             waiting.condition.notify()
-
-
-def _grab(pool: Any) -> Any | None:
-    with pool._lock:
-        idle = pool._available_connections
-        if idle:
-            conn = idle.pop()
-        elif pool._created_connections < pool.max_connections:
-            conn = pool.make_connection()
-        else:
-            return None
-        pool._in_use_connections.add(conn)
-    return conn
 
 
 def _wait(pool: Any, waiting: Waiting, within: float) -> Any:
@@ -157,7 +145,7 @@ def _wait(pool: Any, waiting: Waiting, within: float) -> Any:
     with waiting.condition:
         waiting.count += 1
         try:
-            while (conn := _grab(pool)) is None:
+            while (conn := grab(pool)) is None:
                 remaining = end - time.monotonic()
                 if remaining <= 0:
                     raise _busy(pool, within)
@@ -192,22 +180,7 @@ def connect_within(conn: Any, within: float) -> None:
         conn.connect()
     finally:
         conn.retry, conn.socket_connect_timeout, conn.socket_timeout = saved
-        _restore_read_timeout(conn, saved[2])
-
-
-def _restore_read_timeout(conn: Any, timeout: float | None) -> None:
-    """Give a sync connection back its own read timeout: its socket keeps the one it was
-    connected with, and its reply parser copied it (and puts it back on the socket after
-    any read with a timeout of its own, such as the pool's ``can_read`` check)."""
-    settimeout = getattr(getattr(conn, "_sock", None), "settimeout", None)
-    if settimeout is not None:
-        settimeout(timeout)
-    parser: Any = getattr(conn, "_parser", None)
-    if hasattr(parser, "_socket_timeout"):  # hiredis
-        parser._socket_timeout = timeout
-    buffer: Any = getattr(parser, "_buffer", None)
-    if hasattr(buffer, "socket_timeout"):  # redis-py's own parsers
-        buffer.socket_timeout = timeout
+        restore_read_timeout(conn, saved[2])
 
 
 def _busy(pool: Any, within: float) -> redis_errors.MaxConnectionsError:
@@ -285,9 +258,9 @@ def node_waiting_for(client: Any, node: Any) -> AsyncWaiting:
 
 async def take_async(pool: Any, waiting: AsyncWaiting, within: float) -> Any:
     """The asyncio twin of :func:`take`."""
-    conn = _grab_async(pool)
+    conn = grab_async(pool)
     if conn is None:
-        conn = await wait_async(lambda: _grab_async(pool), waiting, within, pool)
+        conn = await wait_async(lambda: grab_async(pool), waiting, within, pool)
     try:
         await ready_async(conn, within)
     except BaseException:
@@ -298,23 +271,9 @@ async def take_async(pool: Any, waiting: AsyncWaiting, within: float) -> Any:
 
 
 def give_back_async(pool: Any, waiting: AsyncWaiting, conn: Any) -> None:
-    pool._in_use_connections.discard(conn)
-    pool._available_connections.append(conn)
+    put_back_async(pool, conn)
     if waiting.futures:
         waiting.wake_one()
-
-
-def _grab_async(pool: Any) -> Any | None:
-    # No await from the look to the add: no other task of this loop can take it meanwhile.
-    idle = pool._available_connections
-    if idle:
-        conn = idle.pop()
-    elif len(pool._in_use_connections) < pool.max_connections:
-        conn = pool.make_connection()
-    else:
-        return None
-    pool._in_use_connections.add(conn)
-    return conn
 
 
 async def wait_async(

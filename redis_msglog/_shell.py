@@ -16,6 +16,8 @@ from redis import exceptions as redis_errors
 
 from ._core import Batch, Commit, LogCore, PreparedAppend
 from ._keys import ConversationKeys
+from ._options import LogOptions
+from ._options import check_log_options as check_log_options  # the integrations' import
 from ._routing import is_cluster
 from ._steps import NotSent, Plan, Refused, StepFailure
 from .errors import EvictionWarning, InvalidArgumentError
@@ -111,13 +113,14 @@ class ShellBase:
     """The options, properties and helpers both clients share."""
 
     _core: LogCore
+    _options: LogOptions
     _redis: Any  # the shell's client, typed there
 
     def _setup_core(
-        self, client: object, conversation: str, on_append: object, **options: Any
+        self, client: object, conversation: str, on_append: object, options: LogOptions
     ) -> None:
-        """Check the client and the hook, and build the core from the shell's (typed)
-        options; a bad argument raises here, before anything can be written."""
+        """Check the client and the hook, and build the core from the shell's options; a
+        bad argument raises here, before anything can be written."""
         if not hasattr(client, "connection_pool") and not is_cluster(client):
             raise InvalidArgumentError(
                 f"{type(self).__name__} needs a redis-py client (Redis or RedisCluster), "
@@ -128,9 +131,10 @@ class ShellBase:
                 f"on_append must be callable or None, got {type(on_append).__name__} "
                 "(options after it are keyword-only: prefix=..., ttl=...)"
             )
-        self._core = LogCore(
-            conversation, sharded_events=is_cluster(client), clock=time.monotonic, **options
+        self._core = options.build_core(
+            conversation, sharded_events=is_cluster(client), clock=time.monotonic
         )
+        self._options = options  # for fork(): the new log is configured like this one
 
     def _within(self, started: float | None = None) -> float:
         """What is left of the retry deadline of a call begun at ``started`` (default:
@@ -181,27 +185,3 @@ class ShellBase:
         validated messages, or the error the append would raise (bad message, no exact
         JSON form, over ``max_message_bytes``)."""
         return list(self._core.batch(msgs).messages)
-
-
-LOG_OPTIONS = frozenset(
-    {"on_append", "prefix", "max_message_bytes", "page_size", "retry", "idempotency_window",
-     "ttl", "durability", "blob_threshold"}
-)  # fmt: skip
-"""The options a log takes by keyword: what an integration's ``**log_options`` may hold."""
-
-
-def check_log_options(options: Mapping[str, Any]) -> None:
-    """Check a log's options as :class:`MessageLog` would, for code that makes its logs
-    later (the integrations): a bad one raises now, not at the first call."""
-    unknown = sorted(set(options) - LOG_OPTIONS)
-    if unknown:
-        raise InvalidArgumentError(
-            f"unknown log option(s) {', '.join(map(repr, unknown))}; "
-            f"the options are {', '.join(sorted(LOG_OPTIONS))}"
-        )
-    hook = options.get("on_append")
-    if hook is not None and not callable(hook):
-        raise InvalidArgumentError(f"on_append must be callable, got {type(hook).__name__}")
-    defaults = {"prefix": "msglog", "max_message_bytes": 1, "page_size": 1}
-    core_options = {k: v for k, v in options.items() if k != "on_append"}
-    LogCore("x", clock=time.monotonic, **{**defaults, **core_options})

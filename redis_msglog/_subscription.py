@@ -8,16 +8,10 @@ import asyncio
 import threading
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from types import TracebackType
-from typing import TYPE_CHECKING
 
 from . import _io_async
-from ._follow import FollowCursor
 from .edits import Entry
 from .models import StoredMessage
-
-if TYPE_CHECKING:
-    from ._aio import AsyncMessageLog
-    from ._sync import MessageLog
 
 OnAppend = Callable[[list[StoredMessage]], object]
 """A hook or callback of the sync client: called with the committed rows."""
@@ -27,6 +21,11 @@ OnCommit = Callable[[list[Entry]], object]
 """A subscription's callback (sync client): called with committed entries, edits too."""
 AsyncOnCommit = Callable[[list[Entry]], "Awaitable[object] | object"]
 """A subscription's callback (asyncio client): plain or async."""
+Pages = Callable[[Callable[[], bool]], Iterator[list[Entry]]]
+"""What a subscription reads from: called with its ``stopped()`` test, the non-empty pages
+of new rows, in order, until that test is true (a log's ``_pages`` on its cursor)."""
+AsyncPages = Callable[[Callable[[], bool]], AsyncIterator[list[Entry]]]
+"""What an asyncio subscription reads from (see :data:`Pages`)."""
 
 
 class Subscription:
@@ -38,14 +37,16 @@ class Subscription:
 
     WAIT_MS = 500
 
-    def __init__(self, log: MessageLog, callback: OnCommit, cursor: FollowCursor) -> None:
-        self.position = cursor.position
+    def __init__(self, pages: Pages, callback: OnCommit, *, position: int, name: str) -> None:
+        """Deliver the pages of ``pages`` (new rows after seq ``position``) to
+        ``callback`` on a thread named after ``name`` (the conversation)."""
+        self.position = position
         self.error: BaseException | None = None
         self._callback = callback
         self._stop = threading.Event()
-        self._pages: Iterator[list[Entry]] = log._pages(cursor, self._stop.is_set)
+        self._pages: Iterator[list[Entry]] = pages(self._stop.is_set)
         self._thread = threading.Thread(
-            target=self._deliver, name=f"msglog-subscription-{log.conversation}", daemon=True
+            target=self._deliver, name=f"msglog-subscription-{name}", daemon=True
         )
         self._thread.start()
 
@@ -93,14 +94,17 @@ class AsyncSubscription:
 
     WAIT_MS = 5000  # a cancel interrupts the wait: no need to wake up often
 
-    def __init__(self, log: AsyncMessageLog, callback: AsyncOnCommit, cursor: FollowCursor) -> None:
-        self.position = cursor.position
+    def __init__(
+        self, pages: AsyncPages, callback: AsyncOnCommit, *, position: int, name: str
+    ) -> None:
+        """The asyncio twin of :class:`Subscription`'s, on a task."""
+        self.position = position
         self.error: BaseException | None = None
         self._callback = callback
         self._closing = False
-        self._pages: AsyncIterator[list[Entry]] = log._pages(cursor, lambda: self._closing)
+        self._pages: AsyncIterator[list[Entry]] = pages(lambda: self._closing)
         self._task = asyncio.get_running_loop().create_task(
-            self._deliver(), name=f"msglog-subscription-{log.conversation}"
+            self._deliver(), name=f"msglog-subscription-{name}"
         )
 
     async def _deliver(self) -> None:

@@ -399,7 +399,7 @@ def _worker_killed(url: str, cid: str, prompt: str, when: str) -> None:
         os.kill(os.getpid(), signal.SIGKILL)
         raise AssertionError("unreachable")
 
-    AsyncMessageLog.append_many = killed  # type: ignore[method-assign]
+    AsyncMessageLog.append_many = killed  # type: ignore[method-assign, assignment]
 
     async def main() -> None:
         await turn(RedisConversationStore.from_url(url), cid, prompt)

@@ -31,7 +31,8 @@ def test_mypy_strict_on_the_package() -> None:
 
 
 def test_the_sync_client_is_generated_from_the_async_one() -> None:
-    """``_sync.py`` is exactly what ``scripts/unasync.py`` makes of ``_aio.py``."""
+    """Every file of ``_sync/`` is exactly what ``scripts/unasync.py`` makes of its twin in
+    ``_async/`` (and ``_sync/`` holds no other)."""
     result = subprocess.run(
         [sys.executable, "scripts/unasync.py", "--check"], cwd=ROOT, capture_output=True, text=True
     )

@@ -29,8 +29,8 @@ import redis.asyncio.cluster
 import redis.connection
 from redis.cluster import LoadBalancingStrategy
 
-from .._aio import AsyncMessageLog
 from .._args import check_type, shown
+from .._async import AsyncMessageLog
 from .._routing import AsyncRouter, is_cluster
 from ..errors import InvalidArgumentError, ServerUnavailableError, StorageError
 

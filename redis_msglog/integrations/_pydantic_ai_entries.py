@@ -11,7 +11,7 @@ from typing import Any
 
 from pydantic_ai.conversation_store import ConversationEntry
 
-from .._aio import AsyncMessageLog
+from .._async import AsyncMessageLog
 from ..edits import Entry
 from ..errors import LogRewoundError
 from ..models import StoredMessage

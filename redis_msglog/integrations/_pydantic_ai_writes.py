@@ -16,7 +16,7 @@ from pydantic_ai.conversation_store import (
     ConversationRecord,
 )
 
-from .._aio import AsyncMessageLog
+from .._async import AsyncMessageLog
 from .._views import MAX_RETRACT
 from ..edits import LogView
 from ..errors import LogRewoundError

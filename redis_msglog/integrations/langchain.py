@@ -43,8 +43,8 @@ try:
 except ModuleNotFoundError as exc:  # the extra is not installed
     raise missing_extra("langchain", exc) from exc
 
-from .._aio import AsyncMessageLog
 from .._args import check_type
+from .._async import AsyncMessageLog
 from .._shell import check_log_options
 from .._sync import MessageLog
 from ..errors import IdempotencyConflictError, InvalidArgumentError

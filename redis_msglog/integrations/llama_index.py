@@ -48,8 +48,8 @@ try:
 except ModuleNotFoundError as exc:  # the extra is not installed
     raise missing_extra("llama-index", exc) from exc
 
-from .._aio import AsyncMessageLog
 from .._args import check_type
+from .._async import AsyncMessageLog
 from .._keys import ConversationKeys, conversation_of, key_pattern
 from .._shell import check_log_options
 from .._views import MAX_RETRACT

@@ -46,7 +46,7 @@ try:
 except ModuleNotFoundError as exc:  # the extra is not installed
     raise missing_extra("openai-agents", exc) from exc
 
-from .._aio import AsyncMessageLog
+from .._async import AsyncMessageLog
 from .._shell import check_log_options
 from ..errors import InvalidArgumentError, SeqConflictError
 from ..formats.responses import item_messages, message_items

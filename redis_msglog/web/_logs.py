@@ -11,7 +11,7 @@ from typing import Any
 import redis.asyncio
 import redis.asyncio.cluster
 
-from .._aio import AsyncMessageLog
+from .._async import AsyncMessageLog
 from .._core import DEFAULT_PAGE_SIZE
 from .._sync import MessageLog
 

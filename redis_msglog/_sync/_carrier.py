@@ -1,0 +1,169 @@
+# Generated from _async/_carrier.py by scripts/unasync.py: edit that file, then run it.
+"""MessageLog's carrier: plan steps taken to the server and their replies (or
+failures) handed back to the core, and a batch committed with its hook run.
+
+Every call of the client ends here; nothing above this layer talks to a connection.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, TypeVar
+
+from redis import exceptions as redis_errors
+
+from .. import _io_sync as io
+from .._core import Batch, Commit, PreparedAppend
+from .._routing import Router, asking_before_each, pack, without_asking
+from .._shell import CLIENT_FAILURES, REFUSALS, ShellBase, step_failure
+from .._steps import Command, Pause, Plan, Read, ReplyLost, StepFailure, Write
+from .._subscription import OnAppend
+
+T = TypeVar("T")
+
+
+class LogCarrier(ShellBase):
+    """Carries plans to the server for the rest of :class:`MessageLog`."""
+
+    _router: Router
+    _on_append: OnAppend | None
+
+    def _commit(
+        self, batch: Batch, idempotency_key: str | None, expected_seq: int | None = None
+    ) -> int:
+        return (self._commit_batch(batch, idempotency_key, expected_seq)).last_seq
+
+    def _commit_batch(
+        self, batch: Batch, idempotency_key: str | None, expected_seq: int | None
+    ) -> Commit:
+        prepared = self._quick_append(batch, idempotency_key, expected_seq)
+        if prepared is None:
+            commit = self._run(self._append_plan(batch, idempotency_key, expected_seq))
+        else:
+            commit = self._send_quick(prepared)
+        self._warn(commit)
+        if commit.fresh and batch.encoded and self._on_append is not None:
+            io.call_hook(self._on_append, self._core.committed_rows(batch, commit))
+        self._core.raise_if_not_durable(batch, commit)
+        return commit
+
+    def _run(self, plan: Plan[T], started: float | None = None) -> T:
+        """Carry the plan's steps to the server; a failed step goes back into the plan as
+        the core's outcome (never as redis-py's exception). Each step's connect (or wait
+        for a busy pool) gets what is left of the deadline of the call, begun at
+        ``started`` (default: now)."""
+        started = self._core.clock() if started is None else started
+        reply: Any = None
+        failure: StepFailure | None = None
+        while True:
+            try:
+                step = plan.send(reply) if failure is None else plan.throw(failure)
+            except StopIteration as done:
+                result: T = done.value
+                return result
+            reply, failure = None, None
+            try:
+                if isinstance(step, Read):
+                    within = self._within(started)
+                    reply = io.honouring_cancel(self._read(step.commands, within))
+                elif isinstance(step, Pause):
+                    io.sleep(step.seconds)
+                else:
+                    reply = io.honouring_cancel(self._write_once(step, self._within(started)))
+            except (*CLIENT_FAILURES, ReplyLost) as exc:
+                failure = step_failure(exc)
+
+    def _send_quick(self, prepared: PreparedAppend) -> Commit:
+        """A quick append (see ``LogCore.quick_append``): its first try sent here, and
+        only a failure handed to a plan."""
+        command, first_sent = self._core.quick_command(prepared), self._core.clock()
+        try:
+            reply = io.honouring_cancel(self._write_once(Write(command), self._within()))
+        except (*CLIENT_FAILURES, ReplyLost) as exc:
+            plan = self._core.quick_failed(prepared, step_failure(exc), first_sent)
+            return self._run(plan, first_sent)
+        except BaseException:
+            prepared.settle()  # cancelled or interrupted: as a plan's end would
+            raise
+        return self._core.quick_commit(prepared, reply)
+
+    def _read(self, commands: tuple[Command, ...], within: float) -> list[Any]:
+        # Raw replies (redis-py's response callbacks would reshape every stream entry).
+        # No redis-py retry: re-sends are the core's, under the log's RetryPolicy.
+        replies: dict[int, Any] = {}
+        self._router.run(
+            lambda conn, asking: _pipeline(conn, commands, asking, replies), within
+        )
+        return [replies[i] for i in range(len(commands))]
+
+    def _write_once(self, step: Write, within: float) -> Any:
+        # Never through redis-py's retry policy: a blind re-send of an append writes twice.
+        then = step.then
+        commands = (step.command,) if then is None else (step.command, then)
+        replies = self._router.run(
+            lambda conn, asking: _pipeline(conn, commands, asking), within
+        )
+        return replies[0] if then is None else (replies[0], replies[1])
+
+
+def _pipeline(
+    conn: Any, commands: Sequence[Command], asking: bool, kept: dict[int, Any] | None = None
+) -> list[Any]:
+    """Send ``commands`` in one write (each after ``ASKING`` on the target of an ``ASK``)
+    and read every reply, an error reply as its exception, before raising anything: the
+    connection is left with nothing unread.
+
+    A write (no ``kept``) is sent once: a failure after sending is :class:`ReplyLost`
+    (the server may have run it) and the connection is disconnected. Its first command's
+    error reply is raised; those behind it come back in the list (a refused
+    ``WAIT``/``WAITAOF`` is a durability shortfall, not a failure).
+
+    A read fills ``kept`` (replies by index) and raises the first error reply. A reply
+    kept from an earlier try is not asked for again after a redirection: during a slot
+    migration it came from the node that still held its key, and the importing node,
+    which has not received that key yet, would answer as if it did not exist."""
+    sent: Sequence[Command] = commands
+    todo: list[int] | None = None
+    if kept:  # a read tried again after a redirection: only the replies still missing
+        todo = [i for i in range(len(commands)) if i not in kept]
+        sent = [commands[i] for i in todo]
+    packed = asking_before_each(sent, asking)
+    try:
+        # A cancel honoured mid-exchange leaves replies unread: the router discards conn.
+        io.send(conn, pack(conn, packed))
+        if len(packed) == 1:  # most writes: one reply (an error reply raises here)
+            raw = [io.honouring_cancel(conn.read_response())]
+        else:
+            raw = []
+            for _ in packed:
+                try:
+                    raw.append(io.honouring_cancel(conn.read_response()))
+                except redis_errors.ResponseError as exc:
+                    raw.append(exc)
+    except REFUSALS:
+        raise  # the server answered, refusing it: nothing ran
+    except (redis_errors.ConnectionError, redis_errors.TimeoutError, OSError) as exc:
+        if kept is not None:
+            raise  # a read: the router discards conn, the plan reads again
+        conn.disconnect()
+        raise ReplyLost(str(exc) or type(exc).__name__, exc) from exc
+    replies = without_asking(raw, asking) if asking else raw
+    if kept is None:
+        if isinstance(replies[0], redis_errors.ResponseError):
+            raise replies[0]
+        return replies
+    _keep(kept, range(len(commands)) if todo is None else todo, replies)
+    return replies
+
+
+def _keep(kept: dict[int, Any], todo: Sequence[int], replies: list[Any]) -> None:
+    """Keep a read's replies by index (``todo``: the commands sent); then raise the
+    first error reply, whose command a redirected try sends again."""
+    failures = []
+    for index, reply in zip(todo, replies, strict=True):
+        if isinstance(reply, redis_errors.ResponseError):
+            failures.append(reply)
+        else:
+            kept[index] = reply
+    if failures:
+        raise failures[0]

@@ -1,0 +1,134 @@
+# Generated from _async/_edits.py by scripts/unasync.py: edit that file, then run it.
+"""MessageLog's edits: retract, pop, compact, replace, clear, archive and the
+conversation's attributes, each one entry of the log (docs/edits.md)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from .._blobs import BlobMode, check_blob_mode
+from .._views import Edit, retract_edit, through_edit
+from ..edits import Attributes
+from ..models import AgentMessage, StoredMessage
+from ._api import LogAPI
+
+
+class LogEdits(LogAPI):
+    """The edits of :class:`MessageLog` (its ``fork`` is with its construction)."""
+
+    # -- edits: entries of the log, never rewrites (docs/edits.md) ------------------
+    #
+    # Each is one atomic call of the append script, like an append: idempotency_key,
+    # expected_seq, retries after a lost reply, durability and ttl work the same way. A
+    # bad argument, or a seq the view does not hold, raises InvalidEditError and writes
+    # nothing.
+
+    def retract(
+        self,
+        seqs: Iterable[int],
+        *,
+        idempotency_key: str | None = None,
+        expected_seq: int | None = None,
+        attrs: Mapping[str, str | None] | None = None,
+    ) -> int:
+        """Hide the messages ``seqs`` from every view (they stay in the physical log)
+        with one edit entry; return its seq. Each must be a row of the view: a seq that
+        is beyond the end, an edit, or already retracted or compacted away raises
+        :class:`~redis_msglog.InvalidEditError`."""
+        batch = self._core.batch((), retract_edit(seqs), attrs)
+        return self._commit(batch, idempotency_key, expected_seq)
+
+    def pop(
+        self,
+        *,
+        idempotency_key: str | None = None,
+        expected_seq: int | None = None,
+        blobs: BlobMode = "hydrate",
+        attrs: Mapping[str, str | None] | None = None,
+    ) -> StoredMessage | None:
+        """Retract the newest row of the view and return it, atomically: two workers
+        popping at once pop two different messages. ``None`` (nothing written) when the
+        view is empty."""
+        check_blob_mode(blobs)  # before the edit commits
+        batch = self._core.batch((), Edit("pop"), attrs)
+        commit = self._commit_batch(batch, idempotency_key, expected_seq)
+        return self._run(self._core.popped_plan(commit, blobs))
+
+    def compact(
+        self,
+        messages: Iterable[AgentMessage | Mapping[str, Any]],
+        *,
+        through_seq: int,
+        idempotency_key: str | None = None,
+        expected_seq: int | None = None,
+        attrs: Mapping[str, str | None] | None = None,
+    ) -> int:
+        """Replace the rows of the view up to and including ``through_seq`` (by position
+        in the view; 0: none) with ``messages`` (a summary, say), which are appended
+        as new entries and shown first; the rows after ``through_seq`` follow them.
+        Nothing is deleted: the compacted rows stay in the physical log. Returns the last
+        seq written."""
+        batch = self._core.batch(
+            messages, through_edit("compact", through_seq, zero_ok=True), attrs
+        )
+        return self._commit(batch, idempotency_key, expected_seq)
+
+    def replace(
+        self,
+        messages: Iterable[AgentMessage | Mapping[str, Any]],
+        *,
+        idempotency_key: str | None = None,
+        expected_seq: int | None = None,
+        attrs: Mapping[str, str | None] | None = None,
+    ) -> int:
+        """Make ``messages`` the whole view, atomically (a compaction of everything);
+        return the last seq written."""
+        batch = self._core.batch(messages, Edit("compact", "end"), attrs)
+        return self._commit(batch, idempotency_key, expected_seq)
+
+    def clear(
+        self,
+        *,
+        idempotency_key: str | None = None,
+        expected_seq: int | None = None,
+        attrs: Mapping[str, str | None] | None = None,
+    ) -> int:
+        """Empty the view with one edit entry (``replace([])``); nothing is deleted."""
+        return self.replace(
+            (), idempotency_key=idempotency_key, expected_seq=expected_seq, attrs=attrs
+        )
+
+    def archive(
+        self,
+        through_seq: int,
+        *,
+        idempotency_key: str | None = None,
+        expected_seq: int | None = None,
+        attrs: Mapping[str, str | None] | None = None,
+    ) -> int:
+        """Mark the rows of the view up to and including ``through_seq`` (by position)
+        archived: ``view="active"`` reads leave them out, ``view="archived"`` reads
+        return them. The watermark only moves forward. Returns the edit's seq."""
+        batch = self._core.batch((), through_edit("archive", through_seq, zero_ok=False), attrs)
+        return self._commit(batch, idempotency_key, expected_seq)
+
+    def set_attrs(
+        self,
+        attrs: Mapping[str, str | None],
+        *,
+        idempotency_key: str | None = None,
+        expected_seq: int | None = None,
+    ) -> int:
+        """Set the conversation's attributes (``None``: delete one) with one entry of
+        their own, which changes no view; return its seq. Attributes are small strings
+        kept beside the log (a framework's record, a title...), changed atomically with
+        the entries they go with: every append and edit takes ``attrs=`` too, and
+        ``expected_seq`` makes a change a compare-and-set. Every change is an entry, so
+        the physical log holds their history (docs/edits.md, "Attributes")."""
+        batch = self._core.batch((), attrs=attrs)
+        return self._commit(batch, idempotency_key, expected_seq)
+
+    def attrs(self) -> Attributes:
+        """The conversation's attributes and its last seq, read in one round trip."""
+        return self._run(self._core.attrs_plan())
