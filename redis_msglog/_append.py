@@ -40,19 +40,18 @@ _RETRY_KEY = re.compile(
 
 
 # Not frozen (on every append's path: a frozen dataclass's __init__ costs ~0.15 µs a
-# field); never changed after construction: dataclasses.replace() makes changed copies.
+# field): parsed from the reply (one object, not a reply and a commit), its own fields
+# set once by Appends.commit_of, never changed after.
 @dataclass(slots=True)
-class Commit:
-    """The result of an append: ``fresh`` is False when the server answered with an
-    earlier call's result for the same idempotency key (nothing was written)."""
+class Commit(script.AppendReply):
+    """The result of an append: the script's reply (last seq, commit time, whether it
+    replayed an idempotency record, the call that wrote it, a pop's entry) and what the
+    client made of it. ``fresh`` is False when the server answered with an earlier
+    call's result for the same idempotency key (nothing was written)."""
 
-    last_seq: int
-    at_micros: int
-    fresh: bool
+    fresh: bool = True
     not_durable: str | None = None  # what the log's durability found missing
     eviction_risk: str | None = None  # why the server may evict the log's keys (to warn)
-    popped: Any = None  # a pop's entry, raw ([id, fields]), when the reply carries it
-    replayed: bool = False  # answered from an idempotency record
 
 
 # Not frozen (on every append's path: a frozen dataclass's __init__ costs ~0.15 µs a
@@ -202,20 +201,14 @@ class Appends:
         """The result of a try the server answered (the call is settled)."""
         prepared.settle()
         answer, waited = reply if prepared.first_try.then else (reply, None)
-        parsed = script.AppendReply.parse(answer)
+        commit = Commit.parse(answer)
         # A replay of this very call's commit (a try whose reply was lost) is fresh; a
         # replay of another call's is not: its hook has already fired there.
-        fresh = not parsed.replayed or parsed.writer == prepared.call.call
-        missing = None if self.durability is None else self.durability.shortfall(waited)
-        return Commit(
-            parsed.last_seq,
-            parsed.at_micros,
-            fresh,
-            missing,
-            prepared.eviction_risk,
-            parsed.popped,
-            parsed.replayed,
-        )
+        commit.fresh = not commit.replayed or commit.writer == prepared.call.call
+        if self.durability is not None:
+            commit.not_durable = self.durability.shortfall(waited)
+        commit.eviction_risk = prepared.eviction_risk
+        return commit
 
     def check_expected(self, count: int, expected_seq: int | None) -> None:
         """For an empty batch with ``expected_seq``: the same verdict as the script's."""
