@@ -69,8 +69,11 @@ def server(shared_server: Callable[[str], EphemeralServer]) -> EphemeralServer:
 
 @pytest.fixture
 def proxy(server: EphemeralServer) -> Iterator[RoundTripCounter]:
-    with RoundTripCounter(server.port) as counter:
+    counter = RoundTripCounter(server.port)
+    try:
         yield counter
+    finally:
+        counter.close()
 
 
 def _filled(server: EphemeralServer, rows: int) -> str:
