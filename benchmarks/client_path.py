@@ -97,9 +97,8 @@ def _script_alone(
     work but the socket's: the script's share of the gap to raw ``XADD``."""
     core, commands = log._core, []
     for msg in msgs:
-        prepared = core.quick_append(core.batch((msg,)), None, None)
-        assert prepared is not None
-        commands.append(hiredis.pack_command(cast(Any, core.quick_command(prepared))))
+        prepared = core.prepare(core.batch((msg,)), None, None)
+        commands.append(hiredis.pack_command(cast(Any, prepared.first_try.command)))
         prepared.settle()
     conn = client.connection_pool.get_connection()
     client.connection_pool.release(conn)  # held: nothing else uses the client meanwhile

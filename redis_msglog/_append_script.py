@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 from . import errors
 from ._keys import ConversationKeys
@@ -131,14 +131,18 @@ class AppendCall:
         return command[head + 1 + int(command[head]) + _ARGV_AT[name]]
 
 
+_Reply = TypeVar("_Reply", bound="AppendReply")
+
+
 # Not frozen (on every append's path: a frozen dataclass's __init__ costs ~0.15 µs a
-# field); never changed after construction: dataclasses.replace() makes changed copies.
+# field); never changed after construction (a Commit's own fields are set once).
 @dataclass(slots=True)
 class AppendReply:
     """The script's reply: the last seq written (or recorded), the commit time in
     microseconds, whether it replayed an idempotency record, the call that wrote it, and
     for a pop the popped entry (raw ``[id, fields]``; ``None``: nothing popped, or a
-    replay, which does not carry it)."""
+    replay, which does not carry it). :class:`~redis_msglog._append.Commit` extends it
+    with what the client made of it."""
 
     last_seq: int
     at_micros: int
@@ -147,7 +151,7 @@ class AppendReply:
     popped: Any = None
 
     @classmethod
-    def parse(cls, reply: Any) -> AppendReply:
+    def parse(cls: type[_Reply], reply: Any) -> _Reply:
         last_seq, at, replayed, writer, *rest = reply
         text = writer.decode() if isinstance(writer, bytes) else str(writer)
         popped = rest[0] if rest and isinstance(rest[0], list) else None

@@ -33,17 +33,18 @@ not characters. Turn it off, or resize it, with :func:`configure_read_cache`.
 
 from __future__ import annotations
 
-import hashlib
 import threading
 import weakref
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass
 from operator import itemgetter
 from typing import Any, Literal
 
 from ._args import check_int
 from ._blobs import BlobMode, check_blob_mode, references
-from ._core import EditsPresent, LogCore
+from ._entries import EditsPresent, bodies, stored
+from ._reads import Reads
 from ._routing import is_cluster
 from ._row_size import row_bytes
 from ._steps import Plan
@@ -162,119 +163,96 @@ def read_cache(client: Any) -> ReadCache | None:
         return None
 
 
-def view_key(core: LogCore) -> str:
-    """The conversation's view hash (docs/edits.md)."""
-    return core.keys.view
-
-
 class _Decoded:
-    """``core.decode_entries`` (the decode step of a read), also keeping what the cache
-    needs of the stored entries: the memory of the rows, estimated from their stored
-    bodies, and the last entry as stored (for the next read's check)."""
+    """``decode_entries`` (the decode step of a read), also keeping what the cache needs
+    of the stored entries: the memory of the rows, estimated from their stored bodies,
+    and the last entry as stored (for the next read's check)."""
 
-    def __init__(self, core: LogCore) -> None:
-        self.core = core
+    def __init__(self, decode: Callable[[list[Any]], list[StoredMessage]]) -> None:
+        self.decode = decode
         self.size = 0
         self.stored_last: tuple[Any, bytes] = (None, b"")
 
     def __call__(self, entries: list[Any]) -> list[StoredMessage]:
-        rows = self.core.decode_entries(entries)  # one row per entry, or an error
-        fields = list(map(_second, entries))
-        if all(map(_MSG.__contains__, map(_next_to_last, fields))):  # msg, last: as stored
-            bodies = map(_last, fields)
-        else:
-            bodies = map(_body, fields)
-        self.size += sum(map(row_bytes, rows, bodies))
+        rows = self.decode(entries)  # one row per entry, or an error
+        self.size += sum(map(row_bytes, rows, bodies(list(map(_second, entries)))))
         if entries:
-            self.stored_last = _stored(entries[-1])
+            self.stored_last = stored(entries[-1])
         return rows
 
 
-_second, _next_to_last, _last = itemgetter(1), itemgetter(-2), itemgetter(-1)
-
-
-def _body(fields: Any) -> bytes | str:
-    """A message entry's ``msg`` field, wherever it is."""
-    named = dict(zip(fields[::2], fields[1::2], strict=False))
-    return next((named[name] for name in _MSG if name in named), b"")
-
-
-_MSG = ("msg", b"msg")
-
-
-def _stored(entry: Any) -> tuple[Any, bytes]:
-    """A stream entry as stored: its ID and a digest of its fields, compared without
-    recursion (a digest: holding the last body would double what a huge row costs)."""
-    digest = hashlib.blake2b(digest_size=16)
-    for value in entry[1]:
-        data = value if type(value) is bytes else str(value).encode("utf-8", "surrogatepass")
-        digest.update(len(data).to_bytes(8, "little"))
-        digest.update(data)
-    return entry[0], digest.digest()
-
-
+_second = itemgetter(1)
 _STORED_LAST = 256  # the ID and digest held for the last row (measured: ~200 bytes)
 
 
-def all_plan(
-    core: LogCore,
-    cache: ReadCache | None,
-    blobs: BlobMode = "hydrate",
-    view: Literal["visible", "active"] = "visible",
-) -> Plan[list[StoredMessage]]:
-    """``core.read_plan(0, None, blobs, view)``, served from ``cache`` when it holds this
-    conversation and the server confirms it (see the module). Only a log without edits
-    is cached, whose visible and active views are both every message."""
-    check_blob_mode(blobs)
-    if cache is None or core.edited:  # a view with edits is read by the view script
-        return (yield from core.read_plan(0, None, blobs, view))
-    key = core.keys.stream
-    entry = cache.get(key)
-    new = None if entry is None else (yield from _new_rows(core, entry))
-    if entry is None or new is None:
-        cache.drop(key)
-        # The version first: an edit made during the read then only costs a re-read.
-        (version,) = yield from core._read(("HGET", view_key(core), "version"))
-        decoded = _Decoded(core)
+class CachedReads:
+    """``all()`` of one log through the client's cache: the read plans' first round
+    trip, or one round trip of the check and the new rows (see the module)."""
+
+    def __init__(self, reads: Reads) -> None:
+        self._reads = reads
+        self._reader = reads.reader
+
+    def all_plan(
+        self,
+        cache: ReadCache | None,
+        blobs: BlobMode = "hydrate",
+        view: Literal["visible", "active"] = "visible",
+    ) -> Plan[list[StoredMessage]]:
+        """``read_plan(0, None, blobs, view)``, served from ``cache`` when it holds this
+        conversation and the server confirms it (see the module). Only a log without
+        edits is cached, whose visible and active views are both every message."""
+        check_blob_mode(blobs)
+        reads, reader = self._reads, self._reader
+        if cache is None or reader.edited:  # a view with edits is read by the view script
+            return (yield from reads.read_plan(0, None, blobs, view))
+        key = reader.keys.stream
+        entry = cache.get(key)
+        new = None if entry is None else (yield from self._new_rows(entry))
+        if entry is None or new is None:
+            cache.drop(key)
+            # The view's version is read in the first round trip, in front of the entries:
+            # an edit made during the read then only costs a re-read.
+            decoded = _Decoded(reads.decode_entries)
+            version: list[Any] = []
+            try:
+                rows = yield from reads.range_plan(0, None, decoded, probe=True, version=version)
+            except EditsPresent:  # the read found edits: nothing cached, the view read as asked
+                reader.edited = True
+                return (yield from reads.read_plan(0, None, blobs, view))
+            if not rows:
+                return rows
+            entry = _Entry.of(rows, decoded, version[0])
+        elif new[0]:
+            entry = entry.with_new(*new)
+        cache.put(key, entry)
+        if entry.refers and blobs == "hydrate":
+            return (yield from reader.with_blobs(entry.rows(), blobs))
+        return entry.rows()
+
+    def _new_rows(self, entry: _Entry) -> Plan[tuple[list[StoredMessage], _Decoded] | None]:
+        """The rows after the cached ones (and their decoding), or ``None`` when the server
+        does not confirm the cached ones (or anything is unusual: then the uncached read
+        decides)."""
+        reader, last = self._reader, entry.last
+        page = reader.page_size
+        before, raw_high, length, entries, version = yield from reader.read(
+            *reader.counter_commands(),
+            reader.xrange(last.seq, page + 1),  # from the cached last entry (any commit time)
+            ("HGET", reader.keys.view, "version"),
+        )
+        if raw_high is None or version != entry.version or len(entries) > page:
+            return None
+        high = reader.checked_counter(raw_high, before, length)  # an error, as uncached
+        if not entries or stored(entries[0]) != entry.stored_last:
+            return None  # rewound, recreated or replaced: read it all again
+        decoded = _Decoded(self._reads.decode_entries)
+        decoded.stored_last = entry.stored_last
         try:
-            rows = yield from core._range_plan(0, None, decoded, probe=True)
-        except EditsPresent:  # the read found edits: nothing cached, the view read as asked
-            core.edited = True
-            return (yield from core.read_plan(0, None, blobs, view))
-        if not rows:
-            return rows
-        entry = _Entry.of(rows, decoded, version)
-    elif new[0]:
-        entry = entry.with_new(*new)
-    cache.put(key, entry)
-    if entry.refers and blobs == "hydrate":
-        return (yield from core.with_blobs(entry.rows(), blobs))
-    return entry.rows()
-
-
-def _new_rows(core: LogCore, entry: _Entry) -> Plan[tuple[list[StoredMessage], _Decoded] | None]:
-    """The rows after the cached ones (and their decoding), or ``None`` when the server
-    does not confirm the cached ones (or anything is unusual: then the uncached read
-    decides)."""
-    last = entry.last
-    page = core.page_size
-    before, raw_high, length, entries, version = yield from core._read(
-        *core._counter_commands(),
-        core._xrange(last.seq, page + 1),  # from the cached last entry (any commit time)
-        ("HGET", view_key(core), "version"),
-    )
-    if raw_high is None or version != entry.version or len(entries) > page:
-        return None
-    high = core._checked_counter(raw_high, before, length)  # an error, as uncached
-    if not entries or _stored(entries[0]) != entry.stored_last:
-        return None  # rewound, recreated or replaced: read it all again
-    decoded = _Decoded(core)
-    decoded.stored_last = entry.stored_last
-    try:
-        fresh = decoded(entries[1:])  # a bad entry is an error, as uncached
-    except EditsPresent:
-        return None  # an edit since: the uncached read goes to the view
-    new = core._contiguous(fresh, last.seq + 1)
-    if (new[-1].seq if new else last.seq) < high:
-        return None  # the stream ends before its counter: the uncached read says why
-    return new, decoded
+            fresh = decoded(entries[1:])  # a bad entry is an error, as uncached
+        except EditsPresent:
+            return None  # an edit since: the uncached read goes to the view
+        new = reader.contiguous(fresh, last.seq + 1)
+        if (new[-1].seq if new else last.seq) < high:
+            return None  # the stream ends before its counter: the uncached read says why
+        return new, decoded

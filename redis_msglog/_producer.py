@@ -70,6 +70,28 @@ def retire(producer: Producer) -> None:
             _current = Producer()
 
 
+class ProducerSlot:
+    """Which producer numbers one log's calls without a key: its own, when it was given
+    one (tests, benchmarks), else the process's; and, when a call of it is in doubt,
+    going on as a new one."""
+
+    __slots__ = ("own",)
+
+    def __init__(self, own: Producer | None = None) -> None:
+        self.own = own
+
+    def current(self) -> Producer:
+        """The producer numbering the log's next call without a key."""
+        return self.own or _current
+
+    def retire(self, producer: Producer) -> None:
+        """Go on as a new producer (see :func:`retire`): the log's own, or the process's."""
+        if self.own is producer:
+            self.own = Producer()
+        else:
+            retire(producer)
+
+
 def _renew_in_child() -> None:
     global _current, _lock
     _lock = threading.Lock()

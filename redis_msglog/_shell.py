@@ -19,7 +19,7 @@ from ._keys import ConversationKeys
 from ._options import LogOptions
 from ._options import check_log_options as check_log_options  # the integrations' import
 from ._routing import is_cluster
-from ._steps import NotSent, Plan, Refused, StepFailure
+from ._steps import NotSent, Refused, StepFailure
 from .errors import EvictionWarning, InvalidArgumentError
 from .models import AgentMessage
 
@@ -142,24 +142,15 @@ class ShellBase:
         deadline = self._core.retry.deadline
         return deadline if started is None else deadline - (self._core.clock() - started)
 
-    def _append_plan(
+    def _prepare_append(
         self, batch: Batch, idempotency_key: str | None, expected_seq: int | None
-    ) -> Plan[Commit]:
+    ) -> PreparedAppend:
+        """The append's call and first try (``LogCore.prepare``), with the check of the
+        client's eviction policy in its preflight on the client's first append."""
         check = self._redis not in _EVICTION_CHECKED
         if check:
             _EVICTION_CHECKED.add(self._redis)
-        return self._core.append_plan(
-            batch, idempotency_key, expected_seq=expected_seq, check_eviction=check
-        )
-
-    def _quick_append(
-        self, batch: Batch, idempotency_key: str | None, expected_seq: int | None
-    ) -> PreparedAppend | None:
-        """The first try to send without a plan (``LogCore.quick_append``), once the
-        client's eviction policy has been looked at (by a planned append), else ``None``."""
-        if self._redis not in _EVICTION_CHECKED:
-            return None
-        return self._core.quick_append(batch, idempotency_key, expected_seq)
+        return self._core.prepare(batch, idempotency_key, expected_seq, check)
 
     def _warn(self, commit: Commit) -> None:
         if commit.eviction_risk is not None:

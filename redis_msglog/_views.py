@@ -20,7 +20,7 @@ from .edits import EditEntry, LogView
 from .models import StoredMessage
 
 if TYPE_CHECKING:
-    from ._core import LogCore
+    from ._reader import Reader
     from .edits import Entry, View
 
 EditOp = Literal["retract", "pop", "compact", "archive", "fork", "attrs"]
@@ -86,8 +86,8 @@ MAX_RETRACT = 256
 class ViewReads:
     """The view script's plans, for one log."""
 
-    def __init__(self, core: LogCore) -> None:
-        self._core = core
+    def __init__(self, reader: Reader) -> None:
+        self._reader = reader
 
     def read_plan(self, view: View, after: int, limit: int | None) -> Plan[list[StoredMessage]]:
         """The rows of ``view`` with seq above ``after``, in view order, at most ``limit``.
@@ -114,14 +114,14 @@ class ViewReads:
             else:
                 return (yield from self._rows_of(runs))
         raise errors.PagedReadRetryError(
-            f"the view of {self._core.keys.stream} has more than {VIEW_READ_RUNS} runs of "
+            f"the view of {self._reader.keys.stream} has more than {VIEW_READ_RUNS} runs of "
             f"rows and changed under {MAX_RESTARTS} paged reads in a row (edits faster than "
             "the pages): read it with a limit, or again later"
         )
 
     def _rows_of(self, runs: list[tuple[int, int]]) -> Plan[list[StoredMessage]]:
         """The rows of ``runs`` (every seq of a run is a message), a page a round trip."""
-        page, stream = self._core.page_size, self._core.keys.stream
+        page, stream = self._reader.page_size, self._reader.keys.stream
         ranges = [
             (lo, min(hi, lo + page - 1)) for first, hi in runs for lo in range(first, hi + 1, page)
         ]
@@ -136,11 +136,11 @@ class ViewReads:
                 index += 1
             commands = tuple(("XRANGE", stream, str(lo), str(hi)) for lo, hi in batch)
             try:
-                replies = yield from self._core.read_raw(commands, patient=True)
+                replies = yield from self._reader.read_raw(commands, patient=True)
             except StepFailure as failure:
-                raise self._core.error_for(failure) from (failure.origin or failure)
+                raise self._reader.error_for(failure) from (failure.origin or failure)
             for (lo, hi), entries in zip(batch, replies, strict=True):
-                found = self._core.decode_entries(entries)
+                found = self._reader.entries.decode_entries(entries)
                 if [row.seq for row in found] != list(range(lo, hi + 1)):
                     raise errors.CorruptLogError(
                         f"stream {stream} lacks entries of seqs {lo}..{hi}, rows of its "
@@ -152,7 +152,7 @@ class ViewReads:
     def last_plan(self, view: View, n: int) -> Plan[list[StoredMessage]]:
         """The last ``n`` rows of ``view``, in view order (one call: a snapshot)."""
         _, _, entries, _, _, _ = yield from self._call(view, "last", n)
-        return self._core.decode_entries(entries)
+        return self._reader.entries.decode_entries(entries)
 
     def count_plan(self, view: View) -> Plan[int]:
         """The number of rows of ``view`` (kept by the edits: a few fields read)."""
@@ -160,19 +160,19 @@ class ViewReads:
         return int(total)
 
     def _call(self, view: View, mode: str, *args: int | str) -> Plan[list[Any]]:
-        keys = self._core.keys
+        keys = self._reader.keys
         keys_and_args: Command = (
             4, keys.seq, keys.stream, keys.view, keys.hidden, view, mode, *args
         )  # fmt: skip
 
         def read(command: Command) -> Plan[Any]:
-            (reply,) = yield from self._core.read_raw((command,), patient=True)
+            (reply,) = yield from self._reader.read_raw((command,), patient=True)
             return reply
 
         try:
-            reply = yield from self._core.run_script("view.lua", keys_and_args, read)
+            reply = yield from self._reader.runner.run_script("view.lua", keys_and_args, read)
         except StepFailure as failure:
-            raise self._core.error_for(failure) from (failure.origin or failure)
+            raise self._reader.error_for(failure) from (failure.origin or failure)
         version, last, body, more, position, start = reply
         return [int(version), int(last), body, bool(more), int(position), int(start)]
 

@@ -16,8 +16,8 @@ from redis import exceptions as redis_errors
 
 from ._args import MAX_SEQ, check_int, check_text, check_type
 from ._blobs import references
-from ._codec import decode_edit, decode_entry, micros_to_datetime
-from ._core import parse_seq_counter
+from ._codec import micros_to_datetime
+from ._entries import decode_stored, parse_seq_counter
 from ._import import ImportBatchError, ImportFileError, ImportResult, import_jsonl
 from ._keys import ConversationKeys, conversation_of, key_pattern
 from ._sync import MessageLog
@@ -413,28 +413,10 @@ def _check_entry(
     if seq != expected:
         missing = f"seq {expected}" if seq == expected + 1 else f"seqs {expected}..{seq - 1}"
         problem(f"stream {keys.stream} is missing {missing}")
-    values = {_text(k): v for k, v in fields.items()}
     row: Entry
     try:
-        at, body, is_edit = _entry_fields(values, tail)
-        row = decode_edit(seq, at, body) if is_edit else decode_entry(seq, at, body)
+        row = decode_stored(seq, entry_id, fields)
     except (CodecError, CorruptLogError, ValueError) as exc:
         problem(f"entry {seq} does not decode: {exc}")
         return seq, seq + 1, None
     return seq, seq + 1, row
-
-
-def _entry_fields(values: dict[str, Any], tail: str) -> tuple[Any, Any, bool]:
-    """The commit time, the body and whether it is an edit, of an entry whose ID ends in
-    ``tail`` and whose fields are ``values``; :class:`CodecError` for any other layout."""
-    if tail == "0":  # an earlier version's layout: the time in a field
-        if values.keys() == {"at", "edit"}:
-            return values["at"], values["edit"], True
-        if values.keys() == {"at", "msg"}:
-            return values["at"], values["msg"], False
-        raise CodecError("expected fields 'at' and 'msg' (or 'at' and 'edit') under an ID <seq>-0")
-    if values.keys() == {"edit"}:
-        return tail, values["edit"], True
-    if values.keys() == {"msg"}:
-        return tail, values["msg"], False
-    raise CodecError("expected one field, 'msg' or 'edit', under an ID <seq>-<at>")

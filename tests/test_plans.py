@@ -37,7 +37,7 @@ from redis_msglog import (
     _producer,
 )
 from redis_msglog._append_script import AppendCall
-from redis_msglog._core import Commit, LogCore
+from redis_msglog._core import Batch, Commit, LogCore
 from redis_msglog._follow import FollowCursor
 from redis_msglog._shell import step_failure
 from redis_msglog._steps import NotSent, Pause, Plan, Read, Refused, ReplyLost, Step, Write
@@ -62,6 +62,23 @@ def core(clock: Clock | None = None, **options: Any) -> LogCore:
     settings.setdefault("producer", _producer.Producer())  # numbered from 1 in each test
     settings.update(options)
     return LogCore("conv", clock=clock or Clock(), **settings)
+
+
+def append_plan(
+    log: LogCore, batch: Batch, key: str | None = None, *, check_eviction: bool = False
+) -> Plan[Commit]:
+    """An append as the shells carry it (``AsyncLogCarrier._send_append``): the preflight
+    when still needed, the first try, then the commit or, after a failure, the retry
+    plan (the first try is a step here, sent by the shell itself there)."""
+    prepared = log.prepare(batch, key, None, check_eviction)
+    started = log.clock()
+    if prepared.preflight is not None:
+        yield from prepared.preflight
+    try:
+        reply = yield prepared.first_try
+    except (NotSent, ReplyLost, Refused) as failure:
+        return (yield from log.retry_plan(prepared, failure, started))
+    return log.commit_of(prepared, reply)
 
 
 def entry(
@@ -356,7 +373,7 @@ def test_reads_retry_what_did_not_run_until_the_deadline() -> None:
 
 def test_an_append_is_one_evalsha_and_a_fresh_commit() -> None:
     log = core()
-    commit, steps = drive(log.append_plan(log.batch(BATCH_MSG), None), script_reply)
+    commit, steps = drive(append_plan(log, log.batch(BATCH_MSG), None), script_reply)
     assert isinstance(commit, Commit) and (commit.last_seq, commit.fresh) == (1, True)
     assert commands(steps) == [("EVALSHA",)]
 
@@ -370,11 +387,11 @@ def test_noscript_falls_back_to_eval_once() -> None:
             raise Refused("NOSCRIPT No matching script. Please use EVAL.")
         return script_reply(step)
 
-    commit, steps = drive(log.append_plan(log.batch(BATCH_MSG), None), server)
+    commit, steps = drive(append_plan(log, log.batch(BATCH_MSG), None), server)
     assert commit.fresh and commands(steps) == [("EVALSHA",), ("EVAL",)]
     with pytest.raises(StorageError, match="NOSCRIPT"):  # EVAL itself refused: no loop
         drive(
-            log.append_plan(log.batch(BATCH_MSG), None),
+            append_plan(log, log.batch(BATCH_MSG), None),
             lambda step: (_ for _ in ()).throw(Refused("NOSCRIPT gone")),
         )
 
@@ -391,7 +408,7 @@ def test_a_lost_reply_is_re_sent_with_the_same_key_and_recognised_as_ours() -> N
             raise ReplyLost("connection reset after sending")
         return script_reply(step, replayed=1)  # the first try had committed
 
-    commit, steps = drive(log.append_plan(log.batch(BATCH_MSG), None), server, clock)
+    commit, steps = drive(append_plan(log, log.batch(BATCH_MSG), None), server, clock)
     assert commit.fresh  # our own commit, seen late: the hook fires once
     assert commands(steps) == [("EVALSHA",), ("pause",), ("EVALSHA",)]
     first, second = (step.command for step in sent)
@@ -424,7 +441,7 @@ def test_a_try_never_sent_keeps_the_producer() -> None:
             raise failure
         return script_reply(step)
 
-    commit, _ = drive(log.append_plan(log.batch(BATCH_MSG), None), server, clock)
+    commit, _ = drive(append_plan(log, log.batch(BATCH_MSG), None), server, clock)
     assert commit.fresh and log.producer() is producer
 
 
@@ -446,13 +463,12 @@ def test_a_call_no_try_of_which_was_sent_is_never_looked_up() -> None:
             raise failure
         return script_reply(step)
 
-    commit, _ = drive(log.append_plan(log.batch(BATCH_MSG), None), server, clock)
+    commit, _ = drive(append_plan(log, log.batch(BATCH_MSG), None), server, clock)
     assert commit.fresh and len(sent) == 4
     assert [argument(step.command, "look_up") for step in sent] == ["0", "0", "0", "1"]
-    # The quick lane likewise: a first try not sent leaves the re-send a new call.
-    prepared = log.quick_append(log.batch(BATCH_MSG), None, None)
-    assert prepared is not None
-    rest = log.quick_failed(prepared, NotSent("Too many connections"), clock.now)
+    # The retry plan likewise: a first try not sent leaves the re-send a new call.
+    prepared = log.prepare(log.batch(BATCH_MSG), None, None)
+    rest = log.retry_plan(prepared, NotSent("Too many connections"), clock.now)
     _, steps = drive(rest, script_reply, clock)
     assert isinstance(steps[-1], Write) and argument(steps[-1].command, "look_up") == "0"
 
@@ -476,53 +492,42 @@ def test_a_batch_is_validated_as_each_of_its_messages_would_be() -> None:
     assert log.batch(msgs).encoded == tuple(log.batch([m]).encoded[0] for m in msgs)
 
 
-def test_a_quick_append_sends_the_plans_first_try_and_settles_on_its_reply() -> None:
-    """The quick lane (the shell sends the first try itself) sends what the plan would,
-    and its answer is the plan's commit."""
-    quick = core()
-    planned = core(producer=_producer.Producer())
-    planned._own_producer.id = quick.producer().id  # type: ignore[union-attr]
-    prepared = quick.quick_append(quick.batch(BATCH_MSG), None, None)
-    assert prepared is not None
-    _, steps = drive(planned.append_plan(planned.batch(BATCH_MSG), None), script_reply)
-    assert isinstance(steps[0], Write) and quick.quick_command(prepared) == steps[0].command
-    commit = quick.quick_commit(prepared, [1, AT, 0, b""])
-    assert (commit.last_seq, commit.fresh) == (1, True) and not quick.producer().in_flight()
-    # A caller's key or a durability wait takes the plan.
-    assert quick.quick_append(quick.batch(BATCH_MSG), "key", None) is None
+def test_an_answered_first_try_is_the_commit_and_settles_the_call() -> None:
+    """The shell sends the first try itself: its reply is the commit, the call settled;
+    a caller's key and a durability wait go the same way (the wait behind the script)."""
+    log = core()
+    prepared = log.prepare(log.batch(BATCH_MSG), None, None)
+    assert prepared.preflight is None and prepared.first_try.command[0] == "EVALSHA"
+    commit = log.commit_of(prepared, [1, AT, 0, b""])
+    assert (commit.last_seq, commit.fresh) == (1, True) and not log.producer().in_flight()
+    keyed = log.prepare(log.batch(BATCH_MSG), "key", None)
+    assert keyed.preflight is None and keyed.first_try.then is None
     durable = core(durability=Durability(replicas=1))
-    assert durable.quick_append(durable.batch(BATCH_MSG), None, None) is None
+    waited = durable.prepare(durable.batch(BATCH_MSG), None, None)
+    assert waited.first_try.then is not None and waited.first_try.then[0] == "WAIT"
 
 
-def test_a_quick_append_whose_reply_is_lost_goes_on_as_the_plan_would() -> None:
-    """A lost reply: the rest is the plan's, from its second try: a pause, then the same
-    call looked up (never written twice)."""
+def test_a_first_try_whose_reply_is_lost_goes_on_in_the_retry_plan() -> None:
+    """A lost reply: the rest is the retry plan's, from the second try: a pause, then the
+    same call looked up (never written twice)."""
     clock = Clock()
     log = core(clock)
-    prepared = log.quick_append(log.batch(BATCH_MSG), None, None)
-    assert prepared is not None
-    first = log.quick_command(prepared)
-    rest = log.quick_failed(prepared, ReplyLost("reset after sending"), clock.now)
+    prepared = log.prepare(log.batch(BATCH_MSG), None, None)
+    first = prepared.first_try.command
+    rest = log.retry_plan(prepared, ReplyLost("reset after sending"), clock.now)
     commit, steps = drive(rest, lambda step: script_reply(step, replayed=1), clock)
     assert commit.fresh and commands(steps) == [("pause",), ("EVALSHA",)]
     resent = steps[1]
     assert isinstance(resent, Write)
-    assert (argument(first, "pseq"), argument(resent.command, "pseq")) == (
-        1,
-        1,
-    )  # the same call number
-    assert (argument(first, "look_up"), argument(resent.command, "look_up")) == (
-        "0",
-        "1",
-    )  # looked up on the re-send
+    # The same call number, looked up on the re-send.
+    assert (argument(first, "pseq"), argument(resent.command, "pseq")) == (1, 1)
+    assert (argument(first, "look_up"), argument(resent.command, "look_up")) == ("0", "1")
     assert not log.producer().in_flight()
 
 
-def test_a_quick_append_refused_is_the_plans_error_or_its_eval() -> None:
+def test_a_first_try_refused_is_the_error_or_its_eval() -> None:
     clock = Clock()
     log = core(clock, retry=NO_RETRY)
-    prepared = log.quick_append(log.batch(BATCH_MSG), None, None)
-    assert prepared is not None
     # Not cached: sent again at once (EVALSHA, then EVAL), whatever the retry policy.
     answers = iter(["noscript", "ok"])
 
@@ -531,20 +536,17 @@ def test_a_quick_append_refused_is_the_plans_error_or_its_eval() -> None:
             raise Refused("NOSCRIPT No matching script. Please use EVAL.")
         return script_reply(step)
 
-    rest = log.quick_failed(prepared, Refused("NOSCRIPT No matching script."), clock.now)
-    commit, steps = drive(rest, server, clock)
+    commit, steps = drive(append_plan(log, log.batch(BATCH_MSG)), server, clock)
     assert commit.fresh and commands(steps) == [("EVALSHA",), ("EVAL",)]
     # Any other refusal is the error the plan raises, and the call is settled.
-    prepared = log.quick_append(log.batch(BATCH_MSG), None, None)
-    assert prepared is not None
+    prepared = log.prepare(log.batch(BATCH_MSG), None, None)
     with pytest.raises(WrongTypeError):
-        drive(log.quick_failed(prepared, Refused("WRONGTYPE no"), clock.now), script_reply)
+        drive(log.retry_plan(prepared, Refused("WRONGTYPE no"), clock.now), script_reply)
     assert not log.producer().in_flight()
     # Not sent (no connection): with retries off, unavailable and nothing written.
-    prepared = log.quick_append(log.batch(BATCH_MSG), None, None)
-    assert prepared is not None
+    prepared = log.prepare(log.batch(BATCH_MSG), None, None)
     with pytest.raises(ServerUnavailableError, match="Nothing was written"):
-        drive(log.quick_failed(prepared, NotSent("refused"), clock.now), script_reply)
+        drive(log.retry_plan(prepared, NotSent("refused"), clock.now), script_reply)
 
 
 def test_a_producer_numbers_its_calls_and_is_shared_by_the_process_s_logs() -> None:
@@ -557,7 +559,7 @@ def test_a_producer_numbers_its_calls_and_is_shared_by_the_process_s_logs() -> N
         return script_reply(step)
 
     for each in (log, log, log, other):
-        drive(each.append_plan(each.batch(BATCH_MSG), None), server)
+        drive(append_plan(each, each.batch(BATCH_MSG), None), server)
     assert [argument(c, "pseq") for c in sent] == [1, 2, 3, 1]
     assert [argument(c, "floor") for c in sent] == [1, 2, 3, 1]  # the floor: one call at a time
     assert (
@@ -574,7 +576,7 @@ def test_a_producer_numbers_its_calls_and_is_shared_by_the_process_s_logs() -> N
     assert shared[0].producer() is shared[1].producer() is _producer.current()
     before = len(sent)
     for each in shared:
-        drive(each.append_plan(each.batch(BATCH_MSG), None), server)
+        drive(append_plan(each, each.batch(BATCH_MSG), None), server)
     first, second = sent[before:]
     assert (
         argument(first, "producer") == argument(second, "producer") == _producer.current().id
@@ -585,9 +587,9 @@ def test_a_producer_numbers_its_calls_and_is_shared_by_the_process_s_logs() -> N
         "msglog:{conv}:seq", "msglog:{conv}:stream", "msglog:{conv}:stream",
         "msglog:{conv}:producers",
     ]  # fmt: skip
-    drive(core(ttl=timedelta(hours=1)).append_plan(log.batch(BATCH_MSG), None), server)
+    drive(append_plan(core(ttl=timedelta(hours=1)), log.batch(BATCH_MSG), None), server)
     assert sent_keys(sent[-1])["blobs"] == "msglog:{conv}:blobs"
-    drive(core(retry=NO_RETRY).append_plan(log.batch(BATCH_MSG), None), server)
+    drive(append_plan(core(retry=NO_RETRY), log.batch(BATCH_MSG), None), server)
     assert arguments(sent[-1], "producer", "pseq", "floor") == (
         "",
         "",
@@ -601,7 +603,7 @@ def test_each_try_carries_the_producer_s_lowest_call_in_flight() -> None:
     clock = Clock()
     log = core(clock)
     batch = log.batch(BATCH_MSG)
-    first, second = log.append_plan(batch, None), log.append_plan(batch, None)
+    first, second = append_plan(log, batch, None), append_plan(log, batch, None)
     step_1, step_2 = next(first), next(second)  # both sent, neither answered yet
     assert isinstance(step_1, Write) and isinstance(step_2, Write)
     assert (
@@ -617,7 +619,7 @@ def test_each_try_carries_the_producer_s_lowest_call_in_flight() -> None:
     assert isinstance(resent, Write) and arguments(resent.command, "pseq", "floor") == (1, 1)
     # Call 1 being re-sent, new calls go to a new producer: however many of them commit,
     # they cannot push call 1's result out of the old producer's window.
-    third = log.append_plan(batch, None)
+    third = append_plan(log, batch, None)
     step_3 = next(third)
     assert isinstance(step_3, Write) and arguments(step_3.command, "pseq", "floor") == (1, 1)
     assert (
@@ -627,7 +629,7 @@ def test_each_try_carries_the_producer_s_lowest_call_in_flight() -> None:
     )
     with pytest.raises(StopIteration):
         first.send(script_reply(resent, last=1, replayed=1, writer=""))
-    fourth_plan = log.append_plan(batch, None)
+    fourth_plan = append_plan(log, batch, None)
     fourth = next(fourth_plan)
     assert isinstance(fourth, Write) and arguments(fourth.command, "pseq", "floor") == (
         2,
@@ -635,14 +637,14 @@ def test_each_try_carries_the_producer_s_lowest_call_in_flight() -> None:
     )  # 1 (new) in flight
     with pytest.raises(StopIteration):
         third.send(script_reply(step_3, last=3))
-    fifth = next(log.append_plan(batch, None))
+    fifth = next(append_plan(log, batch, None))
     assert isinstance(fifth, Write) and arguments(fifth.command, "pseq", "floor") == (3, 2)
 
 
 def test_a_call_refused_before_it_is_sent_leaves_no_call_in_flight() -> None:
     log = core(durability=Durability(aof=True))
     with pytest.raises(MessageLogError):  # no WAITAOF: refused before the script is sent
-        drive(log.append_plan(log.batch(BATCH_MSG), None), lambda step: [[None]])
+        drive(append_plan(log, log.batch(BATCH_MSG), None), lambda step: [[None]])
     assert not log.producer().in_flight()  # else every later try would carry a stale floor
 
 
@@ -657,7 +659,7 @@ def test_the_key_of_an_in_doubt_append_is_a_try_of_the_same_call() -> None:
         raise ReplyLost("reset")
 
     with pytest.raises(AppendInDoubtError, match="msglog-retry:") as caught:
-        drive(log.append_plan(log.batch(BATCH_MSG), None), lost, clock)
+        drive(append_plan(log, log.batch(BATCH_MSG), None), lost, clock)
     key = caught.value.idempotency_key
     assert key is not None and key.startswith("msglog-retry:")
 
@@ -668,7 +670,7 @@ def test_the_key_of_an_in_doubt_append_is_a_try_of_the_same_call() -> None:
         sent.append(step.command)
         return script_reply(step)
 
-    drive(log.append_plan(log.batch(BATCH_MSG), None), answer)
+    drive(append_plan(log, log.batch(BATCH_MSG), None), answer)
     assert argument(sent[-1], "producer") != argument(
         sent[0], "producer"
     ) and log.producer().id == argument(sent[-1], "producer")
@@ -677,12 +679,12 @@ def test_the_key_of_an_in_doubt_append_is_a_try_of_the_same_call() -> None:
                      retry=RetryPolicy(attempts=1, backoff=0.1, max_backoff=0.1))  # fmt: skip
     retired = _producer.current()
     with pytest.raises(AppendInDoubtError):
-        drive(shared.append_plan(shared.batch(BATCH_MSG), None), lost, clock)
+        drive(append_plan(shared, shared.batch(BATCH_MSG), None), lost, clock)
     assert _producer.current() is not retired and shared.producer() is _producer.current()
     assert len(retired.in_flight()) == 1  # in doubt: in flight for good, its floor kept
     elsewhere = core()  # another process, say
     commit, steps = drive(
-        elsewhere.append_plan(elsewhere.batch(BATCH_MSG), key),
+        append_plan(elsewhere, elsewhere.batch(BATCH_MSG), key),
         lambda step: script_reply(step, replayed=1, writer=""),  # the first call's result
     )
     assert not commit.fresh  # its hook is not this call's to fire
@@ -698,13 +700,15 @@ def test_the_key_of_an_in_doubt_append_is_a_try_of_the_same_call() -> None:
     )  # looked up, with this call's own token
     assert len(again) == len(sent[0])  # no idempotency record key: not a caller's key
     with pytest.raises(IdempotencyConflictError, match="different batch"):
-        drive(elsewhere.append_plan(elsewhere.batch([{"role": "user", "content": "x"}]), key), lost)
+        drive(
+            append_plan(elsewhere, elsewhere.batch([{"role": "user", "content": "x"}]), key), lost
+        )
 
 
 def test_a_replay_of_another_calls_commit_is_not_fresh() -> None:
     log = core()
     commit, _ = drive(
-        log.append_plan(log.batch(BATCH_MSG), "k"),
+        append_plan(log, log.batch(BATCH_MSG), "k"),
         lambda step: script_reply(step, replayed=1, writer="0123456789abcdef"),
     )
     assert not commit.fresh
@@ -718,17 +722,17 @@ def test_appends_give_up_in_doubt_or_unavailable_and_say_which() -> None:
         raise ReplyLost("reset")
 
     with pytest.raises(AppendInDoubtError, match="3 tries") as caught:
-        drive(log.append_plan(log.batch(BATCH_MSG), None), lost, clock)
+        drive(append_plan(log, log.batch(BATCH_MSG), None), lost, clock)
     assert caught.value.idempotency_key is not None
 
     def refused(step: Step) -> Any:
         raise NotSent("connection refused")
 
     with pytest.raises(ServerUnavailableError, match="Nothing was written") as unavailable:
-        drive(log.append_plan(log.batch(BATCH_MSG), None), refused, clock)
+        drive(append_plan(log, log.batch(BATCH_MSG), None), refused, clock)
     assert not isinstance(unavailable.value, AppendInDoubtError)
     with pytest.raises(AppendInDoubtError, match="retries are off") as no_key:
-        drive(core(retry=NO_RETRY).append_plan(log.batch(BATCH_MSG), None), lost)
+        drive(append_plan(core(retry=NO_RETRY), log.batch(BATCH_MSG), None), lost)
     assert no_key.value.idempotency_key is None
 
 
@@ -744,7 +748,7 @@ def test_no_re_send_once_the_record_may_have_expired() -> None:
         raise ReplyLost("reset")
 
     with pytest.raises(AppendInDoubtError, match="1 try;"):
-        drive(log.append_plan(log.batch(BATCH_MSG), "caller-key"), lost, clock)
+        drive(append_plan(log, log.batch(BATCH_MSG), "caller-key"), lost, clock)
 
 
 def test_cluster_refusals_are_re_sent_safely() -> None:
@@ -758,7 +762,7 @@ def test_cluster_refusals_are_re_sent_safely() -> None:
             raise failure
         return script_reply(step)
 
-    commit, steps = drive(log.append_plan(log.batch(BATCH_MSG), None), server, clock)
+    commit, steps = drive(append_plan(log, log.batch(BATCH_MSG), None), server, clock)
     assert commit.fresh and commands(steps).count(("EVALSHA",)) == 3
 
 
@@ -787,7 +791,7 @@ def test_every_error_reply_maps_to_one_error(reply: str, error: type[MessageLogE
 
     log = core()
     with pytest.raises(error) as caught:
-        drive(log.append_plan(log.batch(BATCH_MSG), None), refuse)
+        drive(append_plan(log, log.batch(BATCH_MSG), None), refuse)
     assert type(caught.value) is error  # exactly, not a broader class
     with pytest.raises(error):  # a read refused the same way maps the same way
         drive(log.count_plan(), refuse)
@@ -801,7 +805,7 @@ def test_durability_is_sent_behind_the_append_and_its_shortfall_reported() -> No
         return script_reply(step), 0  # WAIT: no replica acknowledged
 
     batch = log.batch(BATCH_MSG)
-    commit, steps = drive(log.append_plan(batch, None), server)
+    commit, steps = drive(append_plan(log, batch, None), server)
     assert commit.not_durable is not None and "0 of 1 replicas" in commit.not_durable
     assert isinstance(steps[0], Write) and steps[0].then is not None
     assert steps[0].then[0] == "WAIT"
@@ -816,7 +820,7 @@ def test_eviction_risk_is_reported_not_warned() -> None:
     def server(step: Step) -> Any:
         return next(answers) if isinstance(step, Read) else script_reply(step)
 
-    commit, _ = drive(log.append_plan(log.batch(BATCH_MSG), None, check_eviction=True), server)
+    commit, _ = drive(append_plan(log, log.batch(BATCH_MSG), None, check_eviction=True), server)
     assert commit.eviction_risk is not None and "allkeys-lru" in commit.eviction_risk
 
 

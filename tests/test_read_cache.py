@@ -38,14 +38,14 @@ def url(shared_server: Callable[[str], EphemeralServer]) -> str:
 def _reads(log: MessageLog, monkeypatch: pytest.MonkeyPatch) -> list[int]:
     """Counts full (uncached) reads of ``log``: ranges from the start of the stream."""
     calls: list[int] = []
-    original = log._core._range_plan
+    original = log._core._reads.range_plan
 
     def counted(after: int, *args: Any, **kwargs: Any) -> Any:
         if after == 0:
             calls.append(1)
         return original(after, *args, **kwargs)
 
-    monkeypatch.setattr(log._core, "_range_plan", counted)
+    monkeypatch.setattr(log._core._reads, "range_plan", counted)
     return calls
 
 

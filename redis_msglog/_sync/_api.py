@@ -11,7 +11,7 @@ from collections.abc import Iterator, Callable, Iterable, Mapping
 from typing import Any, Literal, overload
 
 from .._blobs import BlobMode
-from .._cache import all_plan, read_cache
+from .._cache import read_cache
 from .._core import require_callable, require_non_negative, require_seq
 from .._follow import FollowCursor, follow_block_ms
 from .._routing import socket_timeout
@@ -125,9 +125,8 @@ class LogAPI(LogCarrier):
         kept (per client, within a byte budget; see
         :func:`~redis_msglog.configure_read_cache`) and checked against the server in the
         same round trip, so a rewound, recreated or edited log is read again."""
-        if (view == "visible" or view == "active") and not self._core.edited:
-            cache = read_cache(self._redis)
-            return self._run(all_plan(self._core, cache, blobs, view))
+        if view == "visible" or view == "active":
+            return self._run(self._core.all_plan(read_cache(self._redis), blobs, view))
         return self.read(0, None, blobs=blobs, view=view)
 
     @overload

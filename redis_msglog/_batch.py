@@ -1,0 +1,139 @@
+"""A batch: messages validated and encoded as they will be stored, before anything is
+sent (a bad message, one with no exact JSON form or one over the size limit raises
+here), with the binaries to store off the rows and the edit written before them."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import TypeAdapter, ValidationError
+
+from . import errors
+from ._blobs import blob_references, offload
+from ._codec import encode_message
+from ._depth import MAX_JSON_DEPTH, too_deep_field
+from ._views import AttrChanges, Edit
+from .models import AgentMessage, describe_errors
+
+
+# Not frozen (on every append's path: a frozen dataclass's __init__ costs ~0.15 µs a
+# field); never changed after construction: dataclasses.replace() makes changed copies.
+@dataclass(slots=True)
+class Batch:
+    """Validated, encoded messages ready to append."""
+
+    messages: tuple[AgentMessage, ...]
+    encoded: tuple[bytes, ...]  # as stored: large binaries replaced by references
+    blobs: tuple[tuple[str, bytes], ...] = ()  # (SHA-256 hex, bytes) to store off the rows
+    edit: Edit | None = None  # the edit written before the messages (docs/edits.md)
+    attrs: AttrChanges | None = None  # attribute changes made with it
+    blob_refs: str = ""  # "<message>.<part>:<sha256> ...": references to bytes it lacks
+
+    def fingerprint(self) -> str:
+        """A digest of the batch, stored with an idempotency record so that a key reused
+        for a different batch is refused instead of answered with the wrong seqs."""
+        digest = hashlib.blake2b(digest_size=16)
+        if self.edit is not None:
+            digest.update(repr((self.edit, self.attrs)).encode())
+        for data in self.encoded:
+            digest.update(len(data).to_bytes(8, "big"))
+            digest.update(data)
+        return digest.hexdigest()
+
+
+class BatchRules:
+    """How a log validates and encodes its batches: its size limit and blob threshold."""
+
+    __slots__ = ("blob_threshold", "max_message_bytes")
+
+    def __init__(self, max_message_bytes: int, blob_threshold: int | None) -> None:
+        self.max_message_bytes = max_message_bytes
+        self.blob_threshold = blob_threshold
+
+    def batch(
+        self,
+        msgs: Iterable[AgentMessage | Mapping[str, Any]],
+        edit: Edit | None = None,
+        attrs: Mapping[str, str | None] | None = None,
+    ) -> Batch:
+        """Validate and encode ``msgs`` (written after ``edit``, if any, which also
+        changes ``attrs``); raise before anything is sent if any is bad."""
+        changes = None if attrs is None else AttrChanges.of(attrs)
+        if changes is not None and edit is None:
+            edit = changes.entry()
+        if type(msgs) is not tuple and (
+            isinstance(msgs, (str, bytes, Mapping, AgentMessage)) or not isinstance(msgs, Iterable)
+        ):
+            raise errors.InvalidMessageError(
+                f"expected a sequence of messages, got {type(msgs).__name__}"
+            )
+        messages = _coerce_all(msgs)
+        encoded = []
+        blobs: dict[str, bytes] = {}
+        refs: list[tuple[int, int, str]] = []
+        for index, msg in enumerate(messages):
+            _check_depth(msg, index)
+            stored, offloaded = offload(msg, self.blob_threshold)
+            blobs.update(offloaded)
+            if not isinstance(stored.content, str):
+                refs += blob_references(index, stored.content)
+            try:
+                data = encode_message(stored)
+            except errors.CodecError as exc:
+                raise errors.CodecError(f"message {index}: {exc}") from exc
+            if len(data) > self.max_message_bytes:
+                raise errors.MessageTooLargeError(
+                    f"message {index} encodes to {len(data)} bytes, over the limit of "
+                    f"{self.max_message_bytes} (max_message_bytes, after moving binaries "
+                    f"over {self.blob_threshold} bytes off the row)"
+                )
+            encoded.append(data)
+        # The references whose bytes this call does not bring: the script checks that the
+        # conversation holds them (only the server can tell, atomically with the write).
+        held = " ".join(f"{i}.{p}:{d}" for i, p, d in refs if d not in blobs) if refs else ""
+        return Batch(messages, tuple(encoded), tuple(blobs.items()), edit, changes, held)
+
+
+_validate_many = TypeAdapter(list[AgentMessage]).validator.validate_python
+
+
+def _coerce_all(msgs: Iterable[AgentMessage | Mapping[str, Any]]) -> tuple[AgentMessage, ...]:
+    """Every message validated. A batch of dicts (and messages) goes through pydantic-core
+    in one call (0.75 µs a message against 1.3 for a call each); anything else, and any
+    batch that fails, message by message, which names the first bad one."""
+    items = msgs if type(msgs) is list or type(msgs) is tuple else list(msgs)
+    if len(items) > 1 and all(type(m) is dict or isinstance(m, AgentMessage) for m in items):
+        try:
+            return tuple(_validate_many(items))
+        except ValidationError:
+            pass  # the same validation again, one by one: the error names the message
+    return tuple([_coerce(m, i) for i, m in enumerate(items)])
+
+
+def _coerce(msg: AgentMessage | Mapping[str, Any], index: int) -> AgentMessage:
+    if isinstance(msg, AgentMessage):
+        return msg
+    if type(msg) is not dict and not isinstance(msg, Mapping):  # dict: skip the ABC check
+        raise errors.InvalidMessageError(
+            f"message {index}: expected an AgentMessage or a mapping, got {type(msg).__name__}",
+            index=index,
+        )
+    try:
+        return AgentMessage.model_validate(msg)
+    except ValidationError as exc:
+        problems = describe_errors(exc, msg)
+        raise errors.InvalidMessageError(f"message {index}: {problems}", index=index) from exc
+
+
+def _check_depth(msg: AgentMessage, index: int) -> None:
+    where = too_deep_field(msg)
+    if where is not None:
+        raise errors.InvalidMessageError(
+            f"message {index}: {where} nests deeper than {MAX_JSON_DEPTH} levels of objects "
+            "and arrays, the limit for every JSON value of a message (docs/guide.md, "
+            '"Limits"). Nothing was written.',
+            index=index,
+        )

@@ -1,0 +1,260 @@
+"""The read plans of one log: counts, attributes, ranges from a cursor, the tail and
+windows of it, and the row a pop hid. On an edit-free log a view is its stream, read
+with ``XRANGE``/``XREVRANGE`` as a gap-free run or an error; the first round trip also
+asks whether the log has edits, and a log with edits is read through the view script
+(:mod:`._views`)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any
+
+from . import errors
+from ._blobs import BlobMode
+from ._checks import check_view, require_non_negative, require_seq
+from ._entries import EditsPresent, text
+from ._reader import R, Reader
+from ._steps import Plan
+from ._views import ViewReads, window_start
+from .edits import Attributes, EditEntry, Entry, View
+from .models import StoredMessage
+
+if TYPE_CHECKING:
+    from ._append import Commit
+
+
+class Reads:
+    """The read plans of one log (see the module)."""
+
+    def __init__(self, reader: Reader) -> None:
+        self.reader = reader
+        self.views = ViewReads(reader)
+        entries = reader.entries
+        self.decode_entries = entries.decode_entries
+        self.decode_physical = entries.decode_physical
+
+    def count_plan(self, view: View | None = None) -> Plan[int]:
+        """The seq counter (``view`` None or ``"physical"``), checked against the stream
+        in the same round trip: garbage, or a counter that disagrees with the number of
+        entries, is a :class:`~redis_msglog.CorruptLogError`. A missing counter (deleted
+        or evicted) counts to the stream's last entry, where the next append continues.
+
+        With another ``view``: the number of its rows (on an edit-free log, the counter;
+        ``"archived"``: 0)."""
+        if view is not None:
+            check_view(view, physical=True)
+        reader = self.reader
+        if view in (None, "physical") or not reader.edited:
+            probe = view not in (None, "physical")
+            try:
+                replies = yield from reader.first_read(probe, *reader.counter_commands())
+            except EditsPresent:
+                reader.edited = True
+            else:
+                before, raw, after = replies[1:] if probe else replies
+                if view == "archived":
+                    return 0
+                if raw is None:
+                    return 0 if not after else (yield from reader.stream_end())
+                return reader.checked_counter(raw, before, after)
+        assert view in ("visible", "active", "archived")
+        return (yield from self.views.count_plan(view))
+
+    def attrs_plan(self) -> Plan[Attributes]:
+        """The conversation's attributes and its last seq, in one round trip."""
+        reader = self.reader
+        fields, before, raw, after = yield from reader.read(
+            ("HGETALL", reader.keys.view), *reader.counter_commands()
+        )
+        if raw is None:
+            last = 0 if not after else (yield from reader.stream_end())
+        else:
+            last = reader.checked_counter(raw, before, after)
+        pairs = (
+            fields.items()
+            if isinstance(fields, Mapping)
+            else zip(fields[::2], fields[1::2], strict=True)
+        )
+        values = {
+            text(name)[2:]: text(value) for name, value in pairs if text(name).startswith("a:")
+        }
+        return Attributes(values, last)
+
+    def read_plan(
+        self, after: int, limit: int | None, blobs: BlobMode = "hydrate", view: View = "visible"
+    ) -> Plan[list[StoredMessage]]:
+        """The rows of ``view`` whose seq is above ``after``, in view order, at most
+        ``limit`` (docs/edits.md). An edit-free log's view is its stream: read with
+        ``XRANGE``, a gap-free run or an error (see :meth:`range_plan`); a log with edits
+        is read by the view script."""
+        check_view(view, physical=False)
+        require_seq("after", after)
+        if limit is not None:
+            require_non_negative("limit", limit)
+        reader = self.reader
+        if not reader.edited:
+            try:
+                rows = yield from self.range_plan(after, limit, self.decode_entries, probe=True)
+                return [] if view == "archived" else (yield from reader.with_blobs(rows, blobs))
+            except EditsPresent:
+                reader.edited = True
+        rows = yield from self.views.read_plan(view, after, limit)
+        return (yield from reader.with_blobs(rows, blobs))
+
+    def physical_read_plan(
+        self, after: int, limit: int | None, blobs: BlobMode = "hydrate"
+    ) -> Plan[list[Entry]]:
+        """Every entry with seq above ``after``, messages and edits, in seq order."""
+        require_seq("after", after)
+        if limit is not None:
+            require_non_negative("limit", limit)
+        entries = yield from self.range_plan(after, limit, self.decode_physical, probe=False)
+        return (yield from self.reader.entries_with_blobs(entries, blobs))
+
+    def range_plan(
+        self,
+        after: int,
+        limit: int | None,
+        decode: Callable[[list[Any]], list[R]],
+        *,
+        probe: bool,
+        version: list[Any] | None = None,
+    ) -> Plan[list[R]]:
+        """Entries with seq > ``after``, in order, at most ``limit``: a gap-free run
+        that starts at ``after + 1``, or an error; never a silent gap or truncation.
+
+        One page is one ``XRANGE`` (atomic). Longer reads are bounded by the seq counter
+        read in the first round trip, so they end even while other workers append, and
+        they reach it: a stream that ends before its counter is a
+        :class:`~redis_msglog.CorruptLogError`, as is a counter behind the stream.
+        ``probe``: also ask, in the first round trip, whether the log has edits (then
+        :class:`EditsPresent` is raised: the caller reads the view instead); the view's
+        version it read goes into ``version``, when given.
+        """
+        if limit == 0:
+            return []
+        reader = self.reader
+        if limit is not None and limit <= reader.page_size:
+            replies = yield from reader.first_read(probe, reader.xrange(after + 1, limit))
+            rows = reader.contiguous(decode(replies[-1]), after + 1)
+            if not rows and after:
+                yield from reader.check_cursor(after)
+            return rows
+        want = reader.page_size if limit is None else min(limit, reader.page_size)
+        replies = yield from reader.first_read(
+            probe, *reader.counter_commands(), reader.xrange(after + 1, want)
+        )
+        if version is not None:
+            version.append(replies[0] if probe else None)
+        before, raw_high, length, entries = replies[1:] if probe else replies
+        high = None if raw_high is None else reader.checked_counter(raw_high, before, length)
+        rows = reader.contiguous(decode(entries), after + 1)
+        while len(entries) == want and (limit is None or len(rows) < limit):
+            if high is not None and rows[-1].seq >= high:
+                break
+            want = reader.page_size if limit is None else min(reader.page_size, limit - len(rows))
+            (entries,) = yield from reader.read(reader.xrange(rows[-1].seq + 1, want))
+            rows.extend(reader.contiguous(decode(entries), rows[-1].seq + 1))
+        if not rows and after:
+            yield from reader.check_cursor(after)
+        reached = rows[-1].seq if rows else after
+        if high is not None and reached < high and (limit is None or len(rows) < limit):
+            raise errors.CorruptLogError(
+                f"stream {reader.keys.stream} ends at seq {reached} but its seq counter says "
+                f"{high}: entries were deleted, or the counter was moved ahead"
+            )
+        return rows
+
+    def last_plan(
+        self, n: int, blobs: BlobMode = "hydrate", view: View = "visible"
+    ) -> Plan[list[StoredMessage]]:
+        """The last ``n`` rows of ``view`` in view order (fewer only when it has fewer).
+        On an edit-free log: a gap-free run that ends at the stream's last entry."""
+        check_view(view, physical=False)
+        require_non_negative("n", n)
+        if n == 0:
+            return []
+        reader = self.reader
+        if not reader.edited:
+            try:
+                rows = yield from self._tail_plan(n, self.decode_entries, probe=True)
+                return [] if view == "archived" else (yield from reader.with_blobs(rows, blobs))
+            except EditsPresent:
+                reader.edited = True
+        rows = yield from self.views.last_plan(view, n)
+        return (yield from reader.with_blobs(rows, blobs))
+
+    def physical_last_plan(self, n: int, blobs: BlobMode = "hydrate") -> Plan[list[Entry]]:
+        """The last ``n`` entries, messages and edits, in seq order."""
+        require_non_negative("n", n)
+        if n == 0:
+            return []
+        entries = yield from self._tail_plan(n, self.decode_physical, probe=False)
+        return (yield from self.reader.entries_with_blobs(entries, blobs))
+
+    def _tail_plan(
+        self, n: int, decode: Callable[[list[Any]], list[R]], *, probe: bool
+    ) -> Plan[list[R]]:
+        """The last ``n`` entries in seq order: a gap-free run that ends at the stream's
+        last entry (fewer only when the log has fewer)."""
+        reader, stream = self.reader, self.reader.keys.stream
+        want = min(n, reader.page_size)
+        replies = yield from reader.first_read(
+            probe, ("XREVRANGE", stream, "+", "-", "COUNT", want)
+        )
+        entries = replies[-1]
+        newest_first = reader.contiguous(decode(entries), None, step=-1)
+        while len(entries) == want and len(newest_first) < n and newest_first[-1].seq > 1:
+            want = min(reader.page_size, n - len(newest_first))
+            below = newest_first[-1].seq - 1
+            # "<below>" is an incomplete ID: as an end, "<below>-<max>", so the entry of
+            # seq ``below`` is in, whatever its commit time (the second part of its ID).
+            (entries,) = yield from reader.read(
+                ("XREVRANGE", stream, str(below), "-", "COUNT", want)
+            )
+            newest_first.extend(reader.contiguous(decode(entries), below, step=-1))
+        if len(newest_first) < n and newest_first and newest_first[-1].seq > 1:
+            reader.gap(1, newest_first[-1].seq - 1)  # the log starts after seq 1
+        newest_first.reverse()
+        return newest_first
+
+    def window_plan(
+        self,
+        view: View,
+        *,
+        turns: int | None = None,
+        budget: int | None = None,
+        counter: Callable[[StoredMessage], int] | None = None,
+    ) -> Plan[list[StoredMessage]]:
+        """A window of the view's tail that never splits a tool call from its result (see
+        :func:`._views.window_start`): reads a page of the tail, and twice as much
+        until the window fits or the view is read whole."""
+        want = self.reader.page_size
+        while True:
+            rows = yield from self.last_plan(want, "hydrate", view)
+            start = window_start(rows, turns=turns, budget=budget, counter=counter)
+            if start is not None:
+                return rows[start:]
+            if len(rows) < want:
+                return rows  # the whole view fits
+            want *= 2
+
+    def popped_plan(self, commit: Commit, blobs: BlobMode) -> Plan[StoredMessage | None]:
+        """The message a pop hid: from the script's reply, or, for a replay (whose reply
+        does not carry it), read back through the retract entry the pop wrote."""
+        reader = self.reader
+        if commit.popped is not None:
+            rows = self.decode_entries([commit.popped])
+        elif commit.replayed:
+            (entries,) = yield from reader.read(reader.xrange(commit.last_seq, 1))
+            edit = self.decode_physical(entries)[0]
+            if not isinstance(edit, EditEntry) or not edit.seqs:
+                raise errors.CorruptLogError(
+                    f"entry {commit.last_seq} of {reader.keys.stream}, recorded as a pop, is "
+                    "not a retraction"
+                )
+            (entries,) = yield from reader.read(reader.xrange(edit.seqs[0], 1))
+            rows = self.decode_entries(entries)
+        else:
+            return None  # the view was empty: nothing written
+        return (yield from reader.with_blobs(rows, blobs))[0]
