@@ -13,6 +13,7 @@ from . import errors
 from ._keys import ConversationKeys
 from ._scripts import LuaScript, load_script
 from ._steps import Command, Refused
+from .edits import EditCall
 
 KEY_NAMES = ("seq", "stream", "blobs", "producers", "view", "hidden", "record")
 """``KEYS`` of the script, in order; the script binds each to a local of the same name in
@@ -38,8 +39,6 @@ _KEY_LAYOUTS = {  # by numkeys: whether view and hidden, and a record, were sent
     7: KEY_NAMES,
 }
 
-EditOp = Literal["", "retract", "pop", "compact", "archive", "fork", "attrs"]
-
 
 def script() -> LuaScript:
     return load_script("append.lua")
@@ -62,7 +61,7 @@ class AppendCall:
     look_up: bool = True  # look the record up first (False: the first try of a call)
     ttl_ms: int | None = None  # the conversation's lifetime, refreshed by every append
     expected_seq: int | None = None  # commit only if the log ends at this seq
-    op: EditOp = ""  # the edit this call makes ("": a plain append)
+    op: EditCall | Literal[""] = ""  # the edit this call makes ("": a plain append)
     op_arg: str = ""  # retract: "7,9"; compact: the seq or "end"; archive: the seq
     entry: bytes = b""  # fork and attrs only: the edit entry's JSON
     attrs: tuple[tuple[str, str | None], ...] = ()  # attribute changes (None: delete)

@@ -10,20 +10,19 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 from . import errors
 from ._args import MAX_SEQ, check_text, is_int, shown
 from ._codec import encode_edit
 from ._steps import Command, Plan, StepFailure
-from .edits import EditEntry, LogView
+from .edits import EditCall, EditEntry, LogView
 from .models import StoredMessage
 
 if TYPE_CHECKING:
     from ._reader import Reader
     from .edits import Entry, View
 
-EditOp = Literal["retract", "pop", "compact", "archive", "fork", "attrs"]
 MAX_ATTR_NAME = 256
 
 
@@ -32,7 +31,7 @@ class Edit:
     """An edit, as the append script takes it: the op, its argument and (fork and attrs
     only) the entry's JSON."""
 
-    op: EditOp
+    op: EditCall
     arg: str = ""
     entry: bytes = b""
 
@@ -161,6 +160,7 @@ class ViewReads:
 
     def _call(self, view: View, mode: str, *args: int | str) -> Plan[list[Any]]:
         keys = self._reader.keys
+        # In the order of VIEW_KEY_NAMES and VIEW_ARGV_NAMES, which view.lua binds by name.
         keys_and_args: Command = (
             4, keys.seq, keys.stream, keys.view, keys.hidden, view, mode, *args
         )  # fmt: skip

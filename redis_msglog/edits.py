@@ -20,6 +20,9 @@ from .errors import InvalidArgumentError
 from .models import StoredMessage
 
 EditOp = Literal["retract", "compact", "archive", "fork", "attrs"]
+"""The edits an :class:`EditEntry` records."""
+EditCall = Literal[EditOp, "pop"]
+"""The edits a call can ask for: those it records, and a pop (recorded as a retract)."""
 View = Literal["visible", "active", "archived", "physical"]
 """Which rows a read returns: ``visible`` (every row not retracted or compacted away),
 ``active`` (visible rows after the archive watermark), ``archived`` (up to it), or
