@@ -78,7 +78,7 @@ if TYPE_CHECKING:  # the names, for type checkers and readers; imported on first
 # Each public name's module. Imported on first use (PEP 562), so that ``import
 # redis_msglog.testing`` (the pytest plugin, loaded in every pytest run of a project that
 # installs the package) does not import redis-py, pydantic and every client module: ~250 ms.
-# tests/test_layout.py checks that this table, the imports above and __all__ agree.
+# tests/no_server/test_layout.py checks that this table, the imports above and __all__ agree.
 _EXPORTS = {
     "._acl": ("acl_rules",),
     "._async": ("AsyncMessageLog",),

@@ -4,7 +4,7 @@ An explicit allow-list: every command the library, its scripts (a script's comma
 checked one by one, under the caller's user), the integrations, the cluster client and
 the ``msglog`` command send, and nothing else. ``FLUSHALL``, ``FLUSHDB``, ``SWAPDB``,
 ``CLIENT KILL``/``PAUSE``, ``FUNCTION``, ``SCRIPT``, ``CONFIG``, ``DEBUG``, ``KEYS``,
-``DEL`` and every other command are refused. ``tests/test_acl.py`` runs every public
+``DEL`` and every other command are refused. ``tests/contract/test_acl.py`` runs every public
 operation and ``msglog`` command under these rules and checks the refusals.
 """
 

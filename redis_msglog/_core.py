@@ -6,7 +6,7 @@ Every operation is a *plan* (see :mod:`redis_msglog._steps`): a generator that y
 Redis commands it needs, receives their replies (or the outcome of a failed step), and
 returns the result. The shells only carry steps to the server, so paging, script loading,
 validation, retries and error mapping are written once, in the core, and tested without a
-server (``tests/test_plans.py``). Nothing in it reads a clock (it is injected), warns,
+server (``tests/no_server/test_plans.py``). Nothing in it reads a clock (it is injected), warns,
 keeps process-wide state (but the process's producer) or touches a client library's
 exceptions.
 

@@ -3,7 +3,7 @@ and in-use connections (taken from and given back directly, see ``_pool``), a sy
 connection's socket and reply parser (its read timeout put back after a bounded
 connect), and an asyncio connection's stream writer (written to when that cannot block).
 
-These are not redis-py's API and may change in any release: ``tests/test_redis_private.py``
+These are not redis-py's API and may change in any release: ``tests/contract/test_redis_private.py``
 checks that each attribute named here still exists on the installed redis-py's objects,
 and :func:`has_expected_layout` keeps the library off a pool laid out differently (it
 then uses the pool's public ``get_connection``/``release``).

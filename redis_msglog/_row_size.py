@@ -4,7 +4,7 @@ The read cache (:mod:`._cache`) holds decoded rows within a byte budget, so it a
 every row by its real size: tool-call ``arguments`` and the values they parse to,
 ``metadata``, ``extras``, names and ids as much as the text, in bytes, not characters.
 The model, from ``tracemalloc`` measurements on CPython 3.11 (rows of every shape;
-``tests/test_read_cache.py`` checks that it stays above what the rows really take):
+``tests/contract/test_read_cache.py`` checks that it stays above what the rows really take):
 
 * A row of a role and a text (most rows) is ``_PLAIN`` (the model, its ``__dict__``
   and fields set, seq, commit time, role: 625 bytes measured) plus the text's

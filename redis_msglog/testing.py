@@ -20,7 +20,7 @@ server binary is found):
 The plugin loads in every pytest run of a project that installs the package, so this
 module stays cheap to import: the standard library, :mod:`redis_msglog.errors` and
 ``_args`` only (``import redis_msglog`` imports nothing else until a name is used); redis-py
-is imported when a fixture runs (tests/test_testing_plugin.py checks both).
+is imported when a fixture runs (tests/contract/test_testing_plugin.py checks both).
 """
 
 from __future__ import annotations

@@ -13,7 +13,7 @@ is a ``test_*`` function at module level or in a ``Test*`` class, counted once h
 is parametrized (parameters can depend on what is installed).
 
     python scripts/layout.py          # rewrite the generated parts
-    python scripts/layout.py --check  # exit 1 if they are stale (tests/test_layout.py)
+    python scripts/layout.py --check  # exit 1 if they are stale (tests/no_server/test_layout.py)
 """
 
 from __future__ import annotations

@@ -30,7 +30,7 @@ import trustme
 from redis_msglog import AsyncMessageLog, MessageLog, acl_rules
 from redis_msglog.testing import EphemeralServer, find_server_binary
 
-from .cluster import LocalCluster
+from .support.cluster import LocalCluster
 
 REAL_BACKENDS = ["redis", "valkey"]
 ALL_BACKENDS = [*REAL_BACKENDS, "fakeredis", "cluster", "acl"]

@@ -1,0 +1,1 @@
+"""The library's behaviour against real servers, every backend and both clients."""

@@ -1,0 +1,1 @@
+"""Failures: servers killed or stopped, lost replies, cluster faults, damage."""

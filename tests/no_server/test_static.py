@@ -1,0 +1,152 @@
+"""Lint and types are part of the test command: ruff (with a complexity limit), and
+mypy strict on the package, its tests and the benchmarks (pyproject's [tool.mypy] files)."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _run(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", *args], cwd=ROOT, capture_output=True, text=True)
+
+
+def test_ruff_lint() -> None:
+    result = _run("ruff", "check", ".")
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_ruff_format() -> None:
+    result = _run("ruff", "format", "--check", ".")
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_mypy_strict_on_the_package() -> None:
+    result = _run("mypy")
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_the_sync_client_is_generated_from_the_async_one() -> None:
+    """Every file of ``_sync/`` is exactly what ``scripts/unasync.py`` makes of its twin in
+    ``_async/`` (and ``_sync/`` holds no other)."""
+    result = subprocess.run(
+        [sys.executable, "scripts/unasync.py", "--check"], cwd=ROOT, capture_output=True, text=True
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+_BINDING = re.compile(
+    r"^-- == Binding block.*?$(.*?)^-- == End of the binding block ==$", re.M | re.S
+)
+_BOUND = re.compile(r"^(?:tonumber\()?(ARGV|KEYS)\[(\d+)\]\)?$")
+_NUMBERED = re.compile(r"\b(?:ARGV|KEYS)\[\s*\d")
+
+
+def _bindings(script: str) -> tuple[list[tuple[str, int]], list[tuple[str, int]]]:
+    """The ``(name, position)`` pairs the script's binding block binds from ``ARGV`` and
+    from ``KEYS``, in order (a multiple assignment pairs its names and values)."""
+    found = _BINDING.search((ROOT / "lua" / script).read_text(encoding="utf-8"))
+    assert found, f"{script} has no binding block"
+    bound: dict[str, list[tuple[str, int]]] = {"ARGV": [], "KEYS": []}
+    for line in found[1].splitlines():
+        code = line.split("--")[0].strip().removeprefix("local ")
+        if "=" not in code or code.startswith("if "):
+            continue
+        names, values = (part.split(",") for part in code.split("=", 1))
+        for name, value in zip(names, values, strict=True):
+            is_argument = _BOUND.match(value.strip())
+            if is_argument:
+                bound[is_argument[1]].append((name.strip(), int(is_argument[2])))
+    return bound["ARGV"], bound["KEYS"]
+
+
+def _documented(script: str) -> tuple[list[tuple[str, int]], list[tuple[str, int]]]:
+    """The ``(name, position)`` pairs the script's header documents, ARGV then KEYS."""
+    header = (ROOT / "lua" / script).read_text(encoding="utf-8")
+    pairs = re.findall(r"^-- (ARGV|KEYS)\[(\d+)\]\s+(\w+):", header, flags=re.M)
+    return (
+        [(name, int(at)) for kind, at, name in pairs if kind == "ARGV"],
+        [(name, int(at)) for kind, at, name in pairs if kind == "KEYS"],
+    )
+
+
+def _positions(names: tuple[str, ...], *, keys: bool = False) -> list[tuple[str, int]]:
+    return [(name.upper() if keys else name, at) for at, name in enumerate(names, start=1)]
+
+
+def test_the_append_scripts_bindings_match_its_wrapper() -> None:
+    """``lua/append.lua`` binds each argument to a local of the name the wrapper sends it
+    under, at the same position, and its header documents each by that name."""
+    from redis_msglog._append_script import ARGV_NAMES, KEY_NAMES
+
+    argv, keys = _bindings("append.lua")
+    assert argv == _positions(ARGV_NAMES)
+    # Every key layout the wrapper sends (view and hidden, and a record, only sometimes)
+    # is one the script binds; the last binding of each name is the full layout.
+    layouts = [KEY_NAMES[:4], (*KEY_NAMES[:4], "record"), KEY_NAMES[:6], KEY_NAMES]
+    assert set(keys) == {pair for layout in layouts for pair in _positions(layout, keys=True)}
+    assert sorted(dict(keys).items(), key=lambda pair: pair[1]) == _positions(KEY_NAMES, keys=True)
+    assert _documented("append.lua") == (_positions(ARGV_NAMES), _positions(KEY_NAMES, keys=True))
+    block = _BINDING.search((ROOT / "lua" / "append.lua").read_text(encoding="utf-8"))
+    assert block and f"local NAMED = {len(ARGV_NAMES)} " in block[1]  # the tail's base
+
+
+def test_the_view_scripts_bindings_match_its_names() -> None:
+    from redis_msglog._scripts import VIEW_ARGV_NAMES, VIEW_KEY_NAMES
+
+    expected = (_positions(VIEW_ARGV_NAMES), _positions(VIEW_KEY_NAMES, keys=True))
+    assert _bindings("view.lua") == expected
+    assert _documented("view.lua") == expected
+
+
+def test_no_script_reads_a_numbered_argument_outside_its_binding_block() -> None:
+    """Past the header (comments) and the binding block, KEYS and ARGV are read by name
+    (the variable-length tail through a named base index); include files never."""
+    for path in sorted((ROOT / "lua").glob("*.lua")):
+        text = path.read_text(encoding="utf-8")
+        block = _BINDING.search(text)
+        if block is None:
+            assert not _NUMBERED.search(text), path.name
+            continue
+        head, rest = text[: block.start()], text[block.end() :]
+        assert all(line.startswith(("--", "#!")) for line in head.splitlines() if line), path.name
+        assert not _NUMBERED.search(rest), path.name
+        assert len(_BINDING.findall(text)) == 1, path.name
+
+
+def test_an_append_call_sends_each_field_at_its_named_position() -> None:
+    """``keys_and_args`` builds its tuple by hand (it is on every append's path): each
+    field lands where ``ARGV_NAMES`` and ``KEY_NAMES`` say, read back by name."""
+    from redis_msglog._append_script import ARGV_NAMES, AppendCall
+    from redis_msglog._keys import ConversationKeys
+
+    keys = ConversationKeys.build("msglog", "conv")
+    call = AppendCall(
+        keys, (b"m1", b"m2"), "tok", blobs=(("d" * 64, b"bytes"),), publish="PUBLISH",
+        record="rec", record_ttl_ms=111, fingerprint="fp", look_up=False, ttl_ms=222,
+        expected_seq=333, op="attrs", op_arg="arg", entry=b"{}", attrs=(("a", "1"),),
+        attrs_json=b'{"a":"1"}', producer="prod", pseq=444, floor=555, blob_refs="0.1:ab",
+    )  # fmt: skip
+    command = ("EVALSHA", "sha", *call.keys_and_args())
+    assert {name: AppendCall.argument(command, name) for name in ARGV_NAMES} == {
+        "publish": "PUBLISH", "channel": keys.channel, "record_ttl_ms": 111,
+        "fingerprint": "fp", "look_up": "0", "ttl_ms": 222, "call": "tok", "blob_count": 1,
+        "expected_seq": 333, "op": "attrs", "op_arg": "arg", "entry": b"{}",
+        "producer": "prod", "pseq": 444, "floor": 555, "attr_count": 1,
+        "attrs_json": b'{"a":"1"}', "blob_refs": "0.1:ab",
+    }  # fmt: skip
+    assert AppendCall.sent_keys(command) == {
+        "seq": keys.seq, "stream": keys.stream, "blobs": keys.blobs,
+        "producers": keys.producers, "view": keys.view, "hidden": keys.hidden, "record": "rec",
+    }  # fmt: skip
+    tail = command[3 + 7 + len(ARGV_NAMES) :]
+    assert tail == ("d" * 64, b"bytes", "+a", "1", b"m1", b"m2")
+    plain = AppendCall(keys, (b"m",), "")
+    assert AppendCall.sent_keys(plain.keys_and_args()) == {
+        "seq": keys.seq, "stream": keys.stream, "blobs": keys.stream, "producers": keys.stream,
+    }  # fmt: skip
+    assert AppendCall.argument(plain.keys_and_args(), "look_up") == "1"

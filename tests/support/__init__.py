@@ -1,0 +1,1 @@
+"""Helpers the tests share (no tests here): cluster, proxy, history oracle."""
