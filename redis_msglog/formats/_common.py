@@ -20,6 +20,7 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
+from .._depth import MAX_JSON_DEPTH, too_deep_field
 from ..errors import InvalidArgumentError, InvalidMessageError
 from ..models import AgentMessage, describe_errors, parse_arguments
 from ..parts import ContentPart, decode_base64, encode_base64
@@ -90,9 +91,18 @@ def require_messages(messages: Sequence[AgentMessage]) -> None:
 
 
 def require_inline(messages: Sequence[AgentMessage]) -> None:
-    """Exporters send bytes: a part read as a reference (``blobs="refs"``) has none."""
+    """Exporters send bytes: a part read as a reference (``blobs="refs"``) has none. And
+    they encode every JSON value: one nested deeper than the limit (a message built
+    directly, never one the log accepted) is refused here, not by the JSON encoder."""
     require_messages(messages)
     for index, msg in enumerate(messages):
+        too_deep = too_deep_field(msg)
+        if too_deep is not None:
+            raise InvalidMessageError(
+                f"message {index}: {too_deep} nests deeper than {MAX_JSON_DEPTH} levels of "
+                "objects and arrays, the limit for every JSON value of a message",
+                index=index,
+            )
         if isinstance(msg.content, str):
             continue
         for path, part in enumerate(msg.content):
