@@ -312,15 +312,9 @@ class Scoped:
         return ConversationPage(listed, encode_cursor(members[-1]) if more else None)
 
 
-def index_problems(
-    prefix: str, conversation: str, owner: tuple[Scope, int], present: Sequence[object]
-) -> list[str]:
-    """For ``verify``: what is wrong when a scoped conversation's member is missing from
-    its indexes (``present``: ``ZSCORE`` of its member in each, in order)."""
-    scope, _ = owner
-    names = ScopeKeys(prefix, scope)
-    indexes = names.all_indexes()
-    missing = [key for key, score in zip(indexes, present, strict=True) if score is None]
+def index_problems(conversation: str, scope: Scope, missing: Sequence[str]) -> list[str]:
+    """For ``verify``: the problem of a scoped conversation missing from ``missing``, the
+    indexes of its scope (or prefixes of it) that should hold it."""
     if not missing:
         return []
     return [
