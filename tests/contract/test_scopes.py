@@ -9,6 +9,7 @@ import threading
 import uuid
 from collections.abc import Callable
 from datetime import datetime, timedelta, timezone
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -328,3 +329,8 @@ def test_a_scoped_log_appends_in_one_round_trip_after_its_first_write(
         assert proxy.counted(lambda: found.list(scope)) == 2
     finally:
         proxy.close()
+
+
+def test_the_tenant_rules_in_the_lifecycle_page_are_acl_rules() -> None:
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "lifecycle.md").read_text()
+    assert " ".join(acl_rules(tenant="acme")) in doc
