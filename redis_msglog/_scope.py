@@ -265,6 +265,7 @@ class Scoped:
         return (yield from self._index("remove", conversation, scope, created_micros))
 
     def _index(self, mode: str, conversation: str, scope: Scope, created: int) -> Plan[int]:
+        ConversationKeys.build(self.prefix, conversation)  # validates the id
         names = ScopeKeys(self.prefix, scope)
         keys = [*names.all_indexes(), *names.all_tombstones()]
         args = (mode, member(created, scope, conversation), len(scope))

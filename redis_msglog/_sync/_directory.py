@@ -20,6 +20,7 @@ from redis import Redis
 from redis.cluster import RedisCluster
 
 from .. import _io_sync as io
+from .._args import shown
 from .._retry import DEFAULT_RETRY, RetryPolicy
 from .._routing import is_cluster
 from .._scope import (
@@ -121,6 +122,10 @@ class Directory:
         :meth:`owner` returns it); return how many indexes held it. For an erasure: its
         owner record and data are the conversation's own keys."""
         checked = check_scope(scope)
+        if not isinstance(created_at, datetime) or created_at.utcoffset() is None:
+            raise InvalidArgumentError(
+                f"created_at must be an aware datetime (as listed), got {shown(created_at)}"
+            )
         plan = self._scoped.unindex_plan(conversation, checked, micros_of(created_at))
         return self._run(plan)
 
