@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 import redis
+from click.testing import CliRunner
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -28,6 +29,7 @@ from redis_msglog import (
     ScopeMismatchError,
     acl_rules,
 )
+from redis_msglog._cli import main
 from redis_msglog._scope import ScopeKeys
 from redis_msglog.admin import verify_conversation
 from redis_msglog.testing import EphemeralServer
@@ -334,3 +336,30 @@ def test_a_scoped_log_appends_in_one_round_trip_after_its_first_write(
 def test_the_tenant_rules_in_the_lifecycle_page_are_acl_rules() -> None:
     doc = (Path(__file__).resolve().parents[2] / "docs" / "lifecycle.md").read_text()
     assert " ".join(acl_rules(tenant="acme")) in doc
+
+
+@pytest.mark.parametrize("real_backend", ["redis", "valkey"])
+def test_msglog_verify_repair_puts_a_conversation_back_in_its_indexes(
+    real_backend: str, shared_server: Callable[[str], EphemeralServer]
+) -> None:
+    """The crash window, as an operator meets it: the owner record written, the index
+    entries not (here: removed). `msglog verify` says so and exits 1; `--repair` adds
+    them and exits 0."""
+    url = shared_server(real_backend).url
+    client = redis.Redis.from_url(url)
+    prefix, top = f"cli-{new_id()}", tenant()
+    log = MessageLog(client, f"{top}:c", prefix=prefix, scope=(top, "u"))
+    log.add("user", "hi")
+    found = Directory(client, prefix=prefix)
+    (entry,) = found.list((top,)).conversations
+    assert [c.conversation for c in found.walk((top,))] == [log.conversation]
+    found.unindex(log.conversation, (top, "u"), entry.created_at)
+    runner = CliRunner()
+    checked = runner.invoke(main, ["--url", url, "--prefix", prefix, "verify", log.conversation])
+    assert checked.exit_code == 1, checked.output
+    assert "missing from index" in checked.output
+    repaired = runner.invoke(
+        main, ["--url", url, "--prefix", prefix, "verify", log.conversation, "--repair"]
+    )
+    assert repaired.exit_code == 0, repaired.output
+    assert found.list((top,)).conversations == [entry]
