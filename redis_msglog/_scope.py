@@ -64,6 +64,7 @@ tombstones, of the scope's prefixes)."""
 
 _FORBIDDEN = frozenset("/:|{}*?[]\\")
 _INVERT = 10**20 - 1  # members sort newest-created first
+_LAST_MICROS = 253_402_300_799_999_999  # 9999-12-31T23:59:59.999999Z
 _MEMBER = re.compile(r"([0-9]{20})\|([^|]+)\|(.+)", re.S)
 
 Scope = tuple[str, ...]
@@ -169,7 +170,10 @@ def parse_member(raw: bytes | str) -> tuple[int, Scope, str]:
     if found is None:
         raise errors.CorruptLogError(f"an index member this library did not write: {raw!r}")
     inverted, scope, conversation = found.groups()
-    return _INVERT - int(inverted), tuple(scope.split("/")), conversation
+    created = _INVERT - int(inverted)
+    if created > _LAST_MICROS:  # beyond year 9999: not a time the server gave
+        raise errors.CorruptLogError(f"an index member this library did not write: {raw!r}")
+    return created, tuple(scope.split("/")), conversation
 
 
 def encode_cursor(raw_member: str) -> str:
