@@ -287,12 +287,16 @@ class Scoped:
             raise errors.CorruptLogError(f"{keys.owner} has no created time")
         return tuple(text(scope).split("/")), int(text(created))
 
-    def list_plan(self, scope: Scope, limit: int, cursor: str | None) -> Plan[ConversationPage]:
+    def list_plan(
+        self, scope: Scope, limit: int, cursor: str | None, *, erased: bool = False
+    ) -> Plan[ConversationPage]:
         """A page of the conversations of ``scope`` and below, newest-created first: one
         round trip for the index (``ZRANGE ... BYLEX``, after the cursor's member:
         exclusive, so concurrent registrations never shift a page), one pipelined
         round trip for their last seqs (on a cluster, one per node holding them,
-        sent together)."""
+        sent together). A conversation whose counter holds an erasure's tombstone is left
+        out, unless ``erased`` (an erasure resumed after a crash must find it again): then
+        it is listed with ``last_seq`` 0."""
         check_int("limit", limit, lowest=1, highest=MAX_LIST_LIMIT)
         start = "-" if cursor is None else "(" + decode_cursor(cursor)
         index = ScopeKeys(self.prefix, scope).index()
@@ -310,6 +314,8 @@ class Scoped:
         listed = []
         for (created, found_scope, conversation), raw_counter in zip(parsed, counters, strict=True):
             last_seq = _last_seq(raw_counter)
+            if last_seq is None and erased:
+                last_seq = 0
             if last_seq is not None:  # None: erased, its entries about to be removed
                 listed.append(ScopedConversation(
                     conversation, found_scope, time_of(created), last_seq

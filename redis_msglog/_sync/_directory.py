@@ -89,11 +89,14 @@ class Directory:
 
     def walk(self, scope: Sequence[str]) -> Iterator[ScopedConversation]:
         """Every conversation of ``scope`` and its sub-scopes, page after page (what an
-        erasure of the scope goes through)."""
+        erasure of the scope goes through): unlike :meth:`list`, those whose counter
+        already holds an erasure's tombstone too (``last_seq`` 0), so an erasure resumed
+        after a crash finds and unindexes them."""
         checked = check_scope(scope)
         cursor: str | None = None
         while True:
-            page = self._run(self._scoped.list_plan(checked, MAX_LIST_LIMIT, cursor))
+            plan = self._scoped.list_plan(checked, MAX_LIST_LIMIT, cursor, erased=True)
+            page = self._run(plan)
             for listed in page.conversations:
                 yield listed
             if page.cursor is None:

@@ -134,6 +134,19 @@ def test_an_erased_conversation_or_scope_takes_no_write(env: Env) -> None:
     assert listed(directory(env), (top,)) == []
 
 
+def test_walk_finds_a_conversation_being_erased_list_does_not(env: Env) -> None:
+    """An erasure interrupted between a conversation's tombstone and its unindexing is
+    resumed by walking the scope again: walk still yields it, list leaves it out."""
+    top = tenant()
+    log = env.log(scope=(top, "u"))
+    log.add("user", "hi")
+    env.raw.set(log.keys.seq, "erased")
+    assert directory(env).list((top,)).conversations == []
+    if env.flavor == "sync":
+        (found,) = Directory(env.make_sync_client()).walk((top,))
+        assert (found.conversation, found.last_seq) == (log.conversation, 0)
+
+
 def test_a_fork_belongs_to_its_source_scope(env: Env) -> None:
     top = tenant()
     source = env.log(scope=(top, "u"))
