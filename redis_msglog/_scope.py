@@ -98,6 +98,13 @@ def check_scope(scope: object) -> Scope:
     return tuple(scope)
 
 
+def scope_of_text(value: str) -> Scope:
+    """A scope written as the CLI writes it (``acme/user-42``), checked."""
+    if not isinstance(value, str):
+        raise errors.InvalidArgumentError(f"a scope's text must be a str, got {shown(value)}")
+    return check_scope(tuple(value.split("/")))
+
+
 def joined(scope: Scope) -> str:
     """The scope as it is stored and written by the CLI: its parts joined by ``/``."""
     return "/".join(scope)

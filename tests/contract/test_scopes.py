@@ -376,3 +376,14 @@ def test_msglog_verify_repair_puts_a_conversation_back_in_its_indexes(
     )
     assert repaired.exit_code == 0, repaired.output
     assert found.list((top,)).conversations == [entry]
+    listing = runner.invoke(main, ["--url", url, "--prefix", prefix, "ls", "--scope", top])
+    assert listing.exit_code == 0, listing.output
+    assert log.conversation in listing.output and f"{top}/u" in listing.output
+    as_json = runner.invoke(
+        main, ["--url", url, "--prefix", prefix, "ls", "--scope", f"{top}/u", "--json"]
+    )
+    assert f'"conversation":"{log.conversation}"' in as_json.output
+    assert '"count":1' in as_json.output
+    bad = runner.invoke(main, ["--url", url, "--prefix", prefix, "ls", "--scope", "a b"])
+    assert bad.exit_code != 0 and "scope part" in bad.output
+    assert bad.exception is None or isinstance(bad.exception, SystemExit)
