@@ -22,7 +22,7 @@ PART = st.text(
     st.characters(blacklist_categories=("Cs", "Cc", "Zs", "Zl", "Zp")), min_size=1, max_size=8
 ).filter(lambda p: not set(p) & set("/:|{}*?[]\\") and p.isprintable())
 SCOPE = st.lists(PART, min_size=1, max_size=8).map(tuple)
-IDS = st.text(st.characters(blacklist_categories=("Cs",)), min_size=1, max_size=30)
+IDS = st.text(st.characters(codec="utf-8"), min_size=1, max_size=30)
 MICROS = st.integers(min_value=0, max_value=253_402_300_799_999_999)  # to year 9999
 
 
