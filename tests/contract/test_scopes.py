@@ -5,6 +5,7 @@ and both clients; a tenant's ACL rules cover its scopes' indexes."""
 
 from __future__ import annotations
 
+import asyncio
 import threading
 import uuid
 from collections.abc import Callable
@@ -14,6 +15,7 @@ from typing import Any
 
 import pytest
 import redis
+import redis.asyncio
 from click.testing import CliRunner
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -387,3 +389,25 @@ def test_msglog_verify_repair_puts_a_conversation_back_in_its_indexes(
     bad = runner.invoke(main, ["--url", url, "--prefix", prefix, "ls", "--scope", "a b"])
     assert bad.exit_code != 0 and "scope part" in bad.output
     assert bad.exception is None or isinstance(bad.exception, SystemExit)
+
+
+def test_async_directory_walks_and_registers(
+    shared_server: Callable[[str], EphemeralServer],
+) -> None:
+    url = shared_server("valkey").url
+    top = tenant()
+
+    async def main() -> None:
+        client = redis.asyncio.Redis.from_url(url)
+        found = AsyncDirectory(client)
+        for i in range(5):
+            await found.register(f"{top}:c{i}", (top, "u"))
+        walked = [c.conversation async for c in found.walk((top,))]
+        assert walked == [f"{top}:c{i}" for i in reversed(range(5))]
+        owner = await found.owner(f"{top}:c0")
+        assert owner is not None and owner[0] == (top, "u")
+        assert await found.unindex(f"{top}:c0", (top, "u"), owner[1]) == 2
+        assert len((await found.list((top,), limit=10)).conversations) == 4
+        await client.aclose()
+
+    asyncio.run(main())
