@@ -16,14 +16,15 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # the names, for type checkers and readers; imported on first use below
     from ._acl import acl_rules
-    from ._async import AsyncMessageLog
+    from ._async import AsyncDirectory, AsyncMessageLog
     from ._cache import DEFAULT_READ_CACHE_BYTES, configure_read_cache
     from ._depth import MAX_JSON_DEPTH
     from ._durability import Durability
     from ._keys import ConversationKeys
     from ._retry import DEFAULT_RETRY, NO_RETRY, RetryPolicy
+    from ._scope import ConversationPage, ScopedConversation
     from ._subscription import AsyncSubscription, Subscription
-    from ._sync import MessageLog
+    from ._sync import Directory, MessageLog
     from .adapters import (
         anthropic_system,
         from_anthropic,
@@ -57,6 +58,8 @@ if TYPE_CHECKING:  # the names, for type checkers and readers; imported on first
         OutOfMemoryError,
         PagedReadRetryError,
         PermissionDeniedError,
+        ScopeErasedError,
+        ScopeMismatchError,
         SeqConflictError,
         ServerUnavailableError,
         StorageError,
@@ -81,14 +84,15 @@ if TYPE_CHECKING:  # the names, for type checkers and readers; imported on first
 # tests/no_server/test_layout.py checks that this table, the imports above and __all__ agree.
 _EXPORTS = {
     "._acl": ("acl_rules",),
-    "._async": ("AsyncMessageLog",),
+    "._async": ("AsyncDirectory", "AsyncMessageLog"),
     "._cache": ("DEFAULT_READ_CACHE_BYTES", "configure_read_cache"),
     "._depth": ("MAX_JSON_DEPTH",),
     "._durability": ("Durability",),
     "._keys": ("ConversationKeys",),
     "._retry": ("DEFAULT_RETRY", "NO_RETRY", "RetryPolicy"),
+    "._scope": ("ConversationPage", "ScopedConversation"),
     "._subscription": ("AsyncSubscription", "Subscription"),
-    "._sync": ("MessageLog",),
+    "._sync": ("Directory", "MessageLog"),
     ".adapters": (
         "anthropic_system",
         "from_anthropic",
@@ -122,6 +126,8 @@ _EXPORTS = {
         "OutOfMemoryError",
         "PagedReadRetryError",
         "PermissionDeniedError",
+        "ScopeErasedError",
+        "ScopeMismatchError",
         "SeqConflictError",
         "ServerUnavailableError",
         "StorageError",
@@ -167,6 +173,7 @@ __all__ = [
     "NO_RETRY",
     "AgentMessage",
     "AppendInDoubtError",
+    "AsyncDirectory",
     "AsyncMessageLog",
     "AsyncSubscription",
     "Attributes",
@@ -175,8 +182,10 @@ __all__ = [
     "CodecError",
     "ContentPart",
     "ConversationKeys",
+    "ConversationPage",
     "CorruptEntryError",
     "CorruptLogError",
+    "Directory",
     "Durability",
     "DurabilityUnsupportedError",
     "EditEntry",
@@ -204,6 +213,9 @@ __all__ = [
     "RefusalPart",
     "RetryPolicy",
     "Role",
+    "ScopeErasedError",
+    "ScopeMismatchError",
+    "ScopedConversation",
     "SeqConflictError",
     "ServerUnavailableError",
     "StorageError",

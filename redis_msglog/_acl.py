@@ -34,6 +34,7 @@ _READS = (
     "hmget", "hgetall",  # blobs of a page; a view's attributes
     "hscan",  # msglog verify: the producers hash
     "scan",  # msglog ls/verify --all, the Pydantic AI store's listing (names only)
+    "zrange", "zscore",  # Directory.list (a scope's index); verify: a scoped one's entries
     "memory|usage", "info",  # msglog stats
     # COMMAND (metadata only): the cluster client's key table; Durability(aof=True)
     # asks COMMAND INFO WAITAOF.
@@ -62,7 +63,9 @@ def acl_rules(
     library does under ``prefix`` (docs/durability.md#security) and refuse every other
     command: the keys and channels under ``prefix``, or with ``tenant`` only those of the
     conversations whose id starts with ``"<tenant>:"`` (tenant ``acme`` owns
-    ``acme:conv-1``, never ``acme2:conv-1``). A tenant is letters, digits, ``_``, ``.``
+    ``acme:conv-1``, never ``acme2:conv-1``), and the indexes of the scopes whose
+    outermost part is the tenant (``<prefix>:{acme:}:...``: ``scope=("acme", ...)``,
+    docs/lifecycle.md). A tenant is letters, digits, ``_``, ``.``
     and ``-`` (no ``:``, so no tenant's ids are inside another's). ``redis_version``
     below ``(7, 2)`` (Redis 7.0) leaves out the commands that server does not know
     (``WAITAOF``, ``CLIENT SETINFO``), which ``ACL SETUSER`` would refuse; Valkey is 7.2."""

@@ -10,6 +10,7 @@ import dataclasses
 import functools
 import os
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
@@ -97,6 +98,7 @@ class Appends:
         durability: Durability | None,
         producers: ProducerSlot,
         publish: str,
+        register: Callable[[], Plan[object]] | None = None,
     ) -> None:
         self._reader = reader
         self.keys = reader.keys
@@ -108,6 +110,9 @@ class Appends:
         self._publish = publish
         self._ttl_ms = None if ttl is None else _millis(ttl)
         self.durability_checked = durability is None or not durability.aof
+        # A scoped log's registration (_scope.py), run once in its first write's preflight.
+        self._register = register
+        self.registered = register is None
 
     def prepare(
         self,
@@ -164,7 +169,7 @@ class Appends:
         prepared = PreparedAppend(
             call, batch, idempotency_key, window, first_try_new, numbered_by, first
         )
-        if check_eviction or not self.durability_checked:
+        if check_eviction or not self.durability_checked or not self.registered:
             prepared.preflight = self._preflight(prepared, check_eviction)
         return prepared
 
@@ -185,14 +190,20 @@ class Appends:
 
     def _preflight(self, prepared: PreparedAppend, check_eviction: bool) -> Plan[None]:
         """The checks before a client's first append (its server's eviction policy) and a
-        log's first under ``Durability(aof=True)`` (the server's support): one plan, run
-        before the first try. A refusal leaves the call unsent and settled."""
+        log's first under ``Durability(aof=True)`` (the server's support), and a scoped
+        log's registration: one plan, run before the first try. A refusal leaves the call
+        unsent and settled."""
         try:
             if check_eviction:
                 prepared.eviction_risk = yield from eviction_risk(self._reader, self.ttl)
             if not self.durability_checked:
                 yield from check_durability_support(self._reader)
                 self.durability_checked = True
+            if not self.registered and self._register is not None:
+                # Last: a refused check above writes nothing. Idempotent (a lost reply is
+                # re-sent; two concurrent first appends both register, harmlessly).
+                yield from self._register()
+                self.registered = True
         except BaseException:
             prepared.settle()  # never sent
             raise

@@ -21,6 +21,7 @@ idempotent producer), :mod:`._script_runner` (scripts and their fallbacks),
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from datetime import timedelta
 
@@ -37,7 +38,9 @@ from ._producer import Producer, ProducerSlot
 from ._reader import Reader
 from ._reads import Reads
 from ._retry import DEFAULT_RETRY, RetryPolicy
+from ._scope import Scope, Scoped, check_scope
 from ._script_runner import ScriptRunner
+from ._steps import Plan
 from ._tries import Tries
 from .errors import InvalidArgumentError
 
@@ -91,6 +94,7 @@ class LogCore:
         blob_threshold: int | None = DEFAULT_BLOB_THRESHOLD,
         clock: Clock,
         producer: Producer | None = None,
+        scope: Scope | None = None,
     ) -> None:
         _require_positive("max_message_bytes", max_message_bytes)
         if blob_threshold is not None:
@@ -110,6 +114,12 @@ class LogCore:
             )
         self.conversation = conversation
         self.keys = ConversationKeys.build(prefix, conversation)
+        self.scope = None if scope is None else check_scope(scope)
+        # A scoped log registers its conversation (once, in its first append's preflight).
+        register = None
+        if self.scope is not None:
+            scoped = Scoped(prefix, retry, clock)
+            register = functools.partial(scoped.register_plan, conversation, self.scope)
         self.page_size = page_size
         self.retry = retry
         self.clock = clock
@@ -124,6 +134,7 @@ class LogCore:
             # shared by every log object of it, so that their records do not grow with
             # the objects.
             producers=ProducerSlot(producer),
+            register=register,
         )
 
     def _build(
@@ -135,6 +146,7 @@ class LogCore:
         ttl: timedelta | None,
         durability: Durability | None,
         producers: ProducerSlot,
+        register: Callable[[], Plan[object]] | None,
     ) -> None:
         """The log's parts, and their operations bound here: a call through the facade
         costs no extra function layer."""
@@ -152,6 +164,7 @@ class LogCore:
             durability=durability,
             producers=producers,
             publish=publish,
+            register=register,
         )
         tries = Tries(
             self.keys,

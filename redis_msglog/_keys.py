@@ -14,6 +14,10 @@ Layout, for a prefix ``msglog`` and conversation id ``conv-42``::
                               key, field = a producer id (one per process), value =
                               "<expires_ms> <count> <dropped>,0 <pseq>,<last_seq> ..." (the
                               results its calls in flight may ask for; see lua/producer_lib.lua)
+    msglog:{conv-42}:owner    hash: the scope the conversation belongs to, written once
+                              before its first write by a log given a scope: field
+                              "scope" (the parts joined by "/"), "created" (the server's
+                              TIME in µs, as text); see _scope.py for the scope indexes
     msglog:{conv-42}:idem:K   string, expiring: the result of the append made with
                               idempotency key K ("<last_seq> <at> <count> <fingerprint> <call>")
 
@@ -84,6 +88,7 @@ class ConversationKeys:
     view: str  # the view's segments, archive watermark and version (after an edit)
     hidden: str  # seq ranges no view shows: retracted messages and edit entries
     producers: str  # exactly-once records of the appends made without a key
+    owner: str  # the scope the conversation belongs to (hash: scope, created)
 
     @classmethod
     def build(cls, prefix: str, conversation: str) -> ConversationKeys:
@@ -103,6 +108,7 @@ class ConversationKeys:
             view=f"{base}:view",
             hidden=f"{base}:hidden",
             producers=f"{base}:producers",
+            owner=f"{base}:owner",
         )
 
     def idempotency_record(self, idempotency_key: str) -> str:

@@ -37,6 +37,7 @@ class LogOptions:
     ttl: timedelta | None = None
     durability: Durability | None = None
     blob_threshold: int | None = DEFAULT_BLOB_THRESHOLD
+    scope: tuple[str, ...] | None = None  # a fork's new log takes the source's
 
     def keywords(self) -> dict[str, Any]:
         """The options as the clients' keyword arguments (a fork's new log takes them)."""
@@ -56,6 +57,7 @@ class LogOptions:
             durability=self.durability,
             blob_threshold=self.blob_threshold,
             sharded_events=sharded_events,
+            scope=self.scope,
             clock=clock,
         )
 

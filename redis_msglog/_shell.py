@@ -162,6 +162,11 @@ class ShellBase:
         return self._core.conversation
 
     @property
+    def scope(self) -> tuple[str, ...] | None:
+        """The scope this log object was given (outermost part first), or ``None``."""
+        return self._core.scope
+
+    @property
     def keys(self) -> ConversationKeys:
         """The names of this conversation's keys and channel (for ops and tooling)."""
         return self._core.keys

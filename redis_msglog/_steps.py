@@ -22,9 +22,12 @@ Command = tuple[str | bytes | int, ...]
 class Read:
     """Commands to run in one round trip (pipelined when there are several). Reads are
     idempotent. The reply is the list of their raw replies, not reshaped by the client
-    library (the core parses stream entries itself, which is most of a read's cost)."""
+    library (the core parses stream entries itself, which is most of a read's cost).
+    ``route``: a key of the slot the commands' keys share when it is not the log's own
+    (a scope's index, or an idempotent script on it): the shell sends them to its node."""
 
     commands: tuple[Command, ...]
+    route: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -20,7 +20,8 @@ from ._codec import micros_to_datetime
 from ._entries import decode_stored, parse_seq_counter
 from ._import import ImportBatchError, ImportFileError, ImportResult, import_jsonl
 from ._keys import ConversationKeys, conversation_of, key_pattern
-from ._sync import MessageLog
+from ._scope import ScopeKeys, index_problems, member, micros_of
+from ._sync import Directory, MessageLog
 from .edits import Entry, LogView, View
 from .errors import (
     CodecError,
@@ -84,6 +85,8 @@ class VerifyReport:
     entries: int
     last_seq: int
     problems: list[str] = field(default_factory=list)
+    scope: tuple[str, ...] | None = None  # the scope it was created with, if any
+    missing_indexes: list[str] = field(default_factory=list)  # repair: Directory.register
 
     @property
     def ok(self) -> bool:
@@ -239,7 +242,31 @@ def verify_conversation(
     if not report.problems and client.exists(keys.view):
         _check_view_keys(client, prefix, conversation, view, problem)
     _check_producers(client, keys, page, problem)
+    _check_scope(client, prefix, conversation, report, problem)
     return report
+
+
+def _check_scope(
+    client: redis.Redis,
+    prefix: str,
+    conversation: str,
+    report: VerifyReport,
+    problem: Callable[[str], None],
+) -> None:
+    """A scoped conversation is in the index of its scope and of each prefix of it (a
+    crash between its registration's two steps leaves it out: ``msglog verify --repair``,
+    or ``Directory(client).register(conversation, scope)``, adds it)."""
+    owner = Directory(client, prefix=prefix).owner(conversation)
+    if owner is None:
+        return
+    scope, created = owner
+    report.scope = scope
+    entry = member(micros_of(created), scope, conversation)
+    indexes = ScopeKeys(prefix, scope).all_indexes()
+    present = [client.zscore(index, entry) for index in indexes]
+    report.missing_indexes = [i for i, score in zip(indexes, present, strict=True) if score is None]
+    for text in index_problems(conversation, scope, report.missing_indexes):
+        problem(text)
 
 
 # What the append script writes in the producers hash: "<expires_ms> <count> <dropped>,0

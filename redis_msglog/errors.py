@@ -210,5 +210,24 @@ class PermissionDeniedError(StorageError):
     never retried."""
 
 
+class ScopeMismatchError(InvalidArgumentError):
+    """Nothing was written. A log object was given a ``scope`` other than the one its
+    conversation was created with (``recorded``: that scope, a tuple), or a conversation
+    created without a scope (``recorded`` is ``None``) was opened with one. A conversation
+    keeps the scope it was created with (docs/lifecycle.md, "Scopes")."""
+
+    def __init__(self, message: str, *, recorded: tuple[str, ...] | None = None) -> None:
+        super().__init__(message)
+        self.recorded = recorded
+
+
+class ScopeErasedError(MessageLogError):
+    """Nothing was written. The conversation's scope, or a scope containing it, was
+    erased and its tombstone still stands (or, until the erasure lands, the conversation
+    itself holds an erasure's tombstone): no conversation can be created in it, so a
+    worker still holding a log object cannot bring erased data back
+    (docs/lifecycle.md)."""
+
+
 class EvictionWarning(UserWarning):
     """The server's ``maxmemory-policy`` may evict this library's keys."""

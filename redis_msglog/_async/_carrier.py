@@ -60,7 +60,7 @@ class AsyncLogCarrier(ShellBase):
             try:
                 if isinstance(step, Read):
                     within = self._within(started)
-                    reply = await io.honouring_cancel(self._read(step.commands, within))
+                    reply = await io.honouring_cancel(self._read(step.commands, within, step.route))
                 elif isinstance(step, Pause):
                     await io.sleep(step.seconds)
                 else:
@@ -87,13 +87,14 @@ class AsyncLogCarrier(ShellBase):
             raise
         return self._core.commit_of(prepared, reply)
 
-    async def _read(self, commands: tuple[Command, ...], within: float) -> list[Any]:
+    async def _read(
+        self, commands: tuple[Command, ...], within: float, route: str | None = None
+    ) -> list[Any]:
         # Raw replies (redis-py's response callbacks would reshape every stream entry).
         # No redis-py retry: re-sends are the core's, under the log's RetryPolicy.
         replies: dict[int, Any] = {}
-        await self._router.run(
-            lambda conn, asking: _pipeline(conn, commands, asking, replies), within
-        )
+        router = self._router if route is None else AsyncRouter(self._redis, route)
+        await router.run(lambda conn, asking: _pipeline(conn, commands, asking, replies), within)
         return [replies[i] for i in range(len(commands))]
 
     async def _write_once(self, step: Write, within: float) -> Any:

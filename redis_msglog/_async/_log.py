@@ -62,6 +62,14 @@ class AsyncMessageLog(AsyncLogEdits, AsyncLogFormats):
             bytes is stored once per conversation off the row, in the same atomic append
             (default 256 KiB; ``None``: always inline). ``max_message_bytes`` applies to
             the row after that. Reads put the bytes back unless asked for references.
+        scope: who the conversation belongs to, a tuple of 1 to 8 parts, outermost first
+            (``("acme", "user-42")``): recorded before this object's first write, and the
+            conversation listed by :class:`~redis_msglog.AsyncDirectory` under the scope
+            and each prefix of it. A conversation keeps the scope it was created with:
+            another (or one created without a scope) raises
+            :class:`~redis_msglog.ScopeMismatchError`, writing nothing. Costs one round
+            trip to each of two slots before the first write of each log object; appends
+            after it are one round trip as without. See docs/lifecycle.md.
 
     Cancellation, asyncio only: an append cancelled while in flight has either committed or
     not (the script is atomic); its connection is discarded, never reused mid-reply.
@@ -83,6 +91,7 @@ class AsyncMessageLog(AsyncLogEdits, AsyncLogFormats):
         ttl: timedelta | None = None,
         durability: Durability | None = None,
         blob_threshold: int | None = DEFAULT_BLOB_THRESHOLD,
+        scope: tuple[str, ...] | None = None,
     ) -> None:
         options = LogOptions(
             prefix=prefix,
@@ -93,6 +102,7 @@ class AsyncMessageLog(AsyncLogEdits, AsyncLogFormats):
             ttl=ttl,
             durability=durability,
             blob_threshold=blob_threshold,
+            scope=scope,
         )
         self._setup_core(redis, conversation, on_append, options)
         self._redis = redis
@@ -111,13 +121,14 @@ class AsyncMessageLog(AsyncLogEdits, AsyncLogFormats):
     ) -> AsyncMessageLog:
         """Start ``new_conversation`` as a copy of this log's view as it was at seq
         ``at_seq`` (default: now), and return its log (same client and options, no
-        hook). Its first entry records the source and seq; this log is untouched. A
-        target that already has entries raises :class:`~redis_msglog.SeqConflictError`,
-        and an ``at_seq`` inside a compaction that keeps rows after its messages (from
-        its entry to its last message, where that view never existed)
-        :class:`~redis_msglog.InvalidEditError` naming the seqs on either side; nothing
-        is written. Inside a ``replace`` (or a fork's copy) it copies the first of its
-        messages, a prefix of the view, as at any other seq."""
+        hook; a scoped source's scope, so the new conversation is registered in it
+        before anything is written). Its first entry records the source and seq; this
+        log is untouched. A target that already has entries raises
+        :class:`~redis_msglog.SeqConflictError`, and an ``at_seq`` inside a compaction
+        that keeps rows after its messages (from its entry to its last message, where
+        that view never existed) :class:`~redis_msglog.InvalidEditError` naming the seqs
+        on either side; nothing is written. Inside a ``replace`` (or a fork's copy) it
+        copies the first of its messages, a prefix of the view, as at any other seq."""
         if new_conversation == self.conversation:
             raise InvalidArgumentError("fork: the new conversation must differ from this one")
         target = AsyncMessageLog(self._redis, new_conversation, **self._options.keywords())

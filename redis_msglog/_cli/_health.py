@@ -13,6 +13,7 @@ from rich.text import Text
 
 from .. import admin
 from .._render import human_bytes, safe_text
+from .._sync import Directory
 from ..errors import MessageLogError
 from ._common import (
     DEFAULT_URL,
@@ -67,10 +68,17 @@ def stats(settings: Settings, conversation: str | None) -> None:
 @click.command()
 @click.argument("conversation", required=False)
 @click.option("--all", "check_all", is_flag=True, help="Every conversation under the prefix.")
+@click.option(
+    "--repair",
+    is_flag=True,
+    help="Add a scoped conversation missing from its scope's indexes to them.",
+)
 @connection_options
-def verify(settings: Settings, conversation: str | None, check_all: bool) -> None:
-    """Check that the seq counter matches the stream, seqs are contiguous from 1 and
-    every entry decodes. Exit code 1, with a precise report, when not."""
+def verify(settings: Settings, conversation: str | None, check_all: bool, repair: bool) -> None:
+    """Check that the seq counter matches the stream, seqs are contiguous from 1, every
+    entry decodes and a scoped conversation is in its scopes' indexes. Exit code 1, with a
+    precise report, when not (``--repair``: a conversation missing from its indexes is
+    added to them, and counts as repaired)."""
     if (conversation is None) == (not check_all):
         raise click.UsageError("give a CONVERSATION or --all (not both)")
     client = settings.client()
@@ -90,6 +98,10 @@ def verify(settings: Settings, conversation: str | None, check_all: bool) -> Non
             failed += 1  # one broken conversation must not stop the check of the others
             out.print(Text.assemble("FAIL  ", safe_text(name), ": ", safe_text(describe(exc))))
             continue
+        if repair and report.scope is not None and report.missing_indexes:
+            Directory(client, prefix=settings.prefix).register(name, report.scope)
+            out.print(Text.assemble("fixed ", safe_text(name), ": added to its scope's indexes"))
+            report = admin.verify_conversation(client, settings.prefix, name)
         if report.ok:
             summary = f": {report.entries} messages, seqs 1..{report.last_seq}"
             out.print(Text.assemble("ok    ", safe_text(name), summary))

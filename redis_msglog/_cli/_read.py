@@ -11,6 +11,8 @@ from rich.table import Table
 
 from .. import admin
 from .._render import json_line, safe_text
+from .._scope import MAX_LIST_LIMIT, Scope, ScopedConversation, joined, scope_of_text
+from .._sync import Directory
 from ..edits import Entry
 from ._common import (
     Settings,
@@ -26,10 +28,19 @@ from ._common import (
 @click.option("--match", default="*", show_default=True, help="Glob over conversation ids.")
 @click.option("--limit", type=click.IntRange(1), help="Stop after this many.")
 @click.option("--json", "as_json", is_flag=True, help="JSON lines instead of a table.")
+@click.option("--scope", help="Only this scope's conversations (acme/user-42), from its index.")
 @connection_options
-def list_command(settings: Settings, match: str, limit: int | None, as_json: bool) -> None:
+def list_command(
+    settings: Settings, match: str, limit: int | None, as_json: bool, scope: str | None
+) -> None:
     """Conversations under the prefix, with message count and last activity (SCAN, a
-    page at a time: safe on large keyspaces)."""
+    page at a time: safe on large keyspaces); with --scope, a scope's conversations from
+    its index (no SCAN), newest-created first, with their scope and created time."""
+    if scope is not None:
+        if match != "*":
+            raise click.UsageError("--scope and --match cannot be combined")
+        _list_scope(settings, scope_of_text(scope), limit, as_json)
+        return
     infos = admin.list_conversations(settings.client(), settings.prefix, match=match)
     shown = 0
     table = Table("conversation", "messages", "last activity (UTC)", box=None)
@@ -46,6 +57,39 @@ def list_command(settings: Settings, match: str, limit: int | None, as_json: boo
             table.add_row(safe_text(info.conversation), str(info.count), when)
     if not as_json:
         out.print(table if shown else "no conversations")
+
+
+def _list_scope(settings: Settings, scope: Scope, limit: int | None, as_json: bool) -> None:
+    directory = Directory(settings.client(), prefix=settings.prefix)
+    table = Table("conversation", "scope", "messages", "created (UTC)", box=None)
+    shown = 0
+    page = directory.list(scope, limit=min(limit or MAX_LIST_LIMIT, MAX_LIST_LIMIT))
+    while True:
+        for found in page.conversations:
+            if limit is not None and shown >= limit:
+                break
+            shown += 1
+            _print_scoped(found, table, as_json)
+        if page.cursor is None or (limit is not None and shown >= limit):
+            break
+        page = directory.list(scope, limit=MAX_LIST_LIMIT, cursor=page.cursor)
+    if not as_json:
+        out.print(table if shown else "no conversations")
+
+
+def _print_scoped(found: ScopedConversation, table: Table, as_json: bool) -> None:
+    if as_json:
+        doc = {
+            "conversation": found.conversation,
+            "scope": joined(found.scope),
+            "count": found.last_seq,
+            "created_at": found.created_at.isoformat(),
+        }
+        click.echo(json_line(orjson.dumps(doc)))
+    else:
+        when = f"{found.created_at:%Y-%m-%d %H:%M:%S}"
+        row = (found.conversation, joined(found.scope), str(found.last_seq), when)
+        table.add_row(*map(safe_text, row))
 
 
 @click.command()

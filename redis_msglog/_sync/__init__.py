@@ -2,6 +2,7 @@
 """The sync client, :class:`MessageLog`, generated file by file from
 ``redis_msglog/_async/`` (the single source of both clients: see there)."""
 
+from ._directory import Directory
 from ._log import MessageLog
 
-__all__ = ["MessageLog"]
+__all__ = ["Directory", "MessageLog"]

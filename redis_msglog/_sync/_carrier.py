@@ -61,7 +61,7 @@ class LogCarrier(ShellBase):
             try:
                 if isinstance(step, Read):
                     within = self._within(started)
-                    reply = io.honouring_cancel(self._read(step.commands, within))
+                    reply = io.honouring_cancel(self._read(step.commands, within, step.route))
                 elif isinstance(step, Pause):
                     io.sleep(step.seconds)
                 else:
@@ -88,13 +88,14 @@ class LogCarrier(ShellBase):
             raise
         return self._core.commit_of(prepared, reply)
 
-    def _read(self, commands: tuple[Command, ...], within: float) -> list[Any]:
+    def _read(
+        self, commands: tuple[Command, ...], within: float, route: str | None = None
+    ) -> list[Any]:
         # Raw replies (redis-py's response callbacks would reshape every stream entry).
         # No redis-py retry: re-sends are the core's, under the log's RetryPolicy.
         replies: dict[int, Any] = {}
-        self._router.run(
-            lambda conn, asking: _pipeline(conn, commands, asking, replies), within
-        )
+        router = self._router if route is None else Router(self._redis, route)
+        router.run(lambda conn, asking: _pipeline(conn, commands, asking, replies), within)
         return [replies[i] for i in range(len(commands))]
 
     def _write_once(self, step: Write, within: float) -> Any:

@@ -23,7 +23,7 @@ import reprlib
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
@@ -251,6 +251,27 @@ def module_calls(ctx: Ctx) -> dict[str, Callable[[str, Any], Any]]:
         "find_server_binary": kw(testing.find_server_binary, {}),
         "EphemeralServer": kw(EphemeralServer, {"binary": "redis-server"}),
         "EphemeralCluster": kw(testing.EphemeralCluster, {"binary": "redis-server"}),
+        **directory_calls(ctx),
+    }
+
+
+def directory_calls(ctx: Ctx) -> dict[str, Callable[[str, Any], Any]]:
+    """The directory's calls (AsyncDirectory is generated from the same source)."""
+    directory = redis_msglog.Directory(ctx.client)
+    scoped = {"conversation": ctx.conversation, "scope": ("t",)}
+
+    def kw(function: Callable[..., Any], valid: dict[str, Any]) -> Callable[[str, Any], Any]:
+        return lambda param, value: function(**{**valid, param: value})
+
+    return {
+        "Directory": kw(redis_msglog.Directory, {"redis": ctx.client}),
+        "Directory.list": kw(directory.list, {"scope": ("t",)}),
+        "Directory.walk": lambda param, value: list(directory.walk(**{param: value})),
+        "Directory.register": kw(directory.register, scoped),
+        "Directory.owner": kw(directory.owner, {"conversation": ctx.conversation}),
+        "Directory.unindex": kw(
+            directory.unindex, {**scoped, "created_at": datetime.now(timezone.utc)}
+        ),
     }
 
 
@@ -267,7 +288,10 @@ def module_params(name: str) -> list[str]:
         "find_server_binary": testing.find_server_binary,
         "EphemeralServer": EphemeralServer,
         "EphemeralCluster": testing.EphemeralCluster,
-    }.get(name) or getattr(redis_msglog, name)
+    }.get(name)
+    if target is None and name.startswith("Directory."):
+        target = getattr(redis_msglog.Directory, name.split(".")[1])
+    target = target or getattr(redis_msglog, name)
     return [p for p in inspect.signature(target).parameters if p not in ("self", "cls")]
 
 
@@ -277,7 +301,9 @@ MODULE_NAMES = [
     "to_responses", "to_langchain_messages", "anthropic_system", "from_openai",
     "from_langchain", "from_responses", "from_anthropic", "list_conversations",
     "conversation_stats", "verify_conversation", "require_conversation", "import_jsonl",
-    "find_server_binary", "EphemeralServer", "EphemeralCluster",
+    "find_server_binary", "EphemeralServer", "EphemeralCluster", "Directory",
+    "Directory.list", "Directory.walk", "Directory.register", "Directory.owner",
+    "Directory.unindex",
 ]  # fmt: skip
 MODULE_CASES = [(name, param) for name in MODULE_NAMES for param in module_params(name)]
 
@@ -455,10 +481,11 @@ def test_every_public_callable_is_covered() -> None:
         "AgentMessage", "StoredMessage", "ToolCall", "EditEntry", "Entry", "Attributes",
         "AudioPart", "ContentPart", "FilePart", "ImagePart", "ReasoningPart",
         "RedactedThinkingPart", "RefusalPart", "TextPart", "ThinkingPart", "Subscription",
-        "AsyncSubscription", "Role", "View", "MessageView",
+        "AsyncSubscription", "Role", "View", "MessageView", "ConversationPage",
+        "ScopedConversation",
     }  # fmt: skip
     constants = {"DEFAULT_READ_CACHE_BYTES", "DEFAULT_RETRY", "NO_RETRY", "MAX_JSON_DEPTH"}
-    shells = {"MessageLog", "AsyncMessageLog"}
+    shells = {"MessageLog", "AsyncMessageLog", "AsyncDirectory"}  # the last: as Directory
     covered = {name.split(".")[0] for name in MODULE_NAMES} | results | constants | shells
     errors = {n for n in redis_msglog.__all__ if n.endswith(("Error", "Warning"))}
     assert set(redis_msglog.__all__) - errors - covered == set()

@@ -1,0 +1,165 @@
+"""AsyncDirectory: the conversations of a scope, listed from its index without ``SCAN``
+(docs/lifecycle.md, "Listing a scope's conversations"); the plans are in ``_scope.py``.
+
+The interface an erasure of a scope builds on: :meth:`AsyncDirectory.walk` (every
+conversation of a scope and its sub-scopes), :meth:`AsyncDirectory.unindex` (one
+conversation's index entries removed) and ``ScopeKeys.tombstone`` (the scope's tombstone
+key, which refuses every registration in the scope while it stands).
+"""
+
+from __future__ import annotations
+
+import builtins
+import time
+from collections.abc import AsyncIterator, Sequence
+from datetime import datetime
+from typing import Any, TypeVar
+
+from redis.asyncio import Redis
+from redis.asyncio.cluster import RedisCluster
+
+from .. import _io_async as io
+from .._args import shown
+from .._retry import DEFAULT_RETRY, RetryPolicy
+from .._routing import is_cluster
+from .._scope import (
+    MAX_LIST_LIMIT,
+    ConversationPage,
+    Scope,
+    Scoped,
+    ScopedConversation,
+    check_scope,
+    micros_of,
+    time_of,
+)
+from .._shell import CLIENT_FAILURES, step_failure
+from .._steps import Command, Pause, Plan, Read, StepFailure
+from ..errors import InvalidArgumentError
+
+T = TypeVar("T")
+
+
+class AsyncDirectory:
+    """The conversations of each scope (asyncio), listed from the index every scoped log
+    keeps (``MessageLog(..., scope=...)``), never by ``SCAN``.
+
+    Args:
+        redis: a ``redis.asyncio.Redis`` or ``redis.asyncio.cluster.RedisCluster`` client
+            (``decode_responses`` either way).
+        prefix: the logs' prefix.
+        retry: how long a call keeps trying while the server cannot serve it (every
+            command a directory sends is idempotent).
+    """
+
+    def __init__(
+        self,
+        redis: Redis | RedisCluster,
+        *,
+        prefix: str = "msglog",
+        retry: RetryPolicy = DEFAULT_RETRY,
+    ) -> None:
+        if not hasattr(redis, "pipeline") or (
+            not hasattr(redis, "connection_pool") and not is_cluster(redis)
+        ):
+            raise InvalidArgumentError(
+                f"{type(self).__name__} needs a redis-py client (Redis or RedisCluster), "
+                f"got {type(redis).__name__}"
+            )
+        if not isinstance(retry, RetryPolicy):
+            raise InvalidArgumentError(f"retry must be a RetryPolicy, got {type(retry).__name__}")
+        self._redis = redis
+        self._scoped = Scoped(prefix, retry, time.monotonic)
+        self.prefix = prefix
+
+    async def list(
+        self, scope: Sequence[str], *, limit: int = 100, cursor: str | None = None
+    ) -> ConversationPage:
+        """A page of the conversations of ``scope`` and of its sub-scopes, newest-created
+        first, at most ``limit`` (1 to 1000); pass the page's ``cursor`` for the next
+        (``None``: the last page). Stable while conversations are created: a page starts
+        exactly after the previous one's last member, so none is skipped or shown twice
+        (one created meanwhile sorts before the first page and is not shown). Two round
+        trips (the index, then each conversation's last seq; on a cluster the second is
+        one per node holding them, sent together). A conversation being erased is left
+        out. A bad ``scope``, ``limit`` or ``cursor`` raises
+        :class:`~redis_msglog.InvalidArgumentError`."""
+        checked = check_scope(scope)
+        return await self._run(self._scoped.list_plan(checked, limit, cursor))
+
+    async def walk(self, scope: Sequence[str]) -> AsyncIterator[ScopedConversation]:
+        """Every conversation of ``scope`` and its sub-scopes, page after page (what an
+        erasure of the scope goes through): unlike :meth:`list`, those whose counter
+        already holds an erasure's tombstone too (``last_seq`` 0), so an erasure resumed
+        after a crash finds and unindexes them."""
+        checked = check_scope(scope)
+        cursor: str | None = None
+        while True:
+            plan = self._scoped.list_plan(checked, MAX_LIST_LIMIT, cursor, erased=True)
+            page = await self._run(plan)
+            for listed in page.conversations:
+                yield listed
+            if page.cursor is None:
+                return
+            cursor = page.cursor
+
+    async def register(self, conversation: str, scope: Sequence[str]) -> datetime:
+        """Register ``conversation`` in ``scope`` exactly as a log given that scope does
+        before its first write (idempotent): the repair for a conversation ``verify``
+        reports missing from its indexes (a crash between the registration's two
+        steps). Returns its created time. :class:`~redis_msglog.ScopeMismatchError` if it
+        belongs to another scope, or has entries and no scope."""
+        checked = check_scope(scope)
+        created = await self._run(self._scoped.register_plan(conversation, checked))
+        return time_of(created)
+
+    async def owner(self, conversation: str) -> tuple[Scope, datetime] | None:
+        """The scope ``conversation`` was created with and its created time, or ``None``
+        (created without a scope, or never created)."""
+        found = await self._run(self._scoped.owner_plan(conversation))
+        return None if found is None else (found[0], time_of(found[1]))
+
+    async def unindex(self, conversation: str, scope: Sequence[str], created_at: datetime) -> int:
+        """Remove ``conversation``'s entries from the indexes of ``scope`` and of its
+        prefixes (one atomic, idempotent call; ``created_at`` as listed or as
+        :meth:`owner` returns it); return how many indexes held it. For an erasure: its
+        owner record and data are the conversation's own keys."""
+        checked = check_scope(scope)
+        if not isinstance(created_at, datetime) or created_at.utcoffset() is None:
+            raise InvalidArgumentError(
+                f"created_at must be an aware datetime (as listed), got {shown(created_at)}"
+            )
+        plan = self._scoped.unindex_plan(conversation, checked, micros_of(created_at))
+        return await self._run(plan)
+
+    async def _run(self, plan: Plan[T]) -> T:
+        """Carry the plan's steps: each read as one pipeline (on a cluster, redis-py sends
+        each command to its key's node); failures go back into the plan as the core's
+        outcomes."""
+        reply: Any = None
+        failure: StepFailure | None = None
+        while True:
+            try:
+                step = plan.send(reply) if failure is None else plan.throw(failure)
+            except StopIteration as done:
+                result: T = done.value
+                return result
+            reply, failure = None, None
+            try:
+                if isinstance(step, Pause):
+                    await io.sleep(step.seconds)
+                elif isinstance(step, Read):
+                    reply = await self._pipeline(step.commands)
+                else:  # pragma: no cover - a directory's plans only read
+                    raise AssertionError(f"unexpected step {step!r}")
+            except CLIENT_FAILURES as exc:
+                failure = step_failure(exc)
+
+    async def _pipeline(self, commands: tuple[Command, ...]) -> builtins.list[Any]:
+        pipe = self._redis.pipeline(transaction=False)
+        for command in commands:
+            pipe.execute_command(*command)
+        replies = await pipe.execute(raise_on_error=False)
+        for reply in replies:
+            if isinstance(reply, Exception):
+                raise reply
+        return list(replies)
