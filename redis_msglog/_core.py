@@ -32,6 +32,7 @@ from ._cache import CachedReads
 from ._checks import check_view, require_callable, require_non_negative, require_seq
 from ._durability import Durability
 from ._entries import EditsPresent, StoredEntries, parse_seq_counter
+from ._erase import Eraser, Erasure
 from ._keys import ConversationKeys
 from ._producer import Producer, ProducerSlot
 from ._reader import Reader
@@ -50,6 +51,7 @@ __all__ = [
     "Batch",
     "Commit",
     "EditsPresent",
+    "Erasure",
     "LogCore",
     "PreparedAppend",
     "check_view",
@@ -188,6 +190,7 @@ class LogCore:
         self.window_plan = reads.window_plan
         self.popped_plan = reads.popped_plan
         self.all_plan = CachedReads(reads).all_plan
+        self.erase_plan = Eraser(reader).erase_plan  # docs/lifecycle.md
         self.read_raw = reader.read_raw
         self.read = reader.read
         self.error_for = reader.error_for

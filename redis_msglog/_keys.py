@@ -84,6 +84,7 @@ class ConversationKeys:
     view: str  # the view's segments, archive watermark and version (after an edit)
     hidden: str  # seq ranges no view shows: retracted messages and edit entries
     producers: str  # exactly-once records of the appends made without a key
+    owner: str  # the conversation's scope, recorded on its first write (issue 25)
 
     @classmethod
     def build(cls, prefix: str, conversation: str) -> ConversationKeys:
@@ -103,6 +104,7 @@ class ConversationKeys:
             view=f"{base}:view",
             hidden=f"{base}:hidden",
             producers=f"{base}:producers",
+            owner=f"{base}:owner",
         )
 
     def idempotency_record(self, idempotency_key: str) -> str:

@@ -123,6 +123,15 @@ class SeqConflictError(MessageLogError):
         self.current_seq = current_seq
 
 
+class ConversationErasedError(MessageLogError):
+    """Nothing was written. The conversation was erased (``log.erase()``, docs/lifecycle.md)
+    and its tombstone still stands: for its ``erased_for`` no append, edit or fork into it
+    is accepted, so a worker still holding it cannot bring the erased data back. Stop
+    writing to it (drop the worker's task); the id is free again once the tombstone
+    expires (``PTTL <prefix>:{<conversation>}:seq`` tells when). Reads meanwhile return
+    an empty log."""
+
+
 class InvalidEditError(MessageLogError, ValueError):
     """Nothing was written. An edit (``retract``, ``compact``, ``archive``) named a seq
     that is not a row of the view (beyond the end, an edit entry, already retracted or

@@ -273,7 +273,7 @@ DANGEROUS: list[tuple[Any, ...]] = [
     ("ACL", "LIST"), ("REPLICAOF", "127.0.0.1", 1), ("SAVE",), ("BGSAVE",), ("BGREWRITEAOF",),
     ("FAILOVER",), ("CLUSTER", "RESET"), ("MODULE", "LIST"), ("SLOWLOG", "RESET"),
     ("LATENCY", "RESET"), ("MEMORY", "PURGE"), ("OBJECT", "FREQ", "msglog:{x}:seq"),
-    ("DEL", "msglog:{acme:x}:seq"), ("UNLINK", "msglog:{acme:x}:stream"),
+    ("DEL", "msglog:{acme:x}:seq"),
     ("RENAME", "msglog:{acme:x}:seq", "msglog:{acme:y}:seq"),
     ("EXPIRE", "msglog:{acme:x}:stream", 1), ("XTRIM", "msglog:{acme:x}:stream", "MAXLEN", 0),
     ("XDEL", "msglog:{acme:x}:stream", "1-1"), ("MIGRATE", "127.0.0.1", 1, "k", 0, 1),

@@ -300,12 +300,23 @@ def test_reads_name_a_seq_with_incomplete_ids() -> None:
 
 
 def test_a_cursor_past_the_end_is_a_rewind() -> None:
-    answers = iter([[[]], [[entry(7)]]])
+    answers = iter([[[]], [[entry(7)], b"7"]])
     with pytest.raises(LogRewoundError, match="cursor 10 is beyond the end"):
         drive(core(page_size=10).read_plan(10, 5), lambda step: next(answers))
-    answers = iter([[[]], [[entry(10)]]])
+    answers = iter([[[]], [[entry(10)], b"10"]])
     rows, _ = drive(core(page_size=10).read_plan(10, 5), lambda step: next(answers))
     assert rows == []  # the log ends exactly there
+    answers = iter([[[]], [[], b"erased"]])  # an erased conversation: empty, not rewound
+    rows, _ = drive(core(page_size=10).read_plan(10, 5), lambda step: next(answers))
+    assert rows == []
+
+
+def test_a_follower_of_an_erased_conversation_waits_for_nothing() -> None:
+    cursor = FollowCursor(core(), 3, block_ms=100, reconnect_within=None)
+    rows, steps = drive(cursor.page_plan(), lambda step: [[], b"erased"])
+    assert rows == [] and ("pause",) in commands(steps)  # the check is made again
+    with pytest.raises(LogRewoundError, match="beyond the end"):  # the tombstone expired
+        drive(cursor.page_plan(), lambda step: [[], None])
 
 
 def test_a_follower_detects_a_rewound_log() -> None:
