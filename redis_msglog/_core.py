@@ -26,7 +26,7 @@ from datetime import timedelta
 
 from ._append import RETRY_KEY_PREFIX, Appends, Commit, PreparedAppend
 from ._args import check_int, check_type, shown
-from ._batch import Batch, BatchRules
+from ._batch import Batch, BatchRules, BeforeAppend
 from ._blobs import DEFAULT_BLOB_THRESHOLD
 from ._cache import CachedReads
 from ._checks import check_view, require_callable, require_non_negative, require_seq
@@ -93,8 +93,11 @@ class LogCore:
         blob_threshold: int | None = DEFAULT_BLOB_THRESHOLD,
         clock: Clock,
         producer: Producer | None = None,
+        before_append: BeforeAppend | None = None,
     ) -> None:
         _require_positive("max_message_bytes", max_message_bytes)
+        if before_append is not None:
+            require_callable("before_append", before_append)
         if blob_threshold is not None:
             _require_positive("blob_threshold", blob_threshold)
         if durability is not None:
@@ -116,7 +119,7 @@ class LogCore:
         self.retry = retry
         self.clock = clock
         self._build(
-            BatchRules(max_message_bytes, blob_threshold),
+            BatchRules(max_message_bytes, blob_threshold, before_append),
             idempotency_window=idempotency_window,
             # Sharded pub/sub on a cluster: the event goes to the conversation's own shard.
             publish="SPUBLISH" if sharded_events else "PUBLISH",
