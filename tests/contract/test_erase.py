@@ -19,6 +19,7 @@ from redis_msglog import (
     ConversationKeys,
     InvalidArgumentError,
     MessageLog,
+    admin,
 )
 from redis_msglog._erase import conversation_keys
 
@@ -205,3 +206,14 @@ def test_an_erased_conversation_is_erased_on_the_wrong_type_too(env: Env) -> Non
     env.raw.hset(log.keys.seq, "x", "1")
     log.erase()
     assert keys_of(env, log.conversation) == [log.keys.seq]
+
+
+def test_the_operator_tools_see_no_conversation_after_an_erasure(env: Env) -> None:
+    if env.flavor == "async" or env.backend == "acl":
+        pytest.skip("the tools take a sync client (the ACL backend's raw one is the admin)")
+    log = full_log(env)
+    log.erase()
+    listed = [info.conversation for info in admin.list_conversations(env.raw, "msglog")]
+    assert log.conversation not in listed
+    report = admin.verify_conversation(env.raw, "msglog", log.conversation)
+    assert report.problems == [] and report.last_seq == 0
