@@ -129,7 +129,8 @@ class ConversationErasedError(MessageLogError):
     is accepted, so a worker still holding it cannot bring the erased data back. Stop
     writing to it (drop the worker's task); the id is free again once the tombstone
     expires (``PTTL <prefix>:{<conversation>}:seq`` tells when). Reads meanwhile return
-    an empty log."""
+    an empty log. (A re-send of an append whose first reply was lost may meet the
+    tombstone after that first try committed: then it was erased with the rest.)"""
 
 
 class InvalidEditError(MessageLogError, ValueError):
