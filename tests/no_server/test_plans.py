@@ -38,6 +38,7 @@ from redis_msglog import (
 )
 from redis_msglog._append_script import AppendCall
 from redis_msglog._core import Batch, Commit, LogCore
+from redis_msglog._erase import record_pattern
 from redis_msglog._follow import FollowCursor
 from redis_msglog._shell import step_failure
 from redis_msglog._steps import NotSent, Pause, Plan, Read, Refused, ReplyLost, Step, Write
@@ -860,3 +861,49 @@ def test_redis_py_failures_become_step_outcomes(
     assert type(failure) is outcome and failure.origin is exc
     if code is not None:
         assert isinstance(failure, Refused) and failure.code == code
+
+
+def test_an_erasure_finds_the_records_runs_one_script_and_deletes_the_stragglers() -> None:
+    """The erase plan: SCAN pages for the idempotency records, one erase.lua call naming
+    every key of the conversation and the records, then SCAN again and UNLINK what an
+    append committed just before the script left (docs/lifecycle.md)."""
+    log = core()
+    scans = iter(
+        [
+            [[b"7", [b"msglog:{conv}:idem:a"]]],
+            [[b"0", [b"msglog:{conv}:idem:b", b"msglog:{conv}:idem:a"]]],
+            [[b"0", [b"msglog:{conv}:idem:c"]]],  # written between the SCAN and the script
+        ]
+    )
+
+    def server(step: Step) -> Any:
+        command = step.commands[0] if isinstance(step, Read) else None
+        assert command is not None
+        if command[0] == "SCAN":
+            assert command[3] == "msglog:{conv}:idem:*"
+            return next(scans)
+        if command[0] == "EVALSHA":
+            return [[4, [b"scope", b"acme"]]]
+        assert command[0] == "UNLINK"
+        return [1]
+
+    erasure, steps = drive(log.erase_plan(timedelta(seconds=5)), server)
+    assert erasure.owner == {"scope": "acme"} and erasure.deleted == 5
+    script = next(
+        s.commands[0] for s in steps if isinstance(s, Read) and s.commands[0][0] == "EVALSHA"
+    )
+    numkeys = script[2]
+    keys = script[3 : 3 + numkeys]
+    assert keys[:2] == (log.keys.seq, log.keys.owner)
+    assert set(keys) == {
+        log.keys.seq, log.keys.stream, log.keys.blobs, log.keys.view, log.keys.hidden,
+        log.keys.producers, log.keys.owner, b"msglog:{conv}:idem:a", b"msglog:{conv}:idem:b",
+    }  # fmt: skip
+    assert script[3 + numkeys :] == (5000,)
+    sent = [c for s in steps if isinstance(s, Read) for c in s.commands]
+    assert sent[-1] == ("UNLINK", b"msglog:{conv}:idem:c")
+
+
+def test_a_conversation_id_with_glob_characters_scans_only_its_own_records() -> None:
+    log = LogCore("a*b[c]?", prefix="msglog", max_message_bytes=1, page_size=1, clock=Clock())
+    assert record_pattern(log.keys) == r"msglog:{a\*b\[c\]\?}:idem:*"
