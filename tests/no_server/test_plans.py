@@ -892,7 +892,7 @@ def test_an_erasure_finds_the_records_runs_one_script_and_deletes_the_stragglers
     script = next(
         s.commands[0] for s in steps if isinstance(s, Read) and s.commands[0][0] == "EVALSHA"
     )
-    numkeys = script[2]
+    numkeys = int(script[2])
     keys = script[3 : 3 + numkeys]
     assert keys[:2] == (log.keys.seq, log.keys.owner)
     assert set(keys) == {
