@@ -217,3 +217,33 @@ def test_the_operator_tools_see_no_conversation_after_an_erasure(env: Env) -> No
     assert log.conversation not in listed
     report = admin.verify_conversation(env.raw, "msglog", log.conversation)
     assert report.problems == [] and report.last_seq == 0
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=list(HealthCheck))
+@given(st.text(alphabet="ab*?[]\\{}%:-^!", min_size=1, max_size=6))
+def test_erasing_an_id_with_glob_characters_touches_no_other_conversation(
+    env: Env, pattern_like: str
+) -> None:
+    """The idempotency records are found by SCAN MATCH: an id that is itself a glob
+    pattern ("a*", "[ab]") must match its own records only."""
+    suffix = new_id()
+    erased, neighbours = f"{pattern_like}{suffix}", [f"{c}{suffix}" for c in ("a", "ab", "b")]
+    logs = [env.log(conversation) for conversation in [erased, *neighbours] if conversation]
+    for log in logs:
+        log.append(user("kept"), idempotency_key="k")
+    logs[0].erase()
+    assert keys_of_escaped(env, logs[0]) == [logs[0].keys.seq]
+    for log in logs[1:]:
+        if log.conversation == erased:
+            continue
+        assert env.raw.exists(log.keys.idempotency_record("k")) == 1, log.conversation
+        assert log.append(user("kept"), idempotency_key="k") == 1  # a replay
+        assert log.count() == 1
+
+
+def keys_of_escaped(env: Env, log: Any) -> list[str]:
+    """The keys of ``log``'s conversation, found by its escaped hash tag."""
+    base = log.keys.seq.removesuffix(":seq")
+    glob = base.translate(str.maketrans({c: "\\" + c for c in "*?[]\\"}))
+    found = env.raw.scan_iter(match=f"{glob}:*", count=1000)
+    return sorted({k.decode() if isinstance(k, bytes) else k for k in found})
