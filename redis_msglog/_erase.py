@@ -28,6 +28,11 @@ SCAN_COUNT = 1000
 """Keys a ``SCAN`` call looks at (on the conversation's node) while looking for its
 idempotency records."""
 
+RECORDS_PER_CALL = 1000
+"""Idempotency records deleted by the script itself, and then by one ``UNLINK``: a
+conversation with more has the rest deleted after the script (the tombstone already
+refuses every replay of them), a thousand a round trip."""
+
 _GLOB_SPECIAL = str.maketrans({c: "\\" + c for c in "*?[]\\"})
 
 
@@ -86,7 +91,7 @@ class Eraser:
         records = yield from self._records()
         # In the order of ERASE_KEY_NAMES and ERASE_ARGV_NAMES, which erase.lua binds by name.
         named = conversation_keys(keys)
-        every = (*named, *records)
+        every = (*named, *records[:RECORDS_PER_CALL])
         keys_and_args: Command = (len(every), *every, erased_for_ms)
         try:
             reply = yield from reader.runner.run_script("erase.lua", keys_and_args, self._send)
@@ -95,12 +100,15 @@ class Eraser:
         deleted, flat = reply
         # A record written between the SCAN and the script (its append committed before
         # the erasure, so its entries are gone): no append writes one past the tombstone.
+        # And the records beyond the script's share.
         stragglers = yield from self._records()
-        if stragglers:
-            yield from reader.read(("UNLINK", *stragglers))
+        for start in range(0, len(stragglers), RECORDS_PER_CALL):
+            chunk = stragglers[start : start + RECORDS_PER_CALL]
+            (unlinked,) = yield from reader.read(("UNLINK", *chunk))
+            deleted = int(deleted) + int(unlinked)
         owner = _fields(flat)
         reader.edited = False  # the log is empty: reads start over on the plain path
-        return Erasure(int(deleted) + len(stragglers), owner)
+        return Erasure(int(deleted), owner)
 
     def _send(self, command: Command) -> Plan[Any]:
         # Idempotent, so sent like a read: re-sent while the server cannot take it.

@@ -19,6 +19,7 @@ from redis_msglog import (
     ConversationKeys,
     InvalidArgumentError,
     MessageLog,
+    _erase,
     admin,
 )
 from redis_msglog._erase import conversation_keys
@@ -247,3 +248,15 @@ def keys_of_escaped(env: Env, log: Any) -> list[str]:
     glob = base.translate(str.maketrans({c: "\\" + c for c in "*?[]\\"}))
     found = env.raw.scan_iter(match=f"{glob}:*", count=1000)
     return sorted({k.decode() if isinstance(k, bytes) else k for k in found})
+
+
+def test_more_idempotency_records_than_one_call_takes_are_all_erased(
+    env: Env, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(_erase, "RECORDS_PER_CALL", 7)
+    log = env.log()
+    for i in range(30):
+        log.append(user(f"m{i}"), idempotency_key=f"k{i}")
+    erasure = log._erase(timedelta(minutes=1))
+    assert erasure.deleted == 30 + 2  # the records, the stream and the counter
+    assert keys_of(env, log.conversation) == [log.keys.seq]
