@@ -79,7 +79,8 @@
 -- before tokens existed, or by a producer's own call), and for a pop the popped entry
 -- ({id, fields}; 0 when the view was empty: nothing written). MSGLOG_STALE (nothing
 -- written): the producer no longer holds this pseq's result, so whether it committed
--- cannot be told.
+-- cannot be told. MSGLOG_ERASED (nothing written): the conversation was erased and its
+-- tombstone (the counter holding "erased", see erase.lua) still stands.
 --
 -- Nothing is written unless everything can be: the counter is checked to be exactly what
 -- INCRBY accepts and to end where the stream ends, then the first XADD (which can still
@@ -130,6 +131,15 @@ local n = #ARGV - messages_from + 1
 
 -- @include counter_lib.lua
 
+-- The counter is read first: an erased conversation's tombstone (counter_lib.lua) refuses
+-- every call before anything else is looked at, a replay of a record or a producer's
+-- result included (lua/erase.lua deletes those, but one written just before it may not be
+-- gone yet).
+local raw = redis.pcall('GET', SEQ)
+if raw == ERASED then
+  return erased_reply(SEQ)
+end
+
 if RECORD and look_up == '1' then
   local record = redis.pcall('GET', RECORD)
   if type(record) == 'table' and record.err then
@@ -173,7 +183,6 @@ end
 local time = redis.call('TIME')
 local at = time[1] .. string.format('%06d', tonumber(time[2]))
 
-local raw = redis.pcall('GET', SEQ)
 if type(raw) == 'table' and raw.err then
   return redis.error_reply('WRONGTYPE seq counter ' .. SEQ .. ' is not a string')
 end

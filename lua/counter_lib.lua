@@ -11,3 +11,10 @@ local function counter_value(counter, raw)
   return redis.error_reply('MSGLOG_BADSEQ seq counter ' .. counter .. ' holds ' ..
     string.format('%q', raw) .. ', not a seq')
 end
+
+-- An erased conversation's tombstone (lua/erase.lua): the counter holding this text, for
+-- the erasure's `erased_for`. Appends refuse it (MSGLOG_ERASED), reads see an empty log.
+local ERASED = 'erased'
+local function erased_reply(counter)
+  return redis.error_reply('MSGLOG_ERASED ' .. counter .. ': the conversation was erased')
+end

@@ -49,6 +49,9 @@ local HIDDEN = KEYS[4]
 -- @include view_lib.lua
 
 local raw = redis.call('GET', SEQ)
+if raw == ERASED then  -- an erased conversation (counter_lib.lua): an empty view
+  return {0, 0, mode == 'count' and 0 or {}, 0, 0, 0}
+end
 local last
 if raw then
   last = counter_value(SEQ, raw)

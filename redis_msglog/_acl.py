@@ -4,7 +4,8 @@ An explicit allow-list: every command the library, its scripts (a script's comma
 checked one by one, under the caller's user), the integrations, the cluster client and
 the ``msglog`` command send, and nothing else. ``FLUSHALL``, ``FLUSHDB``, ``SWAPDB``,
 ``CLIENT KILL``/``PAUSE``, ``FUNCTION``, ``SCRIPT``, ``CONFIG``, ``DEBUG``, ``KEYS``,
-``DEL`` and every other command are refused. ``tests/contract/test_acl.py`` runs every public
+``DEL`` and every other command are refused (``UNLINK`` is allowed: ``log.erase()``
+deletes a conversation's keys with it). ``tests/contract/test_acl.py`` runs every public
 operation and ``msglog`` command under these rules and checks the refusals.
 """
 
@@ -28,6 +29,7 @@ _IN_SCRIPTS = (  # what lua/*.lua call (append, view and their included libs)
     "hget", "hexists", "hset", "hsetnx", "hdel", "hlen", "hrandfield",
     "zadd", "zrem", "zrangebyscore", "zrevrangebyscore",
     "publish", "spublish",  # the commit events (sharded on a cluster)
+    "unlink",  # erase.lua, and the erasure's leftover idempotency records (docs/lifecycle.md)
 )  # fmt: skip
 _READS = (
     "xread",  # follow(), subscribe(), msglog tail -f

@@ -171,6 +171,7 @@ ERRORS: dict[str, type[errors.MessageLogError]] = {
     "MSGLOG_BADVIEW": errors.CorruptLogError,  # a view hash we did not write
     "MSGLOG_STALE": errors.AppendInDoubtError,  # a producer's result no longer held
     "MSGLOG_BADBLOB": errors.InvalidMessageError,  # a blob reference the log does not hold
+    "MSGLOG_ERASED": errors.ConversationErasedError,  # the tombstone of an erasure stands
     "NOAUTH": errors.AuthenticationError,  # the server needs credentials
     "WRONGPASS": errors.AuthenticationError,  # wrong password, unknown or disabled user
     "NOPERM": errors.PermissionDeniedError,  # the user's ACL refuses a command or key
@@ -221,6 +222,12 @@ def error_for(refused: Refused, keys: ConversationKeys) -> errors.MessageLogErro
             "no longer remembers (more than 64 calls of this process were in flight, "
             "or it was idle past the retry window). This try wrote nothing; read the log to "
             "find out whether the first did."
+        )
+    if kind is errors.ConversationErasedError:
+        return kind(
+            f"{keys.stream.removesuffix(':stream')} was erased (its tombstone {keys.seq} still "
+            "stands): no append, edit or fork into it is accepted until the tombstone "
+            "expires. Nothing was written."
         )
     if kind in _DENIED:
         return kind(_DENIED[kind].format(refused.text))

@@ -5,7 +5,7 @@ here), with the binaries to store off the rows and the edit written before them.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -44,23 +44,41 @@ class Batch:
         return digest.hexdigest()
 
 
+BeforeAppend = Callable[[list[AgentMessage]], Sequence[AgentMessage | Mapping[str, Any]]]
+"""A log's ``before_append``: the messages of a write, validated, in; the messages to
+write (messages or mappings, as many) out (docs/lifecycle.md, "Filtering writes")."""
+
+_RESULT_ERRORS = (errors.InvalidMessageError, errors.CodecError, errors.MessageTooLargeError)
+
+
 class BatchRules:
-    """How a log validates and encodes its batches: its size limit and blob threshold."""
+    """How a log validates and encodes its batches: its size limit, blob threshold and
+    write filter (``before_append``)."""
 
-    __slots__ = ("blob_threshold", "max_message_bytes")
+    __slots__ = ("before_append", "blob_threshold", "max_message_bytes")
 
-    def __init__(self, max_message_bytes: int, blob_threshold: int | None) -> None:
+    def __init__(
+        self,
+        max_message_bytes: int,
+        blob_threshold: int | None,
+        before_append: BeforeAppend | None = None,
+    ) -> None:
         self.max_message_bytes = max_message_bytes
         self.blob_threshold = blob_threshold
+        self.before_append = before_append
 
     def batch(
         self,
         msgs: Iterable[AgentMessage | Mapping[str, Any]],
         edit: Edit | None = None,
         attrs: Mapping[str, str | None] | None = None,
+        *,
+        filtered: bool = True,
     ) -> Batch:
         """Validate and encode ``msgs`` (written after ``edit``, if any, which also
-        changes ``attrs``); raise before anything is sent if any is bad."""
+        changes ``attrs``); raise before anything is sent if any is bad. ``filtered``:
+        the messages go through the log's ``before_append`` (after their validation; a
+        fork's copied rows and ``validate()`` do not)."""
         changes = None if attrs is None else AttrChanges.of(attrs)
         if changes is not None and edit is None:
             edit = changes.entry()
@@ -71,6 +89,21 @@ class BatchRules:
                 f"expected a sequence of messages, got {type(msgs).__name__}"
             )
         messages = _coerce_all(msgs)
+        if not (filtered and messages and self.before_append is not None):
+            return self._encoded(messages, edit, changes)
+        messages = _filtered(self.before_append, messages)
+        try:
+            return self._encoded(messages, edit, changes)
+        except _RESULT_ERRORS as exc:
+            note = f"{exc} (as before_append returned it)"
+            if isinstance(exc, errors.InvalidMessageError):
+                raise errors.InvalidMessageError(note, index=exc.index) from exc
+            raise type(exc)(note) from exc
+
+    def _encoded(
+        self, messages: tuple[AgentMessage, ...], edit: Edit | None, changes: AttrChanges | None
+    ) -> Batch:
+        """The batch of validated ``messages``: each encoded as stored, checked."""
         encoded = []
         blobs: dict[str, bytes] = {}
         refs: list[tuple[int, int, str]] = []
@@ -95,6 +128,30 @@ class BatchRules:
         # conversation holds them (only the server can tell, atomically with the write).
         held = " ".join(f"{i}.{p}:{d}" for i, p, d in refs if d not in blobs) if refs else ""
         return Batch(messages, tuple(encoded), tuple(blobs.items()), edit, changes, held)
+
+
+def _filtered(
+    before_append: BeforeAppend, messages: tuple[AgentMessage, ...]
+) -> tuple[AgentMessage, ...]:
+    """``before_append``'s result for ``messages``, validated: as many messages (or
+    mappings), each valid; its own exceptions propagate unchanged (a veto)."""
+    result = before_append(list(messages))
+    if isinstance(result, (str, bytes, Mapping, AgentMessage)) or not isinstance(result, Sequence):
+        raise errors.InvalidMessageError(
+            f"before_append must return a sequence of messages, got {type(result).__name__}. "
+            "Nothing was written."
+        )
+    if len(result) != len(messages):
+        raise errors.InvalidMessageError(
+            f"before_append returned {len(result)} messages for {len(messages)}: it rewrites "
+            "messages, one for one (raise to refuse a write). Nothing was written."
+        )
+    try:
+        return tuple(_coerce(msg, index) for index, msg in enumerate(result))
+    except errors.InvalidMessageError as exc:
+        raise errors.InvalidMessageError(
+            f"{exc} (as before_append returned it)", index=exc.index
+        ) from exc
 
 
 _validate_many = TypeAdapter(list[AgentMessage]).validator.validate_python

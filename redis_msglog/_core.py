@@ -27,12 +27,13 @@ from datetime import timedelta
 
 from ._append import RETRY_KEY_PREFIX, Appends, Commit, PreparedAppend
 from ._args import check_int, check_type, shown
-from ._batch import Batch, BatchRules
+from ._batch import Batch, BatchRules, BeforeAppend
 from ._blobs import DEFAULT_BLOB_THRESHOLD
 from ._cache import CachedReads
 from ._checks import check_view, require_callable, require_non_negative, require_seq
 from ._durability import Durability
 from ._entries import EditsPresent, StoredEntries, parse_seq_counter
+from ._erase import Eraser, Erasure
 from ._keys import ConversationKeys
 from ._producer import Producer, ProducerSlot
 from ._reader import Reader
@@ -53,6 +54,7 @@ __all__ = [
     "Batch",
     "Commit",
     "EditsPresent",
+    "Erasure",
     "LogCore",
     "PreparedAppend",
     "check_view",
@@ -95,8 +97,11 @@ class LogCore:
         clock: Clock,
         producer: Producer | None = None,
         scope: Scope | None = None,
+        before_append: BeforeAppend | None = None,
     ) -> None:
         _require_positive("max_message_bytes", max_message_bytes)
+        if before_append is not None:
+            require_callable("before_append", before_append)
         if blob_threshold is not None:
             _require_positive("blob_threshold", blob_threshold)
         if durability is not None:
@@ -124,7 +129,7 @@ class LogCore:
         self.retry = retry
         self.clock = clock
         self._build(
-            BatchRules(max_message_bytes, blob_threshold),
+            BatchRules(max_message_bytes, blob_threshold, before_append),
             idempotency_window=idempotency_window,
             # Sharded pub/sub on a cluster: the event goes to the conversation's own shard.
             publish="SPUBLISH" if sharded_events else "PUBLISH",
@@ -201,6 +206,7 @@ class LogCore:
         self.window_plan = reads.window_plan
         self.popped_plan = reads.popped_plan
         self.all_plan = CachedReads(reads).all_plan
+        self.erase_plan = Eraser(reader).erase_plan  # docs/lifecycle.md
         self.read_raw = reader.read_raw
         self.read = reader.read
         self.error_for = reader.error_for

@@ -182,6 +182,16 @@ def parse_seq_counter(raw: bytes | str) -> int | None:
     return None
 
 
+TOMBSTONE = "erased"
+"""What an erased conversation's seq counter holds while its tombstone stands
+(``lua/erase.lua``; docs/lifecycle.md): reads see an empty log, appends are refused."""
+
+
+def is_tombstone(raw: Any) -> bool:
+    """Whether a seq counter's raw value is an erased conversation's tombstone."""
+    return bool(raw == TOMBSTONE or raw == b"erased")
+
+
 def stored(entry: Any) -> tuple[Any, bytes]:
     """A stream entry as stored: its ID and a digest of its fields, compared without
     recursion (the warm-read cache's check that the server still holds a cached row; a

@@ -11,6 +11,7 @@ from . import errors
 from ._args import is_number, shown
 from ._blobs import BlobMode, check_blob_mode
 from ._core import LogCore, require_seq
+from ._entries import is_tombstone
 from ._retry import follow_backoff
 from ._steps import Command, NotSent, Pause, Plan, Read, Refused, StepFailure
 from .edits import Entry
@@ -56,6 +57,7 @@ class FollowCursor:
         self._failures = 0
         self._last: Entry | None = None  # the row at ``position``, once seen
         self._verify = after > 0  # read the entry at ``position`` back before going on
+        self._erased = False  # the last check met an erased conversation's tombstone
 
     def command(self) -> Command:
         """The next read: the check of the entry at ``position`` when one is due, else up
@@ -71,11 +73,19 @@ class FollowCursor:
             "STREAMS", self._core.keys.stream, f"{self.position}-{MAX_ID_PART}",
         )  # fmt: skip
 
-    def accept(self, reply: Any) -> list[Entry]:
-        """The rows of an ``XREAD`` reply (none on a timeout); advances ``position``."""
+    def commands(self) -> tuple[Command, ...]:
+        """The next round trip: :meth:`command`, and with the check of the entry at
+        ``position`` the seq counter too (an erased conversation's tombstone)."""
+        if self._verify:
+            return (self.command(), ("GET", self._core.keys.seq))
+        return (self.command(),)
+
+    def accept(self, reply: Any, counter: Any = None) -> list[Entry]:
+        """The rows of an ``XREAD`` reply (none on a timeout); advances ``position``.
+        ``counter``: the seq counter read with a check of the entry at ``position``."""
         self._failing_since, self._failures = None, 0
         if self._verify:
-            self._check_position(reply)
+            self._check_position(reply, counter)
             return []
         if not reply:
             self._verify = self.position > 0  # idle: make sure the log did not rewind
@@ -98,11 +108,18 @@ class FollowCursor:
             self.position, self._last = rows[-1].seq, rows[-1]
         return rows
 
-    def _check_position(self, entries: Any) -> None:
+    def _check_position(self, entries: Any, counter: Any) -> None:
         self._verify = False
         rows = self._core.decode_physical(entries or [])
         if len(rows) > 1:  # XRANGE <seq> <seq>: every entry of that seq
             self._core.twice(self.position)
+        self._erased = not rows and is_tombstone(counter)
+        if self._erased:
+            # Erased (docs/lifecycle.md): nothing new, ever. The check is made again after
+            # each wait: once the tombstone expires, a new conversation under the same id
+            # is not this one (its seqs are not ours), and the check says so.
+            self._verify = True
+            return
         if not rows:
             raise errors.LogRewoundError(
                 f"follow of {self._core.keys.stream} is at seq {self.position}, beyond the end "
@@ -121,13 +138,16 @@ class FollowCursor:
         server could not serve is made again after a pause (see :meth:`failed`)."""
         while True:
             try:
-                (reply,) = yield Read((self.command(),))
+                replies = yield Read(self.commands())
             except StepFailure as failure:
                 if not self.retryable(failure):
                     raise self._core.error_for(failure) from (failure.origin or failure)
                 yield Pause(self.failed(failure))
                 continue
-            return (yield from self._core.entries_with_blobs(self.accept(reply), self._blobs))
+            rows = self.accept(*replies)
+            if self._erased:
+                yield Pause(self._block_ms / 1000)  # as an idle XREAD would have waited
+            return (yield from self._core.entries_with_blobs(rows, self._blobs))
 
     @staticmethod
     def retryable(failure: StepFailure) -> bool:

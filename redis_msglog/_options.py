@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
+from ._batch import BeforeAppend
 from ._blobs import DEFAULT_BLOB_THRESHOLD
 from ._core import (
     DEFAULT_IDEMPOTENCY_WINDOW,
@@ -38,6 +39,7 @@ class LogOptions:
     durability: Durability | None = None
     blob_threshold: int | None = DEFAULT_BLOB_THRESHOLD
     scope: tuple[str, ...] | None = None  # a fork's new log takes the source's
+    before_append: BeforeAppend | None = None
 
     def keywords(self) -> dict[str, Any]:
         """The options as the clients' keyword arguments (a fork's new log takes them)."""
@@ -56,6 +58,7 @@ class LogOptions:
             ttl=self.ttl,
             durability=self.durability,
             blob_threshold=self.blob_threshold,
+            before_append=self.before_append,
             sharded_events=sharded_events,
             scope=self.scope,
             clock=clock,

@@ -11,7 +11,7 @@ from typing import Any, TypeVar
 from . import _append_script as script
 from . import errors
 from ._blobs import BlobMode, check_blob_mode, hydrate, references
-from ._entries import EditsPresent, StoredEntries, parse_seq_counter, text
+from ._entries import EditsPresent, StoredEntries, is_tombstone, parse_seq_counter, text
 from ._keys import ConversationKeys
 from ._retry import RetryPolicy
 from ._script_runner import ScriptRunner
@@ -100,7 +100,10 @@ class Reader:
         return length, ("GET", self.keys.seq), length
 
     def checked_counter(self, raw: bytes | str, before: int, after: int) -> int:
-        """The seq counter's value, checked against the stream's length read around it."""
+        """The seq counter's value, checked against the stream's length read around it.
+        An erased conversation's tombstone reads as an empty log (0)."""
+        if is_tombstone(raw):
+            return 0
         high = parse_seq_counter(raw)
         if high is None:
             raise errors.CorruptLogError(
@@ -154,8 +157,15 @@ class Reader:
 
     def check_cursor(self, after: int) -> Plan[None]:
         """An empty read after ``after``: fine if the log ends exactly there; an error if
-        it ends before (a rewound log, or a cursor from another log)."""
-        end = yield from self.stream_end()
+        it ends before (a rewound log, or a cursor from another log), unless the
+        conversation was erased (its tombstone stands: an empty log, nothing rewound)."""
+        newest, counter = yield from self.read(
+            ("XREVRANGE", self.keys.stream, "+", "-", "COUNT", 1), ("GET", self.keys.seq)
+        )
+        if is_tombstone(counter):
+            return
+        rows = self.entries.decode_physical(newest)
+        end = rows[0].seq if rows else 0
         if end < after:
             raise errors.LogRewoundError(
                 f"cursor {after} is beyond the end of {self.keys.stream} (last seq {end}): the "

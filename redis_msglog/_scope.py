@@ -387,10 +387,14 @@ def _error_for(failure: StepFailure, route: str | None) -> errors.MessageLogErro
             f"{argument} was created without a scope; it cannot be given one now. "
             "Nothing was written."
         )
-    if code in ("MSGLOG_ERASED", "MSGLOG_SCOPE_ERASED"):
-        what = "the conversation" if code == "MSGLOG_ERASED" else f"its scope ({argument})"
+    if code == "MSGLOG_ERASED":
+        return errors.ConversationErasedError(
+            "the conversation was erased and its tombstone still stands. Nothing was written."
+        )
+    if code == "MSGLOG_SCOPE_ERASED":
         return errors.ScopeErasedError(
-            f"{what} was erased and its tombstone still stands. Nothing was written."
+            f"its scope ({argument}) was erased and its tombstone still stands. Nothing was "
+            "written."
         )
     if code == "MSGLOG_BADOWNER":
         return errors.CorruptLogError(f"{argument}: an owner record this library did not write")

@@ -1,4 +1,4 @@
-"""Running the library's Lua scripts (``append.lua``, ``view.lua``) with their
+"""Running the library's Lua scripts (``append.lua``, ``view.lua``, ``erase.lua``) with their
 fallbacks: ``EVALSHA`` first, ``EVAL`` when the server has not cached the script, and
 the script without its ``#!lua`` line on servers that cannot parse one."""
 
@@ -19,7 +19,7 @@ class ScriptRunner:
 
     def __init__(self) -> None:
         self.scripts: dict[str, LuaScript] = {
-            name: load_script(name) for name in ("append.lua", "view.lua")
+            name: load_script(name) for name in ("append.lua", "view.lua", "erase.lua")
         }
 
     def evalsha(self, name: str) -> tuple[str, str]:

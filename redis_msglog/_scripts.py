@@ -1,5 +1,5 @@
 """Loads the Lua scripts, expanding their ``-- @include`` lines, and names the arguments
-of ``lua/view.lua`` (``lua/append.lua``'s are in ``_append_script``).
+of ``lua/view.lua`` and ``lua/erase.lua`` (``lua/append.lua``'s are in ``_append_script``).
 
 The scripts live in the top-level ``lua/`` folder; ``redis_msglog/lua`` links to it, and
 the wheel carries the folder there: so they are found one way, ``redis_msglog/lua/``,
@@ -46,6 +46,12 @@ VIEW_KEY_NAMES = ("seq", "stream", "view", "hidden")
 VIEW_ARGV_NAMES = ("view", "mode", "limit", "above", "position", "start", "runs")
 """``ARGV`` of ``lua/view.lua``, in order (the script binds each to a local of that name;
 the last four only in the ``"after"`` mode)."""
+
+ERASE_KEY_NAMES = ("seq", "owner")
+"""The named ``KEYS`` of ``lua/erase.lua``, in order; the conversation's other keys and its
+idempotency records follow them (see :mod:`._erase`)."""
+ERASE_ARGV_NAMES = ("erased_for_ms",)
+"""``ARGV`` of ``lua/erase.lua``, in order."""
 
 _INCLUDE = re.compile(r"^-- @include (\S+)$", re.MULTILINE)
 

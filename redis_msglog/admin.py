@@ -17,7 +17,7 @@ from redis import exceptions as redis_errors
 from ._args import MAX_SEQ, check_int, check_text, check_type
 from ._blobs import references
 from ._codec import micros_to_datetime
-from ._entries import decode_stored, parse_seq_counter
+from ._entries import decode_stored, is_tombstone, parse_seq_counter
 from ._import import ImportBatchError, ImportFileError, ImportResult, import_jsonl
 from ._keys import ConversationKeys, conversation_of, key_pattern
 from ._scope import ScopeKeys, index_problems, member, micros_of
@@ -149,6 +149,8 @@ def _describe(
             continue  # SCAN shows every key name; an ACL user lists what it may read
         if by_stream and has_counter == 1:
             continue  # listed when its counter is met (once, without remembering ids)
+        if is_tombstone(raw_count):
+            continue  # erased (docs/lifecycle.md): a tombstone, not a conversation
         parsed = parse_seq_counter(raw_count) if isinstance(raw_count, (bytes, str)) else None
         count = -1 if parsed is None else parsed  # -1: missing or not a seq (verify says why)
         last_at = _entry_time(newest[0]) if isinstance(newest, list) and newest else None
@@ -340,6 +342,8 @@ def _read_counter(
     """The seq counter's value; ``None`` when it is missing or unreadable (reported)."""
     try:
         raw = client.get(keys.seq)
+        if is_tombstone(raw):
+            return 0  # erased (docs/lifecycle.md): an empty log, nothing to report
         if raw is not None:
             counter = parse_seq_counter(raw)
             if counter is None:

@@ -123,6 +123,16 @@ class SeqConflictError(MessageLogError):
         self.current_seq = current_seq
 
 
+class ConversationErasedError(MessageLogError):
+    """Nothing was written. The conversation was erased (``log.erase()``, docs/lifecycle.md)
+    and its tombstone still stands: for its ``erased_for`` no append, edit or fork into it
+    is accepted, so a worker still holding it cannot bring the erased data back. Stop
+    writing to it (drop the worker's task); the id is free again once the tombstone
+    expires (``PTTL <prefix>:{<conversation>}:seq`` tells when). Reads meanwhile return
+    an empty log. (A re-send of an append whose first reply was lost may meet the
+    tombstone after that first try committed: then it was erased with the rest.)"""
+
+
 class InvalidEditError(MessageLogError, ValueError):
     """Nothing was written. An edit (``retract``, ``compact``, ``archive``) named a seq
     that is not a row of the view (beyond the end, an edit entry, already retracted or
@@ -221,12 +231,12 @@ class ScopeMismatchError(InvalidArgumentError):
         self.recorded = recorded
 
 
-class ScopeErasedError(MessageLogError):
+class ScopeErasedError(ConversationErasedError):
     """Nothing was written. The conversation's scope, or a scope containing it, was
-    erased and its tombstone still stands (or, until the erasure lands, the conversation
-    itself holds an erasure's tombstone): no conversation can be created in it, so a
-    worker still holding a log object cannot bring erased data back
-    (docs/lifecycle.md)."""
+    erased (``Directory.erase``) and its tombstone still stands: no conversation can be
+    created in it, so a worker still holding a log object cannot bring erased data back
+    (docs/lifecycle.md). A :class:`ConversationErasedError`: one ``except`` catches a
+    write refused for either reason."""
 
 
 class EvictionWarning(UserWarning):

@@ -9,6 +9,7 @@ import click
 from .. import __version__
 from ._common import DEFAULT_URL, MsglogGroup, Settings
 from ._health import stats, verify
+from ._lifecycle import erase
 from ._read import list_command, show, tail
 from ._run import demo, serve
 from ._transfer import export, import_command
@@ -37,5 +38,16 @@ def main(ctx: click.Context, url: str | None, prefix: str, cluster: bool) -> Non
     ctx.obj = Settings(url, prefix, cluster)
 
 
-for _command in (demo, list_command, show, tail, serve, export, import_command, stats, verify):
+for _command in (
+    demo,
+    list_command,
+    show,
+    tail,
+    serve,
+    export,
+    import_command,
+    stats,
+    verify,
+    erase,
+):
     main.add_command(_command)

@@ -1,13 +1,16 @@
 # Generated from _async/_edits.py by scripts/unasync.py: edit that file, then run it.
 """MessageLog's edits: retract, pop, compact, replace, clear, archive and the
-conversation's attributes, each one entry of the log (docs/edits.md)."""
+conversation's attributes, each one entry of the log (docs/edits.md); and its erasure
+(docs/lifecycle.md)."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from datetime import timedelta
 from typing import Any
 
 from .._blobs import BlobMode, check_blob_mode
+from .._erase import DEFAULT_ERASED_FOR, Erasure
 from .._views import Edit, retract_edit, through_edit
 from ..edits import Attributes
 from ..models import AgentMessage, StoredMessage
@@ -132,3 +135,26 @@ class LogEdits(LogAPI):
     def attrs(self) -> Attributes:
         """The conversation's attributes and its last seq, read in one round trip."""
         return self._run(self._core.attrs_plan())
+
+    # -- erasure: the one deletion of the log (docs/lifecycle.md) ----------------------
+
+    def erase(self, *, erased_for: timedelta = DEFAULT_ERASED_FOR) -> None:
+        """Erase this conversation: every key it has (its stream, counter, view keys,
+        blobs, producers, owner record, attributes and idempotency records) is deleted in
+        one atomic call, and a tombstone left in their place for ``erased_for`` (a
+        timedelta of at least 1 s; default 24 h). While it stands, every append, edit or
+        fork into the conversation, from any worker, raises
+        :class:`~redis_msglog.ConversationErasedError` and writes nothing; reads return an
+        empty log; a ``follow`` yields nothing new. Afterwards the id is free again.
+
+        An append racing the erasure either committed before it (and is erased with the
+        rest) or raises :class:`~redis_msglog.ConversationErasedError`: the log is never
+        left half-erased. Idempotent: erasing an erased or never-created conversation
+        sets the tombstone again (for the new ``erased_for``); after a failure or crash,
+        call it again. What it reaches (replicas, AOF, backups): docs/lifecycle.md."""
+        self._erase(erased_for)
+
+    def _erase(self, erased_for: timedelta) -> Erasure:
+        """:meth:`erase`, with what it did: the keys deleted and the owner record's fields
+        (the conversation's scope), for ``Directory.erase`` to remove its index entries."""
+        return self._run(self._core.erase_plan(erased_for))

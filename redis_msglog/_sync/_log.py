@@ -10,6 +10,7 @@ from datetime import timedelta
 from redis import Redis
 from redis.cluster import RedisCluster
 
+from .._batch import BeforeAppend
 from .._blobs import DEFAULT_BLOB_THRESHOLD
 from .._core import (
     DEFAULT_IDEMPOTENCY_WINDOW,
@@ -71,6 +72,13 @@ class MessageLog(LogEdits, LogFormats):
             :class:`~redis_msglog.ScopeMismatchError`, writing nothing. Costs one round
             trip to each of two slots before the first write of each log object; appends
             after it are one round trip as without. See docs/lifecycle.md.
+        before_append: ``fn(messages) -> messages``, run before every write of messages
+            (appends, compactions, replacements, imports, the integrations), after their
+            validation, with the list of validated messages; it returns as many messages
+            (or mappings), which are validated and written instead (PII scrubbing), or
+            raises to refuse the write: its exception propagates unchanged and nothing is
+            written. Not run for a fork's copied rows, edits without messages, or
+            ``validate()``. See docs/lifecycle.md, "Filtering writes".
 
     Cancellation, asyncio only: an append cancelled while in flight has either committed or
     not (the script is atomic); its connection is discarded, never reused mid-reply.
@@ -93,6 +101,7 @@ class MessageLog(LogEdits, LogFormats):
         durability: Durability | None = None,
         blob_threshold: int | None = DEFAULT_BLOB_THRESHOLD,
         scope: tuple[str, ...] | None = None,
+        before_append: BeforeAppend | None = None,
     ) -> None:
         options = LogOptions(
             prefix=prefix,
@@ -104,6 +113,7 @@ class MessageLog(LogEdits, LogFormats):
             durability=durability,
             blob_threshold=blob_threshold,
             scope=scope,
+            before_append=before_append,
         )
         self._setup_core(redis, conversation, on_append, options)
         self._redis = redis
@@ -143,6 +153,7 @@ class MessageLog(LogEdits, LogFormats):
             check_fork_point(view, entries, at_seq)
         changes = None if attrs is None else AttrChanges.of(attrs)
         edit = fork_edit(self.conversation, view.last_seq, len(view.rows), changes)
-        batch = target._core.batch(view.rows, edit, attrs)
+        # A copy: its rows went through a before_append when they were first written.
+        batch = target._core.batch(view.rows, edit, attrs, filtered=False)
         target._commit(batch, idempotency_key, expected_seq=0)
         return target

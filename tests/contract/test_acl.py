@@ -273,7 +273,7 @@ DANGEROUS: list[tuple[Any, ...]] = [
     ("ACL", "LIST"), ("REPLICAOF", "127.0.0.1", 1), ("SAVE",), ("BGSAVE",), ("BGREWRITEAOF",),
     ("FAILOVER",), ("CLUSTER", "RESET"), ("MODULE", "LIST"), ("SLOWLOG", "RESET"),
     ("LATENCY", "RESET"), ("MEMORY", "PURGE"), ("OBJECT", "FREQ", "msglog:{x}:seq"),
-    ("DEL", "msglog:{acme:x}:seq"), ("UNLINK", "msglog:{acme:x}:stream"),
+    ("DEL", "msglog:{acme:x}:seq"),
     ("RENAME", "msglog:{acme:x}:seq", "msglog:{acme:y}:seq"),
     ("EXPIRE", "msglog:{acme:x}:stream", 1), ("XTRIM", "msglog:{acme:x}:stream", "MAXLEN", 0),
     ("XDEL", "msglog:{acme:x}:stream", "1-1"), ("MIGRATE", "127.0.0.1", 1, "k", 0, 1),
@@ -329,6 +329,8 @@ def test_a_tenant_reaches_nothing_of_another(acl: AclServer, tmp_path: Path) -> 
             intruder.add("user", "x")
         with pytest.raises(MessageLogError, match=PERMISSION):
             next(intruder.follow(after=0))
+        with pytest.raises(MessageLogError, match=PERMISSION):  # UNLINK: own keys only
+            intruder.erase()
         pubsub = client.pubsub()
         with pytest.raises(redis.exceptions.NoPermissionError):
             pubsub.subscribe(intruder.keys.channel)
@@ -355,6 +357,10 @@ def test_a_tenant_reaches_nothing_of_another(acl: AclServer, tmp_path: Path) -> 
             refused = msglog(url, *args)
             assert refused.returncode == 1 and "permission" in refused.stderr.lower(), args
             assert len(refused.stderr.splitlines()) == 1
+    erased = MessageLog(acl.client(acme), "acme:erased")  # a tenant erases its own
+    erased.append({"role": "user", "content": "x"}, idempotency_key="k")
+    erased.erase()
+    assert acl.admin.get(erased.keys.seq) == b"erased" and mine.count() == 2
     for owner in (acme, acme2):  # only the intrusions above: no command the library needs
         assert all(not r.startswith("command") for r in acl.refused(owner)), acl.refused(owner)
 

@@ -386,6 +386,22 @@ def test_post_idempotency_key_and_if_match(shared_server: Callable[[str], Epheme
     assert [row.content for row in log.all()] == ["once", "a", "b"]
 
 
+def test_an_erased_conversation_is_gone(shared_server: Callable[[str], EphemeralServer]) -> None:
+    """Issue 25: an append into an erased conversation is 410 Gone; its pages are empty."""
+    url = shared_server("redis").url
+    conversation = new_id()
+    log = MessageLog(redis.Redis.from_url(url), conversation)
+    log.add("user", "secret")
+    log.erase()
+    app = create_app(redis.Redis.from_url(url), authorize=allow, allow_appends=True)
+    with serving(app) as base, httpx.Client(timeout=30) as http:
+        path = f"/conversations/{conversation}/messages"
+        gone = http.post(base + path, json={"role": "user", "content": "back"})
+        assert (gone.status_code, gone.json()["error"]) == (410, "ConversationErasedError")
+        assert http.get(base + path).json()["messages"] == []
+    assert log.count() == 0
+
+
 BAD_REQUESTS: list[tuple[str, dict[str, Any], int, str]] = [
     ("content", {"content": b"{not json"}, 400, "CodecError"),
     ("content", {"json": {"role": "robot", "content": "x"}}, 400, "InvalidMessageError"),

@@ -38,6 +38,7 @@ from redis_msglog import (
 )
 from redis_msglog._append_script import AppendCall
 from redis_msglog._core import Batch, Commit, LogCore
+from redis_msglog._erase import record_pattern
 from redis_msglog._follow import FollowCursor
 from redis_msglog._shell import step_failure
 from redis_msglog._steps import NotSent, Pause, Plan, Read, Refused, ReplyLost, Step, Write
@@ -300,12 +301,23 @@ def test_reads_name_a_seq_with_incomplete_ids() -> None:
 
 
 def test_a_cursor_past_the_end_is_a_rewind() -> None:
-    answers = iter([[[]], [[entry(7)]]])
+    answers = iter([[[]], [[entry(7)], b"7"]])
     with pytest.raises(LogRewoundError, match="cursor 10 is beyond the end"):
         drive(core(page_size=10).read_plan(10, 5), lambda step: next(answers))
-    answers = iter([[[]], [[entry(10)]]])
+    answers = iter([[[]], [[entry(10)], b"10"]])
     rows, _ = drive(core(page_size=10).read_plan(10, 5), lambda step: next(answers))
     assert rows == []  # the log ends exactly there
+    answers = iter([[[]], [[], b"erased"]])  # an erased conversation: empty, not rewound
+    rows, _ = drive(core(page_size=10).read_plan(10, 5), lambda step: next(answers))
+    assert rows == []
+
+
+def test_a_follower_of_an_erased_conversation_waits_for_nothing() -> None:
+    cursor = FollowCursor(core(), 3, block_ms=100, reconnect_within=None)
+    rows, steps = drive(cursor.page_plan(), lambda step: [[], b"erased"])
+    assert rows == [] and ("pause",) in commands(steps)  # the check is made again
+    with pytest.raises(LogRewoundError, match="beyond the end"):  # the tombstone expired
+        drive(cursor.page_plan(), lambda step: [[], None])
 
 
 def test_a_follower_detects_a_rewound_log() -> None:
@@ -849,3 +861,49 @@ def test_redis_py_failures_become_step_outcomes(
     assert type(failure) is outcome and failure.origin is exc
     if code is not None:
         assert isinstance(failure, Refused) and failure.code == code
+
+
+def test_an_erasure_finds_the_records_runs_one_script_and_deletes_the_stragglers() -> None:
+    """The erase plan: SCAN pages for the idempotency records, one erase.lua call naming
+    every key of the conversation and the records, then SCAN again and UNLINK what an
+    append committed just before the script left (docs/lifecycle.md)."""
+    log = core()
+    scans = iter(
+        [
+            [[b"7", [b"msglog:{conv}:idem:a"]]],
+            [[b"0", [b"msglog:{conv}:idem:b", b"msglog:{conv}:idem:a"]]],
+            [[b"0", [b"msglog:{conv}:idem:c"]]],  # written between the SCAN and the script
+        ]
+    )
+
+    def server(step: Step) -> Any:
+        command = step.commands[0] if isinstance(step, Read) else None
+        assert command is not None
+        if command[0] == "SCAN":
+            assert command[3] == "msglog:{conv}:idem:*"
+            return next(scans)
+        if command[0] == "EVALSHA":
+            return [[4, [b"scope", b"acme"]]]
+        assert command[0] == "UNLINK"
+        return [1]
+
+    erasure, steps = drive(log.erase_plan(timedelta(seconds=5)), server)
+    assert erasure.owner == {"scope": "acme"} and erasure.deleted == 5
+    script = next(
+        s.commands[0] for s in steps if isinstance(s, Read) and s.commands[0][0] == "EVALSHA"
+    )
+    numkeys = int(script[2])
+    keys = script[3 : 3 + numkeys]
+    assert keys[:2] == (log.keys.seq, log.keys.owner)
+    assert set(keys) == {
+        log.keys.seq, log.keys.stream, log.keys.blobs, log.keys.view, log.keys.hidden,
+        log.keys.producers, log.keys.owner, b"msglog:{conv}:idem:a", b"msglog:{conv}:idem:b",
+    }  # fmt: skip
+    assert script[3 + numkeys :] == (5000,)
+    sent = [c for s in steps if isinstance(s, Read) for c in s.commands]
+    assert sent[-1] == ("UNLINK", b"msglog:{conv}:idem:c")
+
+
+def test_a_conversation_id_with_glob_characters_scans_only_its_own_records() -> None:
+    log = LogCore("a*b[c]?", prefix="msglog", max_message_bytes=1, page_size=1, clock=Clock())
+    assert record_pattern(log.keys) == r"msglog:{a\*b\[c\]\?}:idem:*"

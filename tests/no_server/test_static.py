@@ -103,6 +103,16 @@ def test_the_view_scripts_bindings_match_its_names() -> None:
     assert _documented("view.lua") == expected
 
 
+def test_the_erase_scripts_bindings_match_its_names() -> None:
+    from redis_msglog._scripts import ERASE_ARGV_NAMES, ERASE_KEY_NAMES
+
+    expected = (_positions(ERASE_ARGV_NAMES), _positions(ERASE_KEY_NAMES, keys=True))
+    assert _bindings("erase.lua") == expected
+    assert _documented("erase.lua") == expected
+    block = _BINDING.search((ROOT / "lua" / "erase.lua").read_text(encoding="utf-8"))
+    assert block and f"local NAMED_KEYS = {len(ERASE_KEY_NAMES)} " in block[1]  # the tail's base
+
+
 def test_no_script_reads_a_numbered_argument_outside_its_binding_block() -> None:
     """Past the header (comments) and the binding block, KEYS and ARGV are read by name
     (the variable-length tail through a named base index); include files never."""
