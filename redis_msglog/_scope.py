@@ -267,7 +267,14 @@ class Scoped:
             route_owner,
         )  # fmt: skip
         created = int(text(created_raw))
-        yield from self._index("add", conversation, scope, created)
+        try:
+            yield from self._index("add", conversation, scope, created)
+        except errors.ScopeErasedError:
+            # Refused by the scope's tombstone: the owner record just made goes too, so an
+            # erased scope keeps nothing of it (a conversation registered before the
+            # tombstone has its data and is listed: the erasure takes it, owner or not).
+            yield from self.read((("UNLINK", keys.owner),), keys.seq)
+            raise
         return created
 
     def unindex_plan(self, conversation: str, scope: Scope, created_micros: int) -> Plan[int]:
@@ -282,6 +289,22 @@ class Scoped:
         args = (mode, member(created, scope, conversation), len(scope))
         changed = yield from self._script(INDEX_SCRIPT, (len(keys), *keys, *args), names.index(1))
         return int(changed)
+
+    def unindex_owner_plan(self, conversation: str, owner: dict[str, str]) -> Plan[int]:
+        """:meth:`unindex_plan` for the owner record an erasure deleted (its ``scope`` and
+        ``created`` fields; nothing to do without a scope); return how many indexes held
+        the conversation."""
+        if not owner.get("scope") or not owner.get("created", "").isdigit():
+            return 0
+        scope = check_scope(tuple(owner["scope"].split("/")))
+        return (yield from self.unindex_plan(conversation, scope, int(owner["created"])))
+
+    def tombstone_plan(self, scope: Scope, erased_for_ms: int) -> Plan[None]:
+        """Set ``scope``'s tombstone for ``erased_for_ms``: while it stands, no log can
+        register a conversation in the scope or below (``lua/scope_index.lua`` checks it
+        atomically with the index), so an erasure of the scope is not outrun."""
+        key = ScopeKeys(self.prefix, scope).tombstone()
+        yield from self.read((("SET", key, "1", "PX", erased_for_ms),), key)
 
     def owner_plan(self, conversation: str) -> Plan[tuple[Scope, int] | None]:
         """The scope and created time (µs) recorded for ``conversation``, if any."""

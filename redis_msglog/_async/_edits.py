@@ -10,6 +10,7 @@ from typing import Any
 
 from .._blobs import BlobMode, check_blob_mode
 from .._erase import DEFAULT_ERASED_FOR, Erasure
+from .._scope import Scoped
 from .._views import Edit, retract_edit, through_edit
 from ..edits import Attributes
 from ..models import AgentMessage, StoredMessage
@@ -150,8 +151,19 @@ class AsyncLogEdits(AsyncLogAPI):
         rest) or raises :class:`~redis_msglog.ConversationErasedError`: the log is never
         left half-erased. Idempotent: erasing an erased or never-created conversation
         sets the tombstone again (for the new ``erased_for``); after a failure or crash,
-        call it again. What it reaches (replicas, AOF, backups): docs/lifecycle.md."""
-        await self._erase(erased_for)
+        call it again. What it reaches (replicas, AOF, backups): docs/lifecycle.md.
+
+        A conversation of a scope leaves its scope's listings too: its index entries are
+        removed right after (a crash in between leaves them pointing at the tombstone,
+        which listings leave out; ``Directory.erase`` of the scope removes them)."""
+        await self._erase_and_unindex(erased_for)
+
+    async def _erase_and_unindex(self, erased_for: timedelta) -> Erasure:
+        """:meth:`erase`, with what it did (``msglog erase`` reports it)."""
+        erasure = await self._erase(erased_for)
+        scoped = Scoped(self._options.prefix, self._core.retry, self._core.clock)
+        await self._run(scoped.unindex_owner_plan(self.conversation, erasure.owner))
+        return erasure
 
     async def _erase(self, erased_for: timedelta) -> Erasure:
         """:meth:`erase`, with what it did: the keys deleted and the owner record's fields

@@ -10,6 +10,9 @@ from datetime import timedelta
 import click
 
 from .._render import visible
+from .._scope import scope_of_text
+from .._sync import Directory
+from ..errors import InvalidArgumentError
 from ._common import CliError, Settings, connection_options, out
 
 _DURATION = re.compile(r"(\d{1,9})(ms|s|m|h|d)")
@@ -50,7 +53,13 @@ def confirmed(what: str, yes: bool) -> None:
 
 
 @click.command()
-@click.argument("conversation")
+@click.argument("conversation", required=False)
+@click.option(
+    "--scope",
+    "scope_text",
+    metavar="SCOPE",
+    help="Erase every conversation of this scope and its sub-scopes (e.g. acme/user-42).",
+)
 @click.option(
     "--erased-for",
     default="24h",
@@ -59,19 +68,43 @@ def confirmed(what: str, yes: bool) -> None:
 )
 @click.option("--yes", is_flag=True, help="Erase without asking for a confirmation.")
 @connection_options
-def erase(settings: Settings, conversation: str, erased_for: str, yes: bool) -> None:
-    """Erase CONVERSATION: every key it has, in one atomic call, leaving a tombstone that
-    refuses writes into it for --erased-for (docs/lifecycle.md). Asks first, unless
+def erase(
+    settings: Settings, conversation: str | None, scope_text: str | None, erased_for: str, yes: bool
+) -> None:
+    """Erase CONVERSATION (every key it has, in one atomic call, leaving a tombstone that
+    refuses writes into it for --erased-for), or with --scope every conversation of a
+    scope and its sub-scopes and then its index (docs/lifecycle.md). Asks first, unless
     --yes; without a terminal to ask on, --yes is required."""
-    # A later `--scope acme/user-42` (a scope's every conversation) goes beside this
-    # argument, the two mutually exclusive; the confirmation is the same.
+    if (conversation is None) == (scope_text is None):
+        raise CliError("give a CONVERSATION or --scope SCOPE (one of them)")
     lifetime = parse_duration(erased_for)
+    if scope_text is not None:
+        _erase_scope(settings, scope_text, lifetime, erased_for, yes)
+        return
+    assert conversation is not None
     log = settings.log(conversation)  # the id and the prefix checked before asking
     what = f"conversation {visible(conversation)!r}"
     confirmed(what, yes)
-    erasure = log._erase(lifetime)
+    erasure = log._erase_and_unindex(lifetime)
     out.print(
         f"erased {what}: {erasure.deleted} keys deleted; tombstone {visible(log.keys.seq)} "
         f"refuses writes for {erased_for}",
+        markup=False,
+    )
+
+
+def _erase_scope(
+    settings: Settings, scope_text: str, lifetime: timedelta, erased_for: str, yes: bool
+) -> None:
+    try:
+        scope = scope_of_text(scope_text)
+    except InvalidArgumentError as exc:
+        raise CliError(f"--scope: {exc}") from exc
+    directory = Directory(settings.client(), prefix=settings.prefix)
+    what = f"scope {visible(scope_text)!r} (every conversation of it and below)"
+    confirmed(what, yes)
+    erased = directory.erase(scope, erased_for=lifetime)
+    out.print(
+        f"erased {what}: {len(erased)} conversations; the scope refuses new ones for {erased_for}",
         markup=False,
     )

@@ -13,7 +13,7 @@ from __future__ import annotations
 import builtins
 import time
 from collections.abc import Iterator, Sequence
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any, TypeVar
 
 from redis import Redis
@@ -21,6 +21,7 @@ from redis.cluster import RedisCluster
 
 from .. import _io_sync as io
 from .._args import shown
+from .._erase import DEFAULT_ERASED_FOR, check_erased_for
 from .._retry import DEFAULT_RETRY, RetryPolicy
 from .._routing import is_cluster
 from .._scope import (
@@ -36,8 +37,10 @@ from .._scope import (
 from .._shell import CLIENT_FAILURES, step_failure
 from .._steps import Command, Pause, Plan, Read, StepFailure
 from ..errors import InvalidArgumentError
+from ._log import MessageLog
 
 T = TypeVar("T")
+_MS = timedelta(milliseconds=1)
 
 
 class Directory:
@@ -102,6 +105,31 @@ class Directory:
             if page.cursor is None:
                 return
             cursor = page.cursor
+
+    def erase(
+        self, scope: Sequence[str], *, erased_for: timedelta = DEFAULT_ERASED_FOR
+    ) -> builtins.list[str]:
+        """Erase every conversation of ``scope`` and of its sub-scopes (each as a log's
+        ``erase()`` does, with ``erased_for``), then its index; return the ids erased.
+
+        First the scope's tombstone is set for ``erased_for``: from then on no log can
+        register a conversation in the scope (it raises
+        :class:`~redis_msglog.ScopeErasedError`), so a worker creating one meanwhile is
+        either listed here (registered before) or refused. Idempotent and resumable:
+        after a crash, run it again; it finds what is left (conversations already
+        tombstoned included) and returns those ids."""
+        checked = check_scope(scope)
+        check_erased_for(erased_for)
+        self._run(self._scoped.tombstone_plan(checked, erased_for // _MS))
+        erased: builtins.list[str] = []
+        for listed in self.walk(checked):  # the cursor is exclusive: removals are safe
+            log = MessageLog(
+                self._redis, listed.conversation, prefix=self.prefix, retry=self._scoped.retry
+            )
+            log._erase(erased_for)
+            self.unindex(listed.conversation, listed.scope, listed.created_at)
+            erased.append(listed.conversation)
+        return erased
 
     def register(self, conversation: str, scope: Sequence[str]) -> datetime:
         """Register ``conversation`` in ``scope`` exactly as a log given that scope does

@@ -1,4 +1,5 @@
-"""Eight worker processes appending to one conversation while another process erases it
+"""Eight worker processes appending to one conversation while another process erases it,
+and eight creating conversations in a scope while another erases the scope
 (issue 25, item 3): afterwards nothing of it is left but its tombstone, and no append
 that began after the erasure ended succeeded; every worker's next append raised
 ConversationErasedError, and every read it made after that saw an empty log."""
@@ -15,7 +16,8 @@ import pytest
 import redis
 import redis.cluster
 
-from redis_msglog import ConversationErasedError, MessageLog
+from redis_msglog import ConversationErasedError, Directory, MessageLog
+from redis_msglog._scope import ScopeKeys
 from redis_msglog.testing import EphemeralServer
 
 from ..conftest import new_id
@@ -94,3 +96,66 @@ def test_eight_processes_appending_while_another_erases(
         assert reads == [0, 0, 0]  # an empty log, never a half-erased one
         successes += len(done)
     assert successes > 100
+
+
+def _scope_worker(where: tuple[str, Any], top: str, worker: int, out: Any) -> None:
+    """New conversations in the scope, a few appends each, until the scope is erased."""
+    client = _client(where)
+    made: list[str] = []
+    done: list[float] = []  # when each successful append had started
+    refused_at = None
+    for n in range(100_000):
+        log = MessageLog(client, f"{top}:w{worker}:{n}", scope=(top, f"w{worker}"))
+        made.append(log.conversation)
+        try:
+            for i in range(3):
+                started = time.monotonic()
+                log.add("user", f"{worker}:{n}:{i}")
+                done.append(started)
+        except ConversationErasedError:  # ScopeErasedError included
+            refused_at = time.monotonic()
+            break
+    out.put((worker, made, done, refused_at))
+
+
+@pytest.mark.parametrize("kind", ["valkey", "cluster"])
+def test_eight_processes_creating_conversations_while_their_scope_is_erased(
+    kind: str,
+    shared_server: Callable[[str], EphemeralServer],
+    shared_cluster: Callable[[], Any],
+) -> None:
+    where: tuple[str, Any] = (
+        ("cluster", shared_cluster().port)
+        if kind == "cluster"
+        else ("plain", shared_server(kind).url)
+    )
+    top = f"t{new_id()[-12:]}"
+    context = multiprocessing.get_context("spawn")
+    out = context.Queue()
+    processes = [
+        context.Process(target=_scope_worker, args=(where, top, w, out)) for w in range(WORKERS)
+    ]
+    for process in processes:
+        process.start()
+    directory = Directory(_client(where))
+    deadline = time.monotonic() + 60
+    while len(directory.list((top,)).conversations) < 40 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    erased = directory.erase((top,), erased_for=timedelta(minutes=5))
+    ended = time.monotonic()
+    results = [out.get(timeout=120) for _ in processes]
+    for process in processes:
+        process.join(timeout=60)
+    assert len(erased) >= 40
+    client = _client(where)
+    assert directory.list((top,)).conversations == []
+    left = sorted(k.decode() for k in client.scan_iter(match=f"*{{{top}:}}*", count=1000))
+    assert left == [ScopeKeys.build("msglog", (top,)).tombstone()]  # no index, no entry
+    for worker, made, done, refused_at in results:
+        assert refused_at is not None, f"worker {worker} was never refused"
+        assert all(started < ended for started in done), f"worker {worker}"
+        for conversation in made:  # erased (its tombstone alone), or never registered
+            tag = "{" + conversation + "}"
+            found = sorted(k.decode() for k in client.scan_iter(match=f"*{tag}*", count=1000))
+            assert found in ([], [MessageLog(client, conversation).keys.seq]), found
+    assert set(erased) <= {c for _, made, _, _ in results for c in made}
