@@ -67,6 +67,8 @@ def sync_figures(url: str, appends: int, rounds: int) -> Figures:
     logs = {
         "msglog sync": MessageLog(client, uuid.uuid4().hex),
         "msglog sync, NO_RETRY": MessageLog(client, uuid.uuid4().hex, retry=NO_RETRY),
+        # A scope costs the first write of a log object (its registration), nothing after.
+        "msglog sync, scoped": MessageLog(client, uuid.uuid4().hex, scope=("bench", "user")),
     }
     client.xadd(key, {"msg": payloads[0]})
     for log in logs.values():
