@@ -24,7 +24,7 @@ _CONNECTION = (
 _SCRIPTS = ("evalsha", "eval")  # the append and view scripts (EVAL after NOSCRIPT)
 _IN_SCRIPTS = (  # what lua/*.lua call (append, view and their included libs)
     "time", "type", "exists", "get", "set", "incrby", "pexpire",
-    "xadd", "xrange", "xrevrange", "xlen",
+    "xadd", "xrange", "xrevrange", "xlen", "xtrim",  # xtrim: trim() (docs/lifecycle.md)
     "hget", "hexists", "hset", "hsetnx", "hdel", "hlen", "hrandfield",
     "zadd", "zrem", "zrangebyscore", "zrevrangebyscore",
     "publish", "spublish",  # the commit events (sharded on a cluster)

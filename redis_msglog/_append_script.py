@@ -62,7 +62,7 @@ class AppendCall:
     ttl_ms: int | None = None  # the conversation's lifetime, refreshed by every append
     expected_seq: int | None = None  # commit only if the log ends at this seq
     op: EditCall | Literal[""] = ""  # the edit this call makes ("": a plain append)
-    op_arg: str = ""  # retract: "7,9"; compact: the seq or "end"; archive: the seq
+    op_arg: str = ""  # retract: "7,9"; compact: the seq or "end"; archive, trim: the seq
     entry: bytes = b""  # fork and attrs only: the edit entry's JSON
     attrs: tuple[tuple[str, str | None], ...] = ()  # attribute changes (None: delete)
     attrs_json: bytes = b""  # the same as JSON, for the edit entry
@@ -76,7 +76,9 @@ class AppendCall:
         # Only keys that exist once the conversation does (or that the script needs):
         # during a cluster slot move a declared key that does not exist holds the
         # append up (TRYAGAIN). Unused positions repeat the stream's name.
-        uses_blobs = bool(self.blobs) or self.ttl_ms is not None or bool(self.blob_refs)
+        uses_blobs = (
+            bool(self.blobs) or self.ttl_ms is not None or bool(self.blob_refs) or self.op == "trim"
+        )
         blobs = self.keys.blobs if uses_blobs else self.keys.stream
         producers = self.keys.producers if self.producer else self.keys.stream
         keys: tuple[str, ...] = (self.keys.seq, self.keys.stream, blobs, producers)

@@ -212,6 +212,15 @@ def through_edit(op: str, through_seq: int, *, zero_ok: bool) -> Edit:
     return Edit("compact" if op == "compact" else "archive", str(through_seq))
 
 
+def trim_edit(through_seq: int) -> Edit:
+    """A trim through ``through_seq`` (a seq >= 1)."""
+    if not is_int(through_seq) or not 1 <= through_seq <= MAX_SEQ:
+        raise errors.InvalidEditError(
+            f"trim: through_seq must be an int >= 1 and <= {MAX_SEQ}, got {shown(through_seq)}"
+        )
+    return Edit("trim", str(through_seq))
+
+
 def fork_edit(source: str, source_seq: int, count: int, attrs: AttrChanges | None = None) -> Edit:
     """The first entry of a fork: where it came from and how many messages follow."""
     doc: dict[str, Any] = {"op": "fork", "source": source, "sourceSeq": source_seq}
