@@ -260,6 +260,12 @@ local function edit_part()
         return bad_edit(what .. ' is an edit entry: trim through a message')
       end
     end
+    -- XTRIM runs after the first writes: a user the ACL refuses it is refused here, before
+    -- anything is written (Redis 7+; acl_rules(deletions=True) grants it).
+    if redis.acl_check_cmd and not redis.acl_check_cmd('XTRIM', STREAM, 'MINID', '1') then
+      return {err = 'NOPERM this user has no permissions to trim (XTRIM) ' .. STREAM ..
+        ': see acl_rules(deletions=True)'}
+    end
     local removed, archived = rows_up_to(v, through)
     v.total = v.total - removed
     if v.archived and lookup(v, v.archived) then
