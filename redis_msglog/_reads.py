@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 from . import errors
 from ._blobs import BlobMode
 from ._checks import check_view, require_non_negative, require_seq
-from ._entries import EditsPresent, text
+from ._entries import EditsPresent, Trimmed, text
 from ._reader import R, Reader
 from ._steps import Plan
 from ._views import ViewReads, window_start
@@ -136,7 +136,7 @@ class Reads:
         while True:  # again only when a trim commits in the middle of the read
             try:
                 return (yield from self._range_once(after, limit, decode, probe, version))
-            except _Trimmed:
+            except Trimmed:
                 if version is not None:
                     version.clear()
 
@@ -149,7 +149,7 @@ class Reads:
         version: list[Any] | None,
     ) -> Plan[list[R]]:
         """One try of :meth:`range_plan`. The log's first seq is read before and after
-        each ``XRANGE``: when a trim committed in between (it moved), :class:`_Trimmed`
+        each ``XRANGE``: when a trim committed in between (it moved), :class:`Trimmed`
         (read again); else the run starts at ``after + 1``, or at the first seq if that
         is above (a cursor below a trim reads from the first kept entry)."""
         reader = self.reader
@@ -185,7 +185,7 @@ class Reads:
             want = reader.page_size if limit is None else min(reader.page_size, limit - len(rows))
             entries, now = yield from reader.read(reader.xrange(rows[-1].seq + 1, want), first_seq)
             if now != moved:
-                raise _Trimmed
+                raise Trimmed
             rows.extend(reader.contiguous(decode(entries), rows[-1].seq + 1))
         if not rows and after:
             yield from reader.check_cursor(after)
@@ -232,7 +232,7 @@ class Reads:
         while True:  # again only when a trim commits in the middle of the read
             try:
                 return (yield from self._tail_once(n, decode, probe))
-            except _Trimmed:
+            except Trimmed:
                 pass
 
     def _tail_once(
@@ -258,7 +258,7 @@ class Reads:
                 ("XREVRANGE", stream, str(below), "-", "COUNT", want), first_seq
             )
             if now != raw_first:
-                raise _Trimmed
+                raise Trimmed
             newest_first.extend(reader.contiguous(decode(entries), below, step=-1))
         if len(newest_first) < n and newest_first and newest_first[-1].seq > first:
             reader.gap(first, newest_first[-1].seq - 1)  # the log starts after its first
@@ -307,13 +307,9 @@ class Reads:
         return (yield from reader.with_blobs(rows, blobs))[0]
 
 
-class _Trimmed(Exception):
-    """A trim committed in the middle of a read (the log's first seq moved): read again."""
-
-
 def _start(reader: Reader, after: int, first: Any, moved: Any) -> int:
     """The seq a read after ``after`` starts at: ``after + 1``, or the log's first seq
-    (read before and after its ``XRANGE``: :class:`_Trimmed` if it moved) if above."""
+    (read before and after its ``XRANGE``: :class:`Trimmed` if it moved) if above."""
     if first != moved:
-        raise _Trimmed
+        raise Trimmed
     return max(after + 1, reader.first_of(first))
