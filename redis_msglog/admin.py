@@ -238,7 +238,9 @@ def verify_conversation(
     trims = _check_stream(client, keys, page, report, problem, view, first)
     _check_trims(keys, first, trims, problem)
     _check_counter_against_stream(keys, report, problem)
-    if not report.problems and client.exists(keys.view):
+    # A kept edit that cut the view at a trimmed row leaves its order out of the entries:
+    # then the view keys are not compared with the fold (docs/lifecycle.md).
+    if not report.problems and client.exists(keys.view) and not view.uncertain:
         _check_view_keys(client, prefix, conversation, view, problem)
     _check_producers(client, keys, page, problem)
     return report

@@ -86,7 +86,9 @@ class LogView:
     for an edit that refers to no row of the view (what ``msglog verify`` checks). A
     follower that starts after seq 0 has not seen every row: leave it off, or (a log
     that was trimmed, whose entries start at ``start``) give ``start``: an edit that
-    refers to a trimmed seq is then not checked."""
+    refers to a trimmed seq is then not checked, and one that refers by position to a
+    trimmed row (a compaction or an archive through it) sets :attr:`uncertain`: the rows
+    may then differ from the view's (where that row stood was trimmed with it)."""
 
     def __init__(
         self, entries: Iterable[Entry] = (), *, strict: bool = False, start: int = 1
@@ -98,6 +100,9 @@ class LogView:
         self._strict = strict
         self._start = start  # the first seq folded: entries below it were trimmed
         self._trimmed = 0  # the seq the last trim folded trimmed through
+        # Whether an edit referred by position to a row before ``start`` (trimmed): the
+        # view order it cut is no longer in the entries, so the rows may be off.
+        self.uncertain = False
         # Every row still placed in the view, retracted ones too (flag True): a retracted
         # archive watermark row still marks where the archived rows end.
         self._rows: list[tuple[StoredMessage, bool]] = []
@@ -187,6 +192,8 @@ class LogView:
             index = self._index_of(entry.through_seq or 0)
             if self._rows[index][1] or index <= self._watermark_index():
                 raise InvalidArgumentError(f"archives through {entry.through_seq}, not forward")
+        if (entry.through_seq or 0) < self._start:
+            self.uncertain = True  # a watermark among the trimmed rows: its place is gone
         self._archived = entry.through_seq
 
     def _compact(self, entry: EditEntry) -> None:
@@ -199,9 +206,10 @@ class LogView:
         elif entry.through_seq < self._start and not any(
             row.seq == entry.through_seq for row, _ in self._rows
         ):
-            # Through a trimmed row (a fold that starts after a trim): the rows placed
-            # before it were trimmed too, unless a compaction placed them first.
+            # Through a trimmed row (a fold that starts after a trim): where it stood in the
+            # view is gone with it (rows a compaction placed first may have preceded it).
             cut = sum(1 for row, _ in self._rows if row.seq <= entry.through_seq)
+            self.uncertain = True
         else:
             cut = self._index_of(entry.through_seq) + 1
             if self._strict and self._rows[cut - 1][1]:

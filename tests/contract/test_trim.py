@@ -313,3 +313,69 @@ def test_trims_match_a_model_of_the_rows(
         assert client.xlen(log.keys.stream) == last - (first - 1)
     if last:
         assert verify_conversation(client, "msglog", log.conversation).problems == []
+
+
+EDIT_OPS = st.lists(
+    st.one_of(
+        st.tuples(st.just("append"), st.integers(1, 3)),
+        st.tuples(st.just("retract"), st.integers(0, 50)),
+        st.tuples(st.just("compact"), st.integers(0, 50)),
+        st.tuples(st.just("archive"), st.integers(0, 50)),
+        st.tuples(st.just("trim"), st.integers(0, 50)),
+    ),
+    min_size=1,
+    max_size=16,
+)
+
+
+def _edit(log: MessageLog, fold: LogView, messages: list[int], op: str, arg: int) -> list[int]:
+    """Make the edit ``op``; return the message seqs still kept."""
+    rows = fold.rows
+    if op == "append":
+        log.append_many([user("m")] * arg)
+    elif op == "retract" and rows:
+        log.retract([rows[arg % len(rows)].seq])
+    elif op == "compact" and rows:
+        log.compact([user("summary")], through_seq=rows[arg % len(rows)].seq)
+    elif op == "archive" and fold.active():
+        log.archive(fold.active()[arg % len(fold.active())].seq)
+    elif op == "trim" and messages:
+        through = messages[arg % len(messages)]
+        log.trim(through)
+        return [s for s in messages if s > through]
+    return messages
+
+
+@pytest.mark.parametrize("kind", ["valkey", "fakeredis"])
+@settings(
+    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(ops=EDIT_OPS)
+def test_trims_among_edits_match_a_followers_fold(
+    kind: str, shared_server: Any, ops: list[tuple[str, int]]
+) -> None:
+    """A follower's fold of every entry as it was written (before any trim removed it) is
+    what every view reads, and ``msglog verify`` finds nothing wrong."""
+    if kind == "valkey":
+        client: redis.Redis = redis.Redis.from_url(shared_server("valkey").url)
+    else:
+        import fakeredis
+
+        client = fakeredis.FakeRedis()
+    log = MessageLog(client, new_id(), page_size=3)
+    fold = LogView(strict=True)
+    messages: list[int] = []  # message seqs not trimmed
+    for op, arg in ops:
+        messages = _edit(log, fold, messages, op, arg)
+        for entry in log.read(fold.last_seq, view="physical"):
+            fold.apply(entry)
+            if isinstance(entry, StoredMessage):
+                messages.append(entry.seq)
+        assert seqs(log.all()) == seqs(fold.rows)
+        assert seqs(log.all(view="active")) == seqs(fold.active())
+        assert seqs(log.all(view="archived")) == seqs(fold.archived())
+        assert log.count(view="visible") == len(fold.rows)
+        assert log.count(view="archived") == len(fold.archived())
+        assert seqs(log.last(2)) == seqs(fold.rows)[-2:]
+    if fold.last_seq:
+        assert verify_conversation(client, "msglog", log.conversation).problems == []
