@@ -18,6 +18,7 @@ from redis_msglog import (
     InvalidEditError,
     LogView,
     MessageLog,
+    SeqConflictError,
     StoredMessage,
     acl_rules,
 )
@@ -379,3 +380,16 @@ def test_trims_among_edits_match_a_followers_fold(
         assert seqs(log.last(2)) == seqs(fold.rows)[-2:]
     if fold.last_seq:
         assert verify_conversation(client, "msglog", log.conversation).problems == []
+
+
+def test_a_trim_is_exactly_once_and_takes_expected_seq(env: Env) -> None:
+    log = env.log()
+    log.append_many([user(f"m{i}") for i in range(1, 6)])
+    assert log.trim(2, idempotency_key="trim-1") == 6
+    before = snapshot(env, log)
+    assert log.trim(2, idempotency_key="trim-1") == 6  # the first call's result, again
+    assert snapshot(env, log) == before
+    with pytest.raises(SeqConflictError):
+        log.trim(3, expected_seq=5)
+    assert snapshot(env, log) == before
+    assert log.trim(3, expected_seq=6) == 7
