@@ -73,7 +73,11 @@
 --           bring ("<message>.<part>:<sha256>" separated by spaces, indexes from 0; ""
 --           for none, most calls): each must be a field of BLOBS, which is then named, or
 --           MSGLOG_BADBLOB and nothing is written (a reading worker could not hydrate it)
--- ARGV[19..] the tail: B pairs of a blob's SHA-256 (hex) and its bytes, then A pairs of
+-- ARGV[19]  max_age_us: retention by age (docs/lifecycle.md), in microseconds: a plain
+--           append (op "") trims the entries committed longer ago than that from the
+--           head, at most MAX_AGE_STEP of them, with a trim entry as its edit; "" for none
+--           (then one string compare is all it costs). Needs VIEW, HIDDEN and BLOBS.
+-- ARGV[20..] the tail: B pairs of a blob's SHA-256 (hex) and its bytes, then A pairs of
 --           an attribute change ("+name" to set, "-name" to delete) and its value, then
 --           the encoded messages (JSON), in order; at least one unless this is an edit
 --
@@ -115,13 +119,14 @@ local floor = ARGV[15]
 local attr_count = tonumber(ARGV[16])
 local attrs_json = ARGV[17]
 local blob_refs = ARGV[18]
-local NAMED = 18  -- the named arguments above: the tail follows them
+local max_age_us = ARGV[19]
+local NAMED = 19  -- the named arguments above: the tail follows them
 local SEQ = KEYS[1]
 local STREAM = KEYS[2]
 local BLOBS = KEYS[3]
 local PRODUCERS = KEYS[4]
 local VIEW, HIDDEN, RECORD = nil, nil, KEYS[5]
-if op ~= '' or ttl_ms ~= '' then  -- the view keys come before the record
+if op ~= '' or ttl_ms ~= '' or max_age_us ~= '' then  -- the view keys come before the record
   VIEW, HIDDEN, RECORD = KEYS[5], KEYS[6], KEYS[7]
 end
 -- == End of the binding block ==
@@ -283,6 +288,44 @@ end
 if expected_seq ~= '' and last ~= tonumber(expected_seq) then
   return redis.error_reply('MSGLOG_CONFLICT ' .. string.format('%d', last) ..
     ' is the last seq of ' .. STREAM .. ', not ' .. expected_seq)
+end
+
+-- Retention by age: a plain append trims the entries older than max_age_us from the head
+-- (through the last message among them), at most MAX_AGE_STEP a call: one step per append,
+-- so the call stays short; a log that ages faster catches up over its next appends.
+if max_age_us ~= '' and op == '' then
+  local MAX_AGE_STEP = 100
+  local cutoff = tonumber(at) - tonumber(max_age_us)
+  local function committed(e)  -- an entry's commit time: in its ID, or (older) its field
+    local t = tonumber(string.match(e[1], '^%d+%-(%d+)$') or '')
+    if t == 0 then
+      for i = 1, #e[2] - 1, 2 do
+        if e[2][i] == 'at' then
+          t = tonumber(e[2][i + 1])
+        end
+      end
+    end
+    return t
+  end
+  local oldest = redis.call('XRANGE', STREAM, '-', '+', 'COUNT', 1)
+  local t = oldest[1] and committed(oldest[1])
+  if t and t < cutoff then  -- something is due: read one step of the head
+    local aged = nil
+    for _, e in ipairs(redis.call('XRANGE', STREAM, '-', '+', 'COUNT', MAX_AGE_STEP)) do
+      local when = committed(e)
+      if not when or when >= cutoff then
+        break
+      end
+      for i = 1, #e[2] - 1, 2 do
+        if e[2][i] == 'msg' then
+          aged = string.match(e[1], '^(%d+)')
+        end
+      end
+    end
+    if aged then
+      op, op_arg = 'trim', aged  -- this call's edit: a trim entry before its messages
+    end
+  end
 end
 
 -- Edits (docs/edits.md): everything is checked before the first write.

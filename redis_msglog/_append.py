@@ -97,6 +97,7 @@ class Appends:
         durability: Durability | None,
         producers: ProducerSlot,
         publish: str,
+        max_age: timedelta | None = None,
     ) -> None:
         self._reader = reader
         self.keys = reader.keys
@@ -107,6 +108,7 @@ class Appends:
         self.producers = producers
         self._publish = publish
         self._ttl_ms = None if ttl is None else _millis(ttl)
+        self._max_age_us = None if max_age is None else max_age // timedelta(microseconds=1)
         self.durability_checked = durability is None or not durability.aof
 
     def prepare(
@@ -155,6 +157,7 @@ class Appends:
             pseq=pseq,
             floor=floor,
             blob_refs=batch.blob_refs,
+            max_age_us=self._max_age_us,
         )
         if batch.edit is not None:
             call = _with_edit(call, batch)

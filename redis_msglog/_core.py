@@ -89,6 +89,7 @@ class LogCore:
         ttl: timedelta | None = None,
         durability: Durability | None = None,
         blob_threshold: int | None = DEFAULT_BLOB_THRESHOLD,
+        max_age: timedelta | None = None,
         clock: Clock,
         producer: Producer | None = None,
     ) -> None:
@@ -100,6 +101,10 @@ class LogCore:
         if ttl is not None and not _at_least(ttl, timedelta(seconds=1)):
             raise InvalidArgumentError(
                 f"ttl must be None or a timedelta of at least 1 s, got {shown(ttl)}"
+            )
+        if max_age is not None and not _at_least(max_age, timedelta(seconds=1)):
+            raise InvalidArgumentError(
+                f"max_age must be None or a timedelta of at least 1 s, got {shown(max_age)}"
             )
         check_int("page_size", page_size, lowest=1, highest=MAX_PAGE_SIZE)
         check_type("retry", retry, RetryPolicy, "a RetryPolicy")
@@ -119,6 +124,7 @@ class LogCore:
             # Sharded pub/sub on a cluster: the event goes to the conversation's own shard.
             publish="SPUBLISH" if sharded_events else "PUBLISH",
             ttl=ttl,
+            max_age=max_age,
             durability=durability,
             # The idempotent producer numbering this log's calls: the process's (None),
             # shared by every log object of it, so that their records do not grow with
@@ -133,6 +139,7 @@ class LogCore:
         idempotency_window: timedelta,
         publish: str,
         ttl: timedelta | None,
+        max_age: timedelta | None,
         durability: Durability | None,
         producers: ProducerSlot,
     ) -> None:
@@ -149,6 +156,7 @@ class LogCore:
             retry=self.retry,
             idempotency_window=idempotency_window,
             ttl=ttl,
+            max_age=max_age,
             durability=durability,
             producers=producers,
             publish=publish,

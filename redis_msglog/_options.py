@@ -37,6 +37,7 @@ class LogOptions:
     ttl: timedelta | None = None
     durability: Durability | None = None
     blob_threshold: int | None = DEFAULT_BLOB_THRESHOLD
+    max_age: timedelta | None = None
 
     def keywords(self) -> dict[str, Any]:
         """The options as the clients' keyword arguments (a fork's new log takes them)."""
@@ -55,6 +56,7 @@ class LogOptions:
             ttl=self.ttl,
             durability=self.durability,
             blob_threshold=self.blob_threshold,
+            max_age=self.max_age,
             sharded_events=sharded_events,
             clock=clock,
         )

@@ -62,6 +62,9 @@ class AsyncMessageLog(AsyncLogEdits, AsyncLogFormats):
             bytes is stored once per conversation off the row, in the same atomic append
             (default 256 KiB; ``None``: always inline). ``max_message_bytes`` applies to
             the row after that. Reads put the bytes back unless asked for references.
+        max_age: retention by age: a plain append also trims (``trim()``) the entries
+            committed more than ``max_age`` ago from the head of the log, at most 100 a
+            call, in the same atomic call (docs/lifecycle.md). ``None``: none.
 
     Cancellation, asyncio only: an append cancelled while in flight has either committed or
     not (the script is atomic); its connection is discarded, never reused mid-reply.
@@ -83,6 +86,7 @@ class AsyncMessageLog(AsyncLogEdits, AsyncLogFormats):
         ttl: timedelta | None = None,
         durability: Durability | None = None,
         blob_threshold: int | None = DEFAULT_BLOB_THRESHOLD,
+        max_age: timedelta | None = None,
     ) -> None:
         options = LogOptions(
             prefix=prefix,
@@ -93,6 +97,7 @@ class AsyncMessageLog(AsyncLogEdits, AsyncLogFormats):
             ttl=ttl,
             durability=durability,
             blob_threshold=blob_threshold,
+            max_age=max_age,
         )
         self._setup_core(redis, conversation, on_append, options)
         self._redis = redis

@@ -63,6 +63,9 @@ class MessageLog(LogEdits, LogFormats):
             bytes is stored once per conversation off the row, in the same atomic append
             (default 256 KiB; ``None``: always inline). ``max_message_bytes`` applies to
             the row after that. Reads put the bytes back unless asked for references.
+        max_age: retention by age: a plain append also trims (``trim()``) the entries
+            committed more than ``max_age`` ago from the head of the log, at most 100 a
+            call, in the same atomic call (docs/lifecycle.md). ``None``: none.
 
     Cancellation, asyncio only: an append cancelled while in flight has either committed or
     not (the script is atomic); its connection is discarded, never reused mid-reply.
@@ -84,6 +87,7 @@ class MessageLog(LogEdits, LogFormats):
         ttl: timedelta | None = None,
         durability: Durability | None = None,
         blob_threshold: int | None = DEFAULT_BLOB_THRESHOLD,
+        max_age: timedelta | None = None,
     ) -> None:
         options = LogOptions(
             prefix=prefix,
@@ -94,6 +98,7 @@ class MessageLog(LogEdits, LogFormats):
             ttl=ttl,
             durability=durability,
             blob_threshold=blob_threshold,
+            max_age=max_age,
         )
         self._setup_core(redis, conversation, on_append, options)
         self._redis = redis

@@ -6,6 +6,8 @@ writes nothing (a DUMP of every key before and after); hypothesis against a mode
 
 from __future__ import annotations
 
+import time
+from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -15,6 +17,7 @@ from hypothesis import strategies as st
 
 from redis_msglog import (
     EditEntry,
+    InvalidArgumentError,
     InvalidEditError,
     LogView,
     MessageLog,
@@ -22,6 +25,8 @@ from redis_msglog import (
     StoredMessage,
     acl_rules,
 )
+from redis_msglog._append_script import AppendCall
+from redis_msglog._keys import ConversationKeys
 from redis_msglog.admin import verify_conversation
 
 from ..conftest import ACL_USER, Env, new_id, server_version
@@ -393,3 +398,49 @@ def test_a_trim_is_exactly_once_and_takes_expected_seq(env: Env) -> None:
         log.trim(3, expected_seq=5)
     assert snapshot(env, log) == before
     assert log.trim(3, expected_seq=6) == 7
+
+
+# -- max_age: retention by age, on write ---------------------------------------------------
+
+
+def test_max_age_trims_the_aged_head_on_a_plain_append(env: Env) -> None:
+    log = env.log(max_age=timedelta(seconds=1))
+    log.append_many([user(f"m{i}") for i in range(1, 6)])  # 1..5
+    log.retract([5])  # 6
+    assert seqs(log.all()) == [1, 2, 3, 4]  # an edit trims nothing
+    time.sleep(1.2)
+    assert log.add("user", "new") == 8  # 7: the trim (through 5, the last aged message)
+    physical = log.all(view="physical")
+    assert seqs(physical) == [6, 7, 8]
+    trim = physical[1]
+    assert isinstance(trim, EditEntry) and trim.op == "trim" and trim.through_seq == 5
+    assert seqs(log.all()) == [8] and log.count() == 8
+    assert log.add("user", "newer") == 9  # nothing aged (6 is an edit): no trim
+    assert seqs(log.all()) == [8, 9]
+    assert verify_conversation(sync_raw(env), "msglog", log.conversation).problems == []
+
+
+def test_max_age_trims_at_most_one_step_per_append(env: Env) -> None:
+    log = env.log(max_age=timedelta(seconds=1))
+    for _ in range(3):
+        log.append_many([user("m")] * 90)  # 270 entries
+    time.sleep(1.2)
+    log.add("user", "a")  # trims 100 (1..100), then its message
+    assert seqs(log.all())[0] == 101
+    log.add("user", "b")  # 101..200
+    assert seqs(log.all())[0] == 201
+    log.add("user", "c")  # 201..270: the rest (the trims' entries are not aged yet)
+    assert seqs(log.all()) == [272, 274, 276]
+
+
+@pytest.mark.parametrize("max_age", [timedelta(0), timedelta(milliseconds=999), 90, "1d"])
+def test_a_bad_max_age_is_refused(env: Env, max_age: Any) -> None:
+    with pytest.raises(InvalidArgumentError):
+        env.log(max_age=max_age)
+
+
+def test_a_plain_append_without_max_age_sends_it_empty() -> None:
+    call = AppendCall(keys=ConversationKeys.build("msglog", "c"), messages=(b"{}",), call="")
+    sent = call.keys_and_args()
+    assert AppendCall.argument(sent, "max_age_us") == ""
+    assert list(AppendCall.sent_keys(sent)) == ["seq", "stream", "blobs", "producers"]
