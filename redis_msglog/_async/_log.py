@@ -129,9 +129,17 @@ class AsyncMessageLog(AsyncLogEdits, AsyncLogFormats):
         if at_seq is not None:
             require_seq("at_seq", at_seq)
         entries = await self._run(self._core.physical_read_plan(0, at_seq))
-        if at_seq is not None and len(entries) < at_seq:
-            raise InvalidEditError(f"fork: at_seq {at_seq} is beyond the end ({len(entries)})")
-        view = LogView(entries)
+        # A trimmed log starts after seq 1 (docs/lifecycle.md): its view from its first.
+        entries = [e for e in entries if at_seq is None or e.seq <= at_seq]
+        if at_seq is not None and (not entries or entries[-1].seq < at_seq):
+            last = entries[-1].seq if entries else 0
+            raise InvalidEditError(f"fork: at_seq {at_seq} is beyond the end ({last}) or trimmed")
+        view = LogView(entries, start=entries[0].seq if entries else 1)
+        if view.uncertain:
+            raise InvalidEditError(
+                "fork: an edit kept cut the view at a trimmed row, so its order is not in the "
+                "log (docs/lifecycle.md): replace(log.all()) first to fork it"
+            )
         if at_seq is not None:
             check_fork_point(view, entries, at_seq)
         changes = None if attrs is None else AttrChanges.of(attrs)

@@ -444,3 +444,24 @@ def test_a_plain_append_without_max_age_sends_it_empty() -> None:
     sent = call.keys_and_args()
     assert AppendCall.argument(sent, "max_age_us") == ""
     assert list(AppendCall.sent_keys(sent)) == ["seq", "stream", "blobs", "producers"]
+
+
+def contents(env: Env, log: Any) -> list[Any]:
+    """The contents of a log's rows (a fork of an async log is an AsyncMessageLog)."""
+    rows = log.all() if env.flavor == "sync" else env.loop.run_until_complete(log.all())
+    return [row.content for row in rows]
+
+
+def test_a_trimmed_log_forks_from_its_first_seq(env: Env) -> None:
+    log = env.log()
+    log.append_many([user(f"m{i}") for i in range(1, 7)])  # 1..6
+    log.retract([5])  # 7
+    log.trim(2)  # 8
+    fork = log.fork(new_id())
+    assert contents(env, fork) == ["m3", "m4", "m6"]
+    early = log.fork(new_id(), at_seq=4)
+    assert contents(env, early) == ["m3", "m4"]
+    with pytest.raises(InvalidEditError, match="trimmed"):
+        log.fork(new_id(), at_seq=2)
+    log.compact([user("summary")], through_seq=4)  # 9, 10: a cut at a kept row: fine
+    assert contents(env, log.fork(new_id())) == ["summary", "m6"]
