@@ -131,7 +131,7 @@ class AsyncMessageLog(AsyncLogEdits, AsyncLogFormats):
         entries = await self._run(self._core.physical_read_plan(0, at_seq))
         # A trimmed log starts after seq 1 (docs/lifecycle.md): its view from its first.
         entries = [e for e in entries if at_seq is None or e.seq <= at_seq]
-        if at_seq is not None and (not entries or entries[-1].seq < at_seq):
+        if at_seq and (not entries or entries[-1].seq < at_seq):
             last = entries[-1].seq if entries else 0
             raise InvalidEditError(f"fork: at_seq {at_seq} is beyond the end ({last}) or trimmed")
         view = LogView(entries, start=entries[0].seq if entries else 1)
