@@ -18,8 +18,11 @@
 --           commit time) and "msg" or "edit"; they are read as before, and appends
 --           continue after them (seq grows, so IDs still grow).
 -- KEYS[3]   BLOBS: a hash of large binaries stored off the rows, field = SHA-256 (hex);
---           touched only when the batch stores blobs, refers to stored ones (blob_refs)
---           or ttl_ms sets a lifetime, and otherwise STREAM again (see "Slot moves")
+--           touched only when the batch stores blobs, refers to stored ones (blob_refs),
+--           trims, or ttl_ms sets a lifetime, and otherwise STREAM again (see "Slot
+--           moves"). Field "^<sha256>" beside each digest: the last seq of the latest
+--           call that stored or referred to it (no entry after it refers to it), so a trim
+--           through that seq removes the bytes in one step (docs/lifecycle.md)
 -- KEYS[4]   PRODUCERS: a hash, field = a producer id, value = its recent results (see
 --           producer_lib.lua); STREAM again when producer is ""
 -- KEYS[5]   VIEW: the view hash (see view_lib.lua), only for an edit (op not "") or a
@@ -50,9 +53,11 @@
 --           written
 -- ARGV[10]  op: the edit this call makes (docs/edits.md), written as one entry before the
 --           messages: "" (none: a plain append), "retract", "pop", "compact", "archive",
---           "fork" or "attrs" (attributes changed, the view untouched)
+--           "fork", "attrs" (attributes changed, the view untouched) or "trim" (the
+--           entries up to op_arg removed from the stream, docs/lifecycle.md)
 -- ARGV[11]  op_arg: the edit's argument: retract: the seqs ("7,9"); compact: the seq it
---           compacts through ("end": everything); archive: the watermark seq; else ""
+--           compacts through ("end": everything); archive: the watermark seq; trim:
+--           the seq it trims through; else ""
 -- ARGV[12]  entry: fork and attrs only, the entry's JSON (a fork is a compaction of an
 --           empty log)
 -- ARGV[13]  producer: the producer id (12 hex digits) of the process making the call
@@ -68,7 +73,11 @@
 --           bring ("<message>.<part>:<sha256>" separated by spaces, indexes from 0; ""
 --           for none, most calls): each must be a field of BLOBS, which is then named, or
 --           MSGLOG_BADBLOB and nothing is written (a reading worker could not hydrate it)
--- ARGV[19..] the tail: B pairs of a blob's SHA-256 (hex) and its bytes, then A pairs of
+-- ARGV[19]  max_age_us: retention by age (docs/lifecycle.md), in microseconds: a plain
+--           append (op "") trims the entries committed longer ago than that from the
+--           head, at most MAX_AGE_STEP of them, with a trim entry as its edit; "" for none
+--           (then one string compare is all it costs). Needs VIEW, HIDDEN and BLOBS.
+-- ARGV[20..] the tail: B pairs of a blob's SHA-256 (hex) and its bytes, then A pairs of
 --           an attribute change ("+name" to set, "-name" to delete) and its value, then
 --           the encoded messages (JSON), in order; at least one unless this is an edit
 --
@@ -111,13 +120,14 @@ local floor = ARGV[15]
 local attr_count = tonumber(ARGV[16])
 local attrs_json = ARGV[17]
 local blob_refs = ARGV[18]
-local NAMED = 18  -- the named arguments above: the tail follows them
+local max_age_us = ARGV[19]
+local NAMED = 19  -- the named arguments above: the tail follows them
 local SEQ = KEYS[1]
 local STREAM = KEYS[2]
 local BLOBS = KEYS[3]
 local PRODUCERS = KEYS[4]
 local VIEW, HIDDEN, RECORD = nil, nil, KEYS[5]
-if op ~= '' or ttl_ms ~= '' then  -- the view keys come before the record
+if op ~= '' or ttl_ms ~= '' or max_age_us ~= '' then  -- the view keys come before the record
   VIEW, HIDDEN, RECORD = KEYS[5], KEYS[6], KEYS[7]
 end
 -- == End of the binding block ==
@@ -289,6 +299,44 @@ if expected_seq ~= '' and last ~= tonumber(expected_seq) then
     ' is the last seq of ' .. STREAM .. ', not ' .. expected_seq)
 end
 
+-- Retention by age: a plain append trims the entries older than max_age_us from the head
+-- (through the last message among them), at most MAX_AGE_STEP a call: one step per append,
+-- so the call stays short; a log that ages faster catches up over its next appends.
+if max_age_us ~= '' and op == '' then
+  local MAX_AGE_STEP = 100
+  local cutoff = tonumber(at) - tonumber(max_age_us)
+  local function committed(e)  -- an entry's commit time: in its ID, or (older) its field
+    local t = tonumber(string.match(e[1], '^%d+%-(%d+)$') or '')
+    if t == 0 then
+      for i = 1, #e[2] - 1, 2 do
+        if e[2][i] == 'at' then
+          t = tonumber(e[2][i + 1])
+        end
+      end
+    end
+    return t
+  end
+  local oldest = redis.call('XRANGE', STREAM, '-', '+', 'COUNT', 1)
+  local t = oldest[1] and committed(oldest[1])
+  if t and t < cutoff then  -- something is due: read one step of the head
+    local aged = nil
+    for _, e in ipairs(redis.call('XRANGE', STREAM, '-', '+', 'COUNT', MAX_AGE_STEP)) do
+      local when = committed(e)
+      if not when or when >= cutoff then
+        break
+      end
+      for i = 1, #e[2] - 1, 2 do
+        if e[2][i] == 'msg' then
+          aged = string.match(e[1], '^(%d+)')
+        end
+      end
+    end
+    if aged then
+      op, op_arg = 'trim', aged  -- this call's edit: a trim entry before its messages
+    end
+  end
+end
+
 -- Edits (docs/edits.md): everything is checked before the first write.
 -- @include edit_lib.lua
 
@@ -333,10 +381,16 @@ for i = next_arg, #ARGV do
   redis.call('XADD', STREAM, string.format('%d-', last + 2 + i - next_arg) .. at, 'msg',
     ARGV[i])
 end
+local new_last = last + written
 for i = 0, blob_count - 1 do  -- content-addressed: the same bytes are stored once
   redis.call('HSETNX', BLOBS, ARGV[blobs_from + 2 * i], ARGV[blobs_from + 2 * i + 1])
+  redis.call('HSET', BLOBS, '^' .. ARGV[blobs_from + 2 * i], new_last)  -- its last user
 end
-local new_last = last + written
+if blob_refs ~= '' then
+  for digest in string.gmatch(blob_refs, '%d+%.%d+:(%x+)') do
+    redis.call('HSET', BLOBS, '^' .. digest, new_last)
+  end
+end
 if raw then
   redis.call('INCRBY', SEQ, written)
 else
@@ -357,6 +411,29 @@ if edit then
   end
   part.hide(HIDDEN, last + 1, last + 1)  -- the edit entry itself is in no view
   part.save(edit[2], last + 1)
+  if edit[6] then  -- a trim: its entries leave the stream, and the blobs only they used
+    local first, through = edit[6][1], edit[6][2]
+    part.hide(HIDDEN, first, through)  -- in no view: the view reads never look for them
+    if redis.call('EXISTS', BLOBS) == 1 then
+      local seen = {}
+      for _, gone in ipairs(redis.call('XRANGE', STREAM, first, through)) do
+        for _, value in ipairs(gone[2]) do
+          for digest in string.gmatch(value, '"blob":"(%x+)"') do
+            if not seen[digest] then
+              seen[digest] = true
+              local user = tonumber(redis.call('HGET', BLOBS, '^' .. digest) or '')
+              if user and user <= through then  -- no later entry refers to it
+                redis.call('HDEL', BLOBS, digest, '^' .. digest)
+              end
+            end
+          end
+        end
+      end
+    end
+    -- "<through + 1>" is "<through + 1>-0": every entry of a seq up to `through` goes.
+    redis.call('XTRIM', STREAM, 'MINID', string.format('%d', through + 1))
+    redis.call('HSET', VIEW, 'first', string.format('%d', through + 1))
+  end
     for i = attrs_from, attrs_from + 2 * attr_count - 1, 2 do  -- attributes live in the view hash
     local change, name = string.sub(ARGV[i], 1, 1), 'a:' .. string.sub(ARGV[i], 2)
     if change == '+' then

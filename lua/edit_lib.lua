@@ -1,5 +1,5 @@
 -- edit_lib.lua: the edits of append.lua (docs/edits.md): retract, pop, archive, compact,
--- fork and attrs, each planned (checked) before the first write. Not a script of its
+-- fork, attrs and trim, each planned (checked) before the first write. Not a script of its
 -- own: the loader puts it where append.lua says `-- @include edit_lib.lua`, after its
 -- argument bindings (op, op_arg, entry, VIEW, HIDDEN, STREAM) and the checks that give
 -- `last` (the log's last seq) and `n` (the messages of the call).
@@ -13,6 +13,7 @@ local function edit_part()
   -- it moves in or out of the view, not the view's length.
 
   local MAX_RETRACT = 256  -- seqs one retract may take: it stays a short call
+  local MAX_TRIM = 10000  -- entries one trim may remove: it stays a short call (~10 ms)
 
   local function bad_edit(text)
     return {err = 'MSGLOG_BADEDIT ' .. text}
@@ -195,8 +196,87 @@ local function edit_part()
     return {marker, v, false, {}}
   end
 
-  -- The edit to make: {marker, view state, false, seqs to hide, popped}; nil for a pop of
-  -- an empty view; or an error reply.
+  -- The view rows up to seq `through` (the rows a trim takes out of the view), and those
+  -- of them up to the archive watermark: one step per segment starting at or below it and
+  -- per hidden range in it.
+  local function rows_up_to(v, through)
+    local positions = {}
+    if v.form == 'new' then
+      for _, member in ipairs(redis.call('ZRANGEBYSCORE', HIDDEN, int(-through), '(0')) do
+        positions[#positions + 1] = tonumber(string.match(member, '^@(%-?%d+)$') or '')
+      end
+    else
+      for pos = v.front, v.back do
+        positions[#positions + 1] = pos
+      end
+    end
+    local wpos = v.archived and lookup(v, v.archived)
+    local rows, archived = 0, 0
+    for _, pos in ipairs(positions) do
+      if not pos then
+        fail(bad_view(HIDDEN, 'holds a member that is not a segment'))
+      end
+      local lo, hi = seg_seqs(v, pos, last)
+      if lo <= through then
+        local k = count_visible(HIDDEN, lo, math.min(hi, through))
+        rows = rows + k
+        if wpos and pos < wpos then
+          archived = archived + k
+        elseif wpos and pos == wpos then
+          archived = archived + count_visible(HIDDEN, lo, math.min(hi, through, v.archived))
+        end
+      end
+    end
+    return rows, archived
+  end
+
+  -- trim: every entry up to seq `through` (a message) leaves the physical log (append.lua
+  -- removes them after the checks); here, the checks and the view: those rows leave it.
+  local function plan_trim(v)
+    local through = tonumber(op_arg)
+    local first = tonumber(redis.call('HGET', VIEW, 'first') or '1')
+    local what = 'trim: seq ' .. int(through)
+    if not first then
+      return bad_view(VIEW, 'holds a first seq that is not a seq')
+    end
+    if through < first then
+      return bad_edit(what .. ' is already trimmed (the log starts at seq ' .. int(first) ..
+        '): a trim only moves forward')
+    end
+    if through > last then
+      return bad_edit(what .. ' is not in the log (last seq ' .. int(last) .. ')')
+    end
+    if through - first + 1 > MAX_TRIM then
+      return bad_edit(what .. ' would remove ' .. int(through - first + 1) .. ' entries, more ' ..
+        'than ' .. MAX_TRIM .. ' in one call: trim in steps')
+    end
+    local found = redis.call('XRANGE', STREAM, int(through), int(through))
+    if not found[1] then
+      return bad_edit(what .. ' is missing from the stream (deleted by hand?)')
+    end
+    local fields = found[1][2]
+    for i = 1, #fields - 1, 2 do
+      if fields[i] == 'edit' then
+        return bad_edit(what .. ' is an edit entry: trim through a message')
+      end
+    end
+    -- XTRIM runs after the first writes: a user the ACL refuses it is refused here, before
+    -- anything is written (Redis 7+; acl_rules(deletions=True) grants it).
+    if redis.acl_check_cmd and not redis.acl_check_cmd('XTRIM', STREAM, 'MINID', '1') then
+      return {err = 'NOPERM this user has no permissions to trim (XTRIM) ' .. STREAM ..
+        ': see acl_rules(deletions=True)'}
+    end
+    local removed, archived = rows_up_to(v, through)
+    v.total = v.total - removed
+    if v.archived and lookup(v, v.archived) then
+      v.archivedrows = v.archivedrows - archived
+    end
+    return {'{"op":"trim","through":' .. int(through) .. '}', v, false, {}, nil,
+      {first, through}}
+  end
+
+  -- The edit to make: {marker, view state, false, seqs to hide, popped, trim}; nil for a pop of
+  -- an empty view; or an error reply. (trim: {first seq, through}, the entries to remove.)
   local function plan_edit()
     local v = open_view(VIEW, HIDDEN)
     if v.err then
@@ -212,6 +292,8 @@ local function edit_part()
       return plan_pop(v)
     elseif op == 'archive' then
       return plan_archive(v)
+    elseif op == 'trim' then
+      return plan_trim(v)
     end
     return plan_compact(v)
   end

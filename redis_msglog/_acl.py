@@ -43,6 +43,8 @@ _READS = (
     "command",
 )  # fmt: skip
 _DURABILITY = ("wait", "waitaof")
+# trim() deletes entries (docs/lifecycle.md): granted only with acl_rules(deletions=True).
+DELETION_COMMANDS: tuple[str, ...] = ("xtrim",)
 _EVENTS = ("subscribe", "unsubscribe", "ssubscribe", "sunsubscribe")  # redis-cli SUBSCRIBE
 _CLUSTER = (  # a cluster client: the topology, redirections, reads from replicas
     "cluster|slots", "cluster|shards", "asking", "readonly", "readwrite",
@@ -59,7 +61,11 @@ _TENANT = re.compile(r"[A-Za-z0-9_.-]{1,200}")
 
 
 def acl_rules(
-    prefix: str = "msglog", *, tenant: str | None = None, redis_version: tuple[int, int] = (7, 2)
+    prefix: str = "msglog",
+    *,
+    tenant: str | None = None,
+    redis_version: tuple[int, int] = (7, 2),
+    deletions: bool = False,
 ) -> list[str]:
     """``ACL SETUSER <user> on ><password> <rules...>`` rules that allow exactly what this
     library does under ``prefix`` (docs/durability.md#security) and refuse every other
@@ -70,7 +76,9 @@ def acl_rules(
     docs/lifecycle.md). A tenant is letters, digits, ``_``, ``.``
     and ``-`` (no ``:``, so no tenant's ids are inside another's). ``redis_version``
     below ``(7, 2)`` (Redis 7.0) leaves out the commands that server does not know
-    (``WAITAOF``, ``CLIENT SETINFO``), which ``ACL SETUSER`` would refuse; Valkey is 7.2."""
+    (``WAITAOF``, ``CLIENT SETINFO``), which ``ACL SETUSER`` would refuse; Valkey is 7.2.
+    ``deletions``: also what ``trim()`` needs to delete entries (``XTRIM``, inside the
+    append script); without it a trim is refused by the ACL and writes nothing."""
     ConversationKeys.build(prefix, "x")  # validates the prefix
     if not (
         isinstance(redis_version, tuple)
@@ -96,4 +104,5 @@ def acl_rules(
             for command in LIBRARY_COMMANDS
             if redis_version >= (7, 2) or command not in _SINCE_7_2
         ),
+        *(f"+{command}" for command in DELETION_COMMANDS if deletions is True),
     ]  # fmt: skip

@@ -99,6 +99,7 @@ class Appends:
         producers: ProducerSlot,
         publish: str,
         register: Callable[[], Plan[object]] | None = None,
+        max_age: timedelta | None = None,
     ) -> None:
         self._reader = reader
         self.keys = reader.keys
@@ -109,6 +110,7 @@ class Appends:
         self.producers = producers
         self._publish = publish
         self._ttl_ms = None if ttl is None else _millis(ttl)
+        self._max_age_us = None if max_age is None else max_age // timedelta(microseconds=1)
         self.durability_checked = durability is None or not durability.aof
         # A scoped log's registration (_scope.py), run once in its first write's preflight.
         self._register = register
@@ -160,6 +162,7 @@ class Appends:
             pseq=pseq,
             floor=floor,
             blob_refs=batch.blob_refs,
+            max_age_us=self._max_age_us,
         )
         if batch.edit is not None:
             call = _with_edit(call, batch)

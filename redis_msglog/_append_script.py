@@ -25,6 +25,7 @@ ARGV_NAMES = (
     "publish", "channel", "record_ttl_ms", "fingerprint", "look_up", "ttl_ms", "call",
     "blob_count", "expected_seq", "op", "op_arg", "entry", "producer", "pseq", "floor",
     "attr_count", "attrs_json", "blob_refs",
+    "max_age_us",
 )  # fmt: skip
 """The named ``ARGV`` of the script, in order: ``keys_and_args`` sends them so, and the
 script binds each to a local of the same name (a test checks both). The blobs (digest,
@@ -62,7 +63,7 @@ class AppendCall:
     ttl_ms: int | None = None  # the conversation's lifetime, refreshed by every append
     expected_seq: int | None = None  # commit only if the log ends at this seq
     op: EditCall | Literal[""] = ""  # the edit this call makes ("": a plain append)
-    op_arg: str = ""  # retract: "7,9"; compact: the seq or "end"; archive: the seq
+    op_arg: str = ""  # retract: "7,9"; compact: the seq or "end"; archive, trim: the seq
     entry: bytes = b""  # fork and attrs only: the edit entry's JSON
     attrs: tuple[tuple[str, str | None], ...] = ()  # attribute changes (None: delete)
     attrs_json: bytes = b""  # the same as JSON, for the edit entry
@@ -70,17 +71,24 @@ class AppendCall:
     pseq: int = 0  # the producer's number of this call, the same on every try
     floor: int | None = None  # the producer's lowest call in flight (None: unknown)
     blob_refs: str = ""  # "<message>.<part>:<sha256> ...": references the batch cannot store
+    max_age_us: int | None = None  # trim entries older than this on a plain append (µs)
 
     def keys_and_args(self) -> Command:
         """``numkeys, KEYS..., ARGV...`` for ``EVALSHA``/``EVAL``."""
         # Only keys that exist once the conversation does (or that the script needs):
         # during a cluster slot move a declared key that does not exist holds the
         # append up (TRYAGAIN). Unused positions repeat the stream's name.
-        uses_blobs = bool(self.blobs) or self.ttl_ms is not None or bool(self.blob_refs)
+        uses_blobs = (
+            bool(self.blobs)
+            or self.ttl_ms is not None
+            or bool(self.blob_refs)
+            or self.op == "trim"
+            or self.max_age_us is not None
+        )
         blobs = self.keys.blobs if uses_blobs else self.keys.stream
         producers = self.keys.producers if self.producer else self.keys.stream
         keys: tuple[str, ...] = (self.keys.seq, self.keys.stream, blobs, producers)
-        if self.op or self.ttl_ms is not None:
+        if self.op or self.ttl_ms is not None or self.max_age_us is not None:
             keys += (self.keys.view, self.keys.hidden)
         keys += () if self.record is None else (self.record,)
         recorded = self.record is not None or bool(self.producer)
@@ -103,6 +111,7 @@ class AppendCall:
             len(self.attrs),
             self.attrs_json,
             self.blob_refs,
+            "" if self.max_age_us is None else self.max_age_us,
         )
         if not self.blobs and not self.attrs:  # most calls: only messages follow
             return (len(keys), *keys, *argv, *self.messages)

@@ -236,14 +236,14 @@ class CachedReads:
         decides)."""
         reader, last = self._reader, entry.last
         page = reader.page_size
-        before, raw_high, length, entries, version = yield from reader.read(
+        before, raw_high, length, first, entries, version = yield from reader.read(
             *reader.counter_commands(),
             reader.xrange(last.seq, page + 1),  # from the cached last entry (any commit time)
             ("HGET", reader.keys.view, "version"),
         )
         if raw_high is None or version != entry.version or len(entries) > page:
             return None
-        high = reader.checked_counter(raw_high, before, length)  # an error, as uncached
+        high = reader.checked_counter(raw_high, before, length, first)  # an error, as uncached
         if not entries or stored(entries[0]) != entry.stored_last:
             return None  # rewound, recreated or replaced: read it all again
         decoded = _Decoded(self._reads.decode_entries)

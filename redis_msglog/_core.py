@@ -94,29 +94,23 @@ class LogCore:
         ttl: timedelta | None = None,
         durability: Durability | None = None,
         blob_threshold: int | None = DEFAULT_BLOB_THRESHOLD,
+        max_age: timedelta | None = None,
         clock: Clock,
         producer: Producer | None = None,
         scope: Scope | None = None,
         before_append: BeforeAppend | None = None,
     ) -> None:
-        _require_positive("max_message_bytes", max_message_bytes)
-        if before_append is not None:
-            require_callable("before_append", before_append)
-        if blob_threshold is not None:
-            _require_positive("blob_threshold", blob_threshold)
-        if durability is not None:
-            check_type("durability", durability, Durability, "a Durability or None")
-        if ttl is not None and not _at_least(ttl, timedelta(seconds=1)):
-            raise InvalidArgumentError(
-                f"ttl must be None or a timedelta of at least 1 s, got {shown(ttl)}"
-            )
-        check_int("page_size", page_size, lowest=1, highest=MAX_PAGE_SIZE)
-        check_type("retry", retry, RetryPolicy, "a RetryPolicy")
-        if not _at_least(idempotency_window, timedelta(milliseconds=1)):
-            raise InvalidArgumentError(
-                "idempotency_window must be a timedelta of at least 1 ms, "
-                f"got {shown(idempotency_window)}"
-            )
+        _check_options(
+            max_message_bytes=max_message_bytes,
+            page_size=page_size,
+            retry=retry,
+            idempotency_window=idempotency_window,
+            ttl=ttl,
+            max_age=max_age,
+            durability=durability,
+            blob_threshold=blob_threshold,
+            before_append=before_append,
+        )
         self.conversation = conversation
         self.keys = ConversationKeys.build(prefix, conversation)
         self.scope = None if scope is None else check_scope(scope)
@@ -134,6 +128,7 @@ class LogCore:
             # Sharded pub/sub on a cluster: the event goes to the conversation's own shard.
             publish="SPUBLISH" if sharded_events else "PUBLISH",
             ttl=ttl,
+            max_age=max_age,
             durability=durability,
             # The idempotent producer numbering this log's calls: the process's (None),
             # shared by every log object of it, so that their records do not grow with
@@ -149,6 +144,7 @@ class LogCore:
         idempotency_window: timedelta,
         publish: str,
         ttl: timedelta | None,
+        max_age: timedelta | None,
         durability: Durability | None,
         producers: ProducerSlot,
         register: Callable[[], Plan[object]] | None,
@@ -166,6 +162,7 @@ class LogCore:
             retry=self.retry,
             idempotency_window=idempotency_window,
             ttl=ttl,
+            max_age=max_age,
             durability=durability,
             producers=producers,
             publish=publish,
@@ -232,6 +229,43 @@ class LogCore:
     @_own_producer.setter
     def _own_producer(self, producer: Producer | None) -> None:
         self._producers.own = producer
+
+
+def _check_options(
+    *,
+    max_message_bytes: int,
+    page_size: int,
+    retry: RetryPolicy,
+    idempotency_window: timedelta,
+    ttl: timedelta | None,
+    max_age: timedelta | None,
+    durability: Durability | None,
+    blob_threshold: int | None,
+    before_append: BeforeAppend | None,
+) -> None:
+    """A log's options, each checked before anything can be sent: InvalidArgumentError."""
+    _require_positive("max_message_bytes", max_message_bytes)
+    if before_append is not None:
+        require_callable("before_append", before_append)
+    if blob_threshold is not None:
+        _require_positive("blob_threshold", blob_threshold)
+    if durability is not None:
+        check_type("durability", durability, Durability, "a Durability or None")
+    if ttl is not None and not _at_least(ttl, timedelta(seconds=1)):
+        raise InvalidArgumentError(
+            f"ttl must be None or a timedelta of at least 1 s, got {shown(ttl)}"
+        )
+    if max_age is not None and not _at_least(max_age, timedelta(seconds=1)):
+        raise InvalidArgumentError(
+            f"max_age must be None or a timedelta of at least 1 s, got {shown(max_age)}"
+        )
+    check_int("page_size", page_size, lowest=1, highest=MAX_PAGE_SIZE)
+    check_type("retry", retry, RetryPolicy, "a RetryPolicy")
+    if not _at_least(idempotency_window, timedelta(milliseconds=1)):
+        raise InvalidArgumentError(
+            "idempotency_window must be a timedelta of at least 1 ms, "
+            f"got {shown(idempotency_window)}"
+        )
 
 
 def _at_least(value: object, least: timedelta) -> bool:

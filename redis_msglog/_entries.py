@@ -16,6 +16,11 @@ from .edits import EditEntry, Entry
 from .models import StoredMessage
 
 
+class Trimmed(Exception):
+    """A trim committed in the middle of a read (the log's first seq moved): the read is
+    made again (internal: never leaves the read plans)."""
+
+
 class EditsPresent(Exception):
     """Raised inside the core when a fast read of an edit-free log meets an edit: the
     log has edits after all, and the read is made again through the view script."""

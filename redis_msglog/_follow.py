@@ -22,8 +22,10 @@ class FollowCursor:
 
     The stream is the source of truth: each step is one ``XREAD BLOCK`` for entries after
     ``position``, so a follower that starts late, lags or reconnects resumes exactly where
-    it was. A page that does not start at ``position + 1`` (entries deleted or trimmed
-    under it) raises :class:`~redis_msglog.CorruptLogError` rather than skipping.
+    it was. A page that does not start at ``position + 1`` (entries deleted under it)
+    raises :class:`~redis_msglog.CorruptLogError` rather than skipping, unless ``trim()``
+    removed them (the log's first seq, read then, says so): the follower goes on from the
+    first kept entry, and the trim's edit entry follows.
 
     Rewinds: after a failover that lost acknowledged appends, the new primary's log ends
     before ``position``, or reuses its seqs for other messages. So at the start, after
@@ -58,10 +60,15 @@ class FollowCursor:
         self._last: Entry | None = None  # the row at ``position``, once seen
         self._verify = after > 0  # read the entry at ``position`` back before going on
         self._erased = False  # the last check met an erased conversation's tombstone
+        # Entries missing below the next one: the log's first seq is read next, to tell a
+        # trim (skip to it) from a deletion or a rewind (raise ``_missing``).
+        self._missing: errors.MessageLogError | None = None
 
     def command(self) -> Command:
         """The next read: the check of the entry at ``position`` when one is due, else up
         to a page of entries after ``position``, waiting for one."""
+        if self._missing is not None:
+            return ("HGET", self._core.keys.view, "first")
         if self._verify:
             # An incomplete ID: "<seq>-0" to "<seq>-<max>", the entry of that seq whatever
             # its commit time (the second part of its ID; 0 for an earlier version's).
@@ -84,6 +91,9 @@ class FollowCursor:
         """The rows of an ``XREAD`` reply (none on a timeout); advances ``position``.
         ``counter``: the seq counter read with a check of the entry at ``position``."""
         self._failing_since, self._failures = None, 0
+        if self._missing is not None:
+            self._check_trimmed(reply)
+            return []
         if self._verify:
             self._check_position(reply, counter)
             return []
@@ -94,10 +104,11 @@ class FollowCursor:
         entries = next(iter(reply.values())) if isinstance(reply, Mapping) else reply[0][1]
         rows = self._core.decode_physical(entries)
         if rows and rows[0].seq != self.position + 1:
-            raise errors.CorruptLogError(
+            self._missing = errors.CorruptLogError(
                 f"stream {self._core.keys.stream} has a gap: expected seq {self.position + 1}, "
-                f"got {rows[0].seq} (entries deleted or trimmed?)"
+                f"got {rows[0].seq} (entries deleted or trimmed by hand?)"
             )
+            return []  # a trim, if the log's first seq (read next) says so
         # Hand out the contiguous run; a gap further on is met (and raised) by the next read,
         # a seq written twice (IDs "<seq>-<at>" of two times) here: no read would meet it.
         end = next((i for i, row in enumerate(rows) if row.seq != rows[0].seq + i), len(rows))
@@ -121,17 +132,29 @@ class FollowCursor:
             self._verify = True
             return
         if not rows:
-            raise errors.LogRewoundError(
+            self._missing = errors.LogRewoundError(
                 f"follow of {self._core.keys.stream} is at seq {self.position}, beyond the end "
                 "of the log: it was rewound (a failover lost acknowledged appends?) or the "
                 "cursor belongs to another log"
             )
+            return  # a trim, if the log's first seq (read next) says so
         if self._last is not None and rows[0] != self._last:
             raise errors.LogRewoundError(
                 f"seq {self.position} of {self._core.keys.stream} now holds another message "
                 f"(committed {rows[0].at.isoformat()}, not {self._last.at.isoformat()}): the "
                 "log was rewound and its seqs reused (a failover lost acknowledged appends?)"
             )
+
+    def _check_trimmed(self, raw_first: Any) -> None:
+        """After entries were found missing: a trim removed them (``trim()``: the log now
+        starts above ``position``), so the follower goes on from the log's first seq (the
+        trim's own entry follows); otherwise raise the error found."""
+        missing, self._missing = self._missing, None
+        first = 1 if raw_first is None else int(raw_first)
+        if first <= self.position + (0 if isinstance(missing, errors.LogRewoundError) else 1):
+            assert missing is not None
+            raise missing
+        self.position, self._last = first - 1, None
 
     def page_plan(self) -> Plan[list[Entry]]:
         """One read of the follow: the next rows (none after an idle wait). A read the

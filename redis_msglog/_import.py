@@ -25,6 +25,7 @@ from .edits import EditEntry
 from .errors import (
     CodecError,
     InvalidArgumentError,
+    InvalidEditError,
     InvalidMessageError,
     MessageLogError,
     MessageTooLargeError,
@@ -290,6 +291,12 @@ def _import_edit(
         return log.retract(edit["seqs"], idempotency_key=key, attrs=attrs)
     if op == "archive":
         return log.archive(edit["through"], idempotency_key=key, attrs=attrs)
+    if op == "trim":
+        raise InvalidEditError(
+            f"a trim through seq {edit.get('through')}: an export of a trimmed log lacks the "
+            "entries before it, so its seqs cannot mean the same here (import it into a new "
+            "conversation from its first kept seq instead)"
+        )
     if op == "fork":
         # The fork entry again, as fork() writes it (the source need not exist here).
         changes = None if attrs is None else AttrChanges.of(attrs)

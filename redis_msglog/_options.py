@@ -40,6 +40,7 @@ class LogOptions:
     blob_threshold: int | None = DEFAULT_BLOB_THRESHOLD
     scope: tuple[str, ...] | None = None  # a fork's new log takes the source's
     before_append: BeforeAppend | None = None
+    max_age: timedelta | None = None
 
     def keywords(self) -> dict[str, Any]:
         """The options as the clients' keyword arguments (a fork's new log takes them)."""
@@ -59,6 +60,7 @@ class LogOptions:
             durability=self.durability,
             blob_threshold=self.blob_threshold,
             before_append=self.before_append,
+            max_age=self.max_age,
             sharded_events=sharded_events,
             scope=self.scope,
             clock=clock,

@@ -92,16 +92,36 @@ class Reader:
         # older entry's "<seq>-0".
         return ("XRANGE", self.keys.stream, f"{start_seq}-0", "+", "COUNT", count)
 
-    def counter_commands(self) -> tuple[Command, Command, Command]:
-        # A sound log has one entry per seq: XLEN == counter. Other workers may append
-        # between these pipelined commands, so the counter is compared with the entries
-        # counted before it (never more) and after it (never fewer). Three O(1) commands.
+    def counter_commands(self) -> tuple[Command, Command, Command, Command]:
+        # A sound log has one entry per seq from its first: XLEN == counter - trimmed.
+        # Other workers may append (or trim) between these pipelined commands, so the
+        # counter is compared with the entries counted before it (never more than the
+        # counter) and after it, less the seqs trimmed as read after that (never fewer
+        # than the counter less those). Four O(1) commands.
         length = ("XLEN", self.keys.stream)
-        return length, ("GET", self.keys.seq), length
+        return length, ("GET", self.keys.seq), length, self.first_command()
 
-    def checked_counter(self, raw: bytes | str, before: int, after: int) -> int:
-        """The seq counter's value, checked against the stream's length read around it.
-        An erased conversation's tombstone reads as an empty log (0)."""
+    def first_command(self) -> Command:
+        """The log's first seq (none: 1), recorded by its last trim (docs/lifecycle.md)."""
+        return ("HGET", self.keys.view, "first")
+
+    def first_of(self, raw: bytes | str | None) -> int:
+        """The reply of :meth:`first_command` as the log's first seq."""
+        if raw is None:
+            return 1
+        first = parse_seq_counter(raw)
+        if first is None or first < 1:
+            raise errors.CorruptLogError(
+                f"view {self.keys.view} holds first seq {text(raw)!r}, not a seq (set by hand?)"
+            )
+        return first
+
+    def checked_counter(
+        self, raw: bytes | str, before: int, after: int, first: bytes | str | None = None
+    ) -> int:
+        """The seq counter's value, checked against the stream's length read around it
+        (and the seqs trimmed: ``first``, the log's first seq as read after them). An
+        erased conversation's tombstone reads as an empty log (0)."""
         if is_tombstone(raw):
             return 0
         high = parse_seq_counter(raw)
@@ -114,10 +134,12 @@ class Reader:
                 f"seq counter {self.keys.seq} ({high}) is behind stream {self.keys.stream}, "
                 f"which has {before} entries (the counter was set by hand?)"
             )
-        if high > after:
+        kept = high - (self.first_of(first) - 1)  # the entries it says the stream holds
+        if kept > after:
             raise errors.CorruptLogError(
                 f"stream {self.keys.stream} has {after} entries but its seq counter says "
-                f"{high}: entries were deleted (XDEL?), or the counter was moved ahead"
+                f"{high} (of which {kept} are not trimmed): entries were deleted (XDEL?), or "
+                "the counter was moved ahead"
             )
         return high
 

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 from . import errors
 from ._blobs import BlobMode
 from ._checks import check_view, require_non_negative, require_seq
-from ._entries import EditsPresent, text
+from ._entries import EditsPresent, Trimmed, text
 from ._reader import R, Reader
 from ._steps import Plan
 from ._views import ViewReads, window_start
@@ -51,25 +51,25 @@ class Reads:
             except EditsPresent:
                 reader.edited = True
             else:
-                before, raw, after = replies[1:] if probe else replies
+                before, raw, after, first = replies[1:] if probe else replies
                 if view == "archived":
                     return 0
                 if raw is None:
                     return 0 if not after else (yield from reader.stream_end())
-                return reader.checked_counter(raw, before, after)
+                return reader.checked_counter(raw, before, after, first)
         assert view in ("visible", "active", "archived")
         return (yield from self.views.count_plan(view))
 
     def attrs_plan(self) -> Plan[Attributes]:
         """The conversation's attributes and its last seq, in one round trip."""
         reader = self.reader
-        fields, before, raw, after = yield from reader.read(
+        fields, before, raw, after, first = yield from reader.read(
             ("HGETALL", reader.keys.view), *reader.counter_commands()
         )
         if raw is None:
             last = 0 if not after else (yield from reader.stream_end())
         else:
-            last = reader.checked_counter(raw, before, after)
+            last = reader.checked_counter(raw, before, after, first)
         pairs = (
             fields.items()
             if isinstance(fields, Mapping)
@@ -133,31 +133,63 @@ class Reads:
         """
         if limit == 0:
             return []
+        while True:  # again only when a trim commits in the middle of the read
+            try:
+                return (yield from self._range_once(after, limit, decode, probe, version))
+            except Trimmed:
+                if version is not None:
+                    version.clear()
+
+    def _range_once(
+        self,
+        after: int,
+        limit: int | None,
+        decode: Callable[[list[Any]], list[R]],
+        probe: bool,
+        version: list[Any] | None,
+    ) -> Plan[list[R]]:
+        """One try of :meth:`range_plan`. The log's first seq is read before and after
+        each ``XRANGE``: when a trim committed in between (it moved), :class:`Trimmed`
+        (read again); else the run starts at ``after + 1``, or at the first seq if that
+        is above (a cursor below a trim reads from the first kept entry)."""
         reader = self.reader
+        first_seq = reader.first_command()
         if limit is not None and limit <= reader.page_size:
-            replies = yield from reader.first_read(probe, reader.xrange(after + 1, limit))
-            rows = reader.contiguous(decode(replies[-1]), after + 1)
+            replies = yield from reader.first_read(
+                probe, first_seq, reader.xrange(after + 1, limit), first_seq
+            )
+            first, entries, moved = replies[-3:]
+            start = _start(reader, after, first, moved)
+            rows = reader.contiguous(decode(entries), start)
             if not rows and after:
                 yield from reader.check_cursor(after)
             return rows
         want = reader.page_size if limit is None else min(limit, reader.page_size)
+        length, counter, _, _ = reader.counter_commands()
         replies = yield from reader.first_read(
-            probe, *reader.counter_commands(), reader.xrange(after + 1, want)
+            probe, first_seq, length, counter, length, reader.xrange(after + 1, want), first_seq
         )
         if version is not None:
             version.append(replies[0] if probe else None)
-        before, raw_high, length, entries = replies[1:] if probe else replies
-        high = None if raw_high is None else reader.checked_counter(raw_high, before, length)
-        rows = reader.contiguous(decode(entries), after + 1)
+        first, before, raw_high, length_after, entries, moved = replies[1:] if probe else replies
+        start = _start(reader, after, first, moved)
+        high = (
+            None
+            if raw_high is None
+            else reader.checked_counter(raw_high, before, length_after, moved)
+        )
+        rows = reader.contiguous(decode(entries), start)
         while len(entries) == want and (limit is None or len(rows) < limit):
             if high is not None and rows[-1].seq >= high:
                 break
             want = reader.page_size if limit is None else min(reader.page_size, limit - len(rows))
-            (entries,) = yield from reader.read(reader.xrange(rows[-1].seq + 1, want))
+            entries, now = yield from reader.read(reader.xrange(rows[-1].seq + 1, want), first_seq)
+            if now != moved:
+                raise Trimmed
             rows.extend(reader.contiguous(decode(entries), rows[-1].seq + 1))
         if not rows and after:
             yield from reader.check_cursor(after)
-        reached = rows[-1].seq if rows else after
+        reached = rows[-1].seq if rows else max(after, start - 1)
         if high is not None and reached < high and (limit is None or len(rows) < limit):
             raise errors.CorruptLogError(
                 f"stream {reader.keys.stream} ends at seq {reached} but its seq counter says "
@@ -197,24 +229,39 @@ class Reads:
     ) -> Plan[list[R]]:
         """The last ``n`` entries in seq order: a gap-free run that ends at the stream's
         last entry (fewer only when the log has fewer)."""
+        while True:  # again only when a trim commits in the middle of the read
+            try:
+                return (yield from self._tail_once(n, decode, probe))
+            except Trimmed:
+                pass
+
+    def _tail_once(
+        self, n: int, decode: Callable[[list[Any]], list[R]], probe: bool
+    ) -> Plan[list[R]]:
+        """One try of :meth:`_tail_plan`: each page is read with the log's first seq
+        (recorded by a trim), which must not move during the read."""
         reader, stream = self.reader, self.reader.keys.stream
+        first_seq = reader.first_command()
         want = min(n, reader.page_size)
         replies = yield from reader.first_read(
-            probe, ("XREVRANGE", stream, "+", "-", "COUNT", want)
+            probe, ("XREVRANGE", stream, "+", "-", "COUNT", want), first_seq
         )
-        entries = replies[-1]
+        entries, raw_first = replies[-2:]
+        first = reader.first_of(raw_first)
         newest_first = reader.contiguous(decode(entries), None, step=-1)
-        while len(entries) == want and len(newest_first) < n and newest_first[-1].seq > 1:
+        while len(entries) == want and len(newest_first) < n and newest_first[-1].seq > first:
             want = min(reader.page_size, n - len(newest_first))
             below = newest_first[-1].seq - 1
             # "<below>" is an incomplete ID: as an end, "<below>-<max>", so the entry of
             # seq ``below`` is in, whatever its commit time (the second part of its ID).
-            (entries,) = yield from reader.read(
-                ("XREVRANGE", stream, str(below), "-", "COUNT", want)
+            entries, now = yield from reader.read(
+                ("XREVRANGE", stream, str(below), "-", "COUNT", want), first_seq
             )
+            if now != raw_first:
+                raise Trimmed
             newest_first.extend(reader.contiguous(decode(entries), below, step=-1))
-        if len(newest_first) < n and newest_first and newest_first[-1].seq > 1:
-            reader.gap(1, newest_first[-1].seq - 1)  # the log starts after seq 1
+        if len(newest_first) < n and newest_first and newest_first[-1].seq > first:
+            reader.gap(first, newest_first[-1].seq - 1)  # the log starts after its first
         newest_first.reverse()
         return newest_first
 
@@ -258,3 +305,11 @@ class Reads:
         else:
             return None  # the view was empty: nothing written
         return (yield from reader.with_blobs(rows, blobs))[0]
+
+
+def _start(reader: Reader, after: int, first: Any, moved: Any) -> int:
+    """The seq a read after ``after`` starts at: ``after + 1``, or the log's first seq
+    (read before and after its ``XRANGE``: :class:`Trimmed` if it moved) if above."""
+    if first != moved:
+        raise Trimmed
+    return max(after + 1, reader.first_of(first))

@@ -198,6 +198,8 @@ def format_edit(entry: EditEntry) -> Text:
         what = "retract " + ", ".join(map(str, entry.seqs or ()))
     elif entry.op == "archive":
         what = f"archive through {entry.through_seq}"
+    elif entry.op == "trim":
+        what = f"trim through {entry.through_seq}: the entries up to it were removed"
     elif entry.op == "compact":
         through = "everything" if entry.through_seq is None else entry.through_seq
         what = f"compact through {through}: the next {entry.count} messages replace it"

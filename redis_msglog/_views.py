@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 from . import errors
 from ._args import MAX_SEQ, check_text, is_int, shown
 from ._codec import encode_edit
+from ._entries import Trimmed
 from ._steps import Command, Plan, StepFailure
 from .edits import EditCall, EditEntry, LogView
 from .models import StoredMessage
@@ -111,7 +112,10 @@ class ViewReads:
                 runs.extend(pairs)
                 wanted += sum(hi - lo + 1 for lo, hi in pairs)
             else:
-                return (yield from self._rows_of(runs))
+                try:
+                    return (yield from self._rows_of(runs))
+                except Trimmed:
+                    continue  # a trim removed rows of the snapshot since: read the view again
         raise errors.PagedReadRetryError(
             f"the view of {self._reader.keys.stream} has more than {VIEW_READ_RUNS} runs of "
             f"rows and changed under {MAX_RESTARTS} paged reads in a row (edits faster than "
@@ -135,12 +139,16 @@ class ViewReads:
                 index += 1
             commands = tuple(("XRANGE", stream, str(lo), str(hi)) for lo, hi in batch)
             try:
-                replies = yield from self._reader.read_raw(commands, patient=True)
+                *replies, first = yield from self._reader.read_raw(
+                    (*commands, self._reader.first_command()), patient=True
+                )
             except StepFailure as failure:
                 raise self._reader.error_for(failure) from (failure.origin or failure)
             for (lo, hi), entries in zip(batch, replies, strict=True):
                 found = self._reader.entries.decode_entries(entries)
                 if [row.seq for row in found] != list(range(lo, hi + 1)):
+                    if self._reader.first_of(first) > lo:
+                        raise Trimmed  # trimmed since the snapshot (read after the rows)
                     raise errors.CorruptLogError(
                         f"stream {stream} lacks entries of seqs {lo}..{hi}, rows of its "
                         "view (deleted by hand, or the conversation expired?)"
@@ -210,6 +218,15 @@ def through_edit(op: str, through_seq: int, *, zero_ok: bool) -> Edit:
             f"got {shown(through_seq)}"
         )
     return Edit("compact" if op == "compact" else "archive", str(through_seq))
+
+
+def trim_edit(through_seq: int) -> Edit:
+    """A trim through ``through_seq`` (a seq >= 1)."""
+    if not is_int(through_seq) or not 1 <= through_seq <= MAX_SEQ:
+        raise errors.InvalidEditError(
+            f"trim: through_seq must be an int >= 1 and <= {MAX_SEQ}, got {shown(through_seq)}"
+        )
+    return Edit("trim", str(through_seq))
 
 
 def fork_edit(source: str, source_seq: int, count: int, attrs: AttrChanges | None = None) -> Edit:

@@ -19,7 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field, StrictInt, StrictStr
 from .errors import InvalidArgumentError
 from .models import StoredMessage
 
-EditOp = Literal["retract", "compact", "archive", "fork", "attrs"]
+EditOp = Literal["retract", "compact", "archive", "fork", "attrs", "trim"]
 """The edits an :class:`EditEntry` records."""
 EditCall = Literal[EditOp, "pop"]
 """The edits a call can ask for: those it records, and a pop (recorded as a retract)."""
@@ -42,6 +42,8 @@ class EditEntry(BaseModel):
     - ``fork``: this log began as a copy of ``source``'s view at ``source_seq``: the
       ``count`` messages that follow this entry.
     - ``attrs``: conversation attributes changed, nothing else.
+    - ``trim``: every entry up to ``through_seq`` (by seq) was removed from the physical
+      log (docs/lifecycle.md); its rows left every view.
 
     Any edit may also carry ``attrs``: the attribute changes made with it (``None``
     values: deleted).
@@ -82,14 +84,25 @@ class LogView:
     other views. Raises :class:`~redis_msglog.InvalidArgumentError` (a ``ValueError``)
     for an entry out of order, or not an entry; with ``strict``, also
     for an edit that refers to no row of the view (what ``msglog verify`` checks). A
-    follower that starts after seq 0 has not seen every row: leave it off."""
+    follower that starts after seq 0 has not seen every row: leave it off, or (a log
+    that was trimmed, whose entries start at ``start``) give ``start``: an edit that
+    refers to a trimmed seq is then not checked, and one that refers by position to a
+    trimmed row (a compaction or an archive through it) sets :attr:`uncertain`: the rows
+    may then differ from the view's (where that row stood was trimmed with it)."""
 
-    def __init__(self, entries: Iterable[Entry] = (), *, strict: bool = False) -> None:
+    def __init__(
+        self, entries: Iterable[Entry] = (), *, strict: bool = False, start: int = 1
+    ) -> None:
         if isinstance(entries, (str, bytes)) or not isinstance(entries, Iterable):
             raise InvalidArgumentError(
                 f"entries must be an iterable of entries, got {type(entries).__name__}"
             )
         self._strict = strict
+        self._start = start  # the first seq folded: entries below it were trimmed
+        self._trimmed = 0  # the seq the last trim folded trimmed through
+        # Whether an edit referred by position to a row before ``start`` (trimmed): the
+        # view order it cut is no longer in the entries, so the rows may be off.
+        self.uncertain = False
         # Every row still placed in the view, retracted ones too (flag True): a retracted
         # archive watermark row still marks where the archived rows end.
         self._rows: list[tuple[StoredMessage, bool]] = []
@@ -141,13 +154,10 @@ class LogView:
                 self.attrs.pop(name, None)
             else:
                 self.attrs[name] = value
-        if entry.op == "retract":
-            gone = set(entry.seqs or ())
-            if self._strict and not gone <= {row.seq for row in self.rows}:
-                raise InvalidArgumentError(
-                    f"retracts seqs {sorted(gone)}, not all rows of the view"
-                )
-            self._rows = [(row, hidden or row.seq in gone) for row, hidden in self._rows]
+        if entry.op == "trim":
+            self._trim(entry.through_seq or 0)
+        elif entry.op == "retract":
+            self._retract(set(entry.seqs or ()))
         elif entry.op == "archive":
             self._archive(entry)
         elif entry.op != "attrs":  # attributes only: the view stays
@@ -161,11 +171,29 @@ class LogView:
         else:
             self._rows.append((row, False))
 
+    def _retract(self, gone: set[int]) -> None:
+        if self._strict and not {s for s in gone if s >= self._start} <= {
+            row.seq for row in self.rows
+        }:
+            raise InvalidArgumentError(f"retracts seqs {sorted(gone)}, not all rows of the view")
+        self._rows = [(row, hidden or row.seq in gone) for row, hidden in self._rows]
+
+    def _trim(self, through: int) -> None:
+        """The rows up to seq ``through`` leave the view; they stay placed (hidden), as a
+        retracted row does, so a trimmed archive watermark still marks where the archived
+        rows end (the server keeps the same order)."""
+        if self._strict and through <= self._trimmed:
+            raise InvalidArgumentError(f"trims through {through}, already trimmed")
+        self._trimmed = through
+        self._rows = [(row, hidden or row.seq <= through) for row, hidden in self._rows]
+
     def _archive(self, entry: EditEntry) -> None:
-        if self._strict:
+        if self._strict and (entry.through_seq or 0) >= self._start:
             index = self._index_of(entry.through_seq or 0)
             if self._rows[index][1] or index <= self._watermark_index():
                 raise InvalidArgumentError(f"archives through {entry.through_seq}, not forward")
+        if (entry.through_seq or 0) < self._start:
+            self.uncertain = True  # a watermark among the trimmed rows: its place is gone
         self._archived = entry.through_seq
 
     def _compact(self, entry: EditEntry) -> None:
@@ -175,6 +203,13 @@ class LogView:
                 raise InvalidArgumentError("a fork entry that is not the log's first")
         elif entry.through_seq == 0:
             cut = 0
+        elif entry.through_seq < self._start and not any(
+            row.seq == entry.through_seq for row, _ in self._rows
+        ):
+            # Through a trimmed row (a fold that starts after a trim): where it stood in the
+            # view is gone with it (rows a compaction placed first may have preceded it).
+            cut = sum(1 for row, _ in self._rows if row.seq <= entry.through_seq)
+            self.uncertain = True
         else:
             cut = self._index_of(entry.through_seq) + 1
             if self._strict and self._rows[cut - 1][1]:
@@ -192,4 +227,9 @@ class LogView:
 
     def _watermark_index(self) -> int:
         """The index of the watermark row (-1: nothing archived)."""
-        return -1 if self._archived is None else self._index_of(self._archived)
+        if self._archived is None:
+            return -1
+        if self._archived < self._start and all(row.seq != self._archived for row, _ in self._rows):
+            # A trimmed watermark in a fold that starts after the trim: the rows below it.
+            return sum(1 for row, _ in self._rows if row.seq <= self._archived) - 1
+        return self._index_of(self._archived)

@@ -1,4 +1,4 @@
-"""AsyncMessageLog's edits: retract, pop, compact, replace, clear, archive and the
+"""AsyncMessageLog's edits: retract, pop, compact, replace, clear, archive, trim and the
 conversation's attributes, each one entry of the log (docs/edits.md); and its erasure
 (docs/lifecycle.md)."""
 
@@ -11,7 +11,7 @@ from typing import Any
 from .._blobs import BlobMode, check_blob_mode
 from .._erase import DEFAULT_ERASED_FOR, Erasure
 from .._scope import Scoped
-from .._views import Edit, retract_edit, through_edit
+from .._views import Edit, retract_edit, through_edit, trim_edit
 from ..edits import Attributes
 from ..models import AgentMessage, StoredMessage
 from ._api import AsyncLogAPI
@@ -114,6 +114,26 @@ class AsyncLogEdits(AsyncLogAPI):
         archived: ``view="active"`` reads leave them out, ``view="archived"`` reads
         return them. The watermark only moves forward. Returns the edit's seq."""
         batch = self._core.batch((), through_edit("archive", through_seq, zero_ok=False), attrs)
+        return await self._commit(batch, idempotency_key, expected_seq)
+
+    async def trim(
+        self,
+        through_seq: int,
+        *,
+        idempotency_key: str | None = None,
+        expected_seq: int | None = None,
+        attrs: Mapping[str, str | None] | None = None,
+    ) -> int:
+        """Remove every entry up to and including seq ``through_seq`` from Redis, and the
+        blobs only they referred to, in one atomic call that also writes one ``trim``
+        edit entry (its seq is returned). Unlike the other edits this deletes data: the
+        log then starts after ``through_seq`` for every read, view, cursor and ``msglog
+        verify``; ``count()`` is still the last seq (docs/lifecycle.md). ``through_seq``
+        must be a message of the log not trimmed yet, at most 10,000 entries past the
+        log's first: a seq beyond the end, an edit entry, an already trimmed seq (a trim
+        backwards) raises :class:`~redis_msglog.InvalidEditError`, and nothing is
+        written."""
+        batch = self._core.batch((), trim_edit(through_seq), attrs)
         return await self._commit(batch, idempotency_key, expected_seq)
 
     async def set_attrs(

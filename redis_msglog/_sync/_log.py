@@ -79,6 +79,9 @@ class MessageLog(LogEdits, LogFormats):
             raises to refuse the write: its exception propagates unchanged and nothing is
             written. Not run for a fork's copied rows, edits without messages, or
             ``validate()``. See docs/lifecycle.md, "Filtering writes".
+        max_age: retention by age: a plain append also trims (``trim()``) the entries
+            committed more than ``max_age`` ago from the head of the log, at most 100 a
+            call, in the same atomic call (docs/lifecycle.md). ``None``: none.
 
     Cancellation, asyncio only: an append cancelled while in flight has either committed or
     not (the script is atomic); its connection is discarded, never reused mid-reply.
@@ -102,6 +105,7 @@ class MessageLog(LogEdits, LogFormats):
         blob_threshold: int | None = DEFAULT_BLOB_THRESHOLD,
         scope: tuple[str, ...] | None = None,
         before_append: BeforeAppend | None = None,
+        max_age: timedelta | None = None,
     ) -> None:
         options = LogOptions(
             prefix=prefix,
@@ -114,6 +118,7 @@ class MessageLog(LogEdits, LogFormats):
             blob_threshold=blob_threshold,
             scope=scope,
             before_append=before_append,
+            max_age=max_age,
         )
         self._setup_core(redis, conversation, on_append, options)
         self._redis = redis
@@ -146,9 +151,17 @@ class MessageLog(LogEdits, LogFormats):
         if at_seq is not None:
             require_seq("at_seq", at_seq)
         entries = self._run(self._core.physical_read_plan(0, at_seq))
-        if at_seq is not None and len(entries) < at_seq:
-            raise InvalidEditError(f"fork: at_seq {at_seq} is beyond the end ({len(entries)})")
-        view = LogView(entries)
+        # A trimmed log starts after seq 1 (docs/lifecycle.md): its view from its first.
+        entries = [e for e in entries if at_seq is None or e.seq <= at_seq]
+        if at_seq and (not entries or entries[-1].seq < at_seq):
+            last = entries[-1].seq if entries else 0
+            raise InvalidEditError(f"fork: at_seq {at_seq} is beyond the end ({last}) or trimmed")
+        view = LogView(entries, start=entries[0].seq if entries else 1)
+        if view.uncertain:
+            raise InvalidEditError(
+                "fork: an edit kept cut the view at a trimmed row, so its order is not in the "
+                "log (docs/lifecycle.md): replace(log.all()) first to fork it"
+            )
         if at_seq is not None:
             check_fork_point(view, entries, at_seq)
         changes = None if attrs is None else AttrChanges.of(attrs)

@@ -382,7 +382,11 @@ def test_damaged_view_keys_are_an_error_and_nothing_is_written(
         with pytest.raises(error):
             call()
     assert snapshot(env, log) == before
-    assert seqs(log.all(view="physical")) == [1, 2, 3, 4]  # the entries are still readable
+    if env.raw.type(log.keys.view) in (b"hash", b"none"):
+        assert seqs(log.all(view="physical")) == [1, 2, 3, 4]  # the entries are still readable
+    else:  # the view hash holds the log's first seq (after a trim): a read needs it
+        with pytest.raises(WrongTypeError):
+            log.all(view="physical")
 
 
 # -- attributes --------------------------------------------------------------------------

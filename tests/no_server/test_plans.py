@@ -106,9 +106,10 @@ def drive(plan: Plan[Any], server: Server, clock: Clock | None = None) -> tuple[
     ``server`` returns a reply or raises the outcome to throw into the plan.
 
     A view read asks first whether the log has edits (``HGET <view> version`` in front
-    of its first round trip): answered here "no", and left out of the steps ``server`` sees and
-    that are returned, so these tests script an edit-free log (test_views.py covers
-    the rest)."""
+    of its first round trip), and reads the log's first seq (``HGET <view> first``):
+    answered here "no" and "never trimmed", and left out of the steps ``server`` sees and
+    that are returned, so these tests script an edit-free, untrimmed log (test_views.py
+    and test_trim.py cover the rest)."""
     steps: list[Step] = []
     reply: Any = None
     failure: BaseException | None = None
@@ -117,9 +118,16 @@ def drive(plan: Plan[Any], server: Server, clock: Clock | None = None) -> tuple[
             step = plan.send(reply) if failure is None else plan.throw(failure)
         except StopIteration as done:
             return done.value, steps
-        probe = isinstance(step, Read) and step.commands[0][-1] == "version"
-        if isinstance(step, Read) and probe:
-            step = Read(step.commands[1:])
+        # The log's first seq (HGET <view> first, after a trim: docs/lifecycle.md), and
+        # the edits question: answered "never trimmed" and "no edits", and left out.
+        held: list[int] = []
+        if isinstance(step, Read):
+            held = [
+                i
+                for i, c in enumerate(step.commands)
+                if c[0] == "HGET" and (c[-1] == "first" or (i == 0 and c[-1] == "version"))
+            ]
+            step = Read(tuple(c for i, c in enumerate(step.commands) if i not in held))
         steps.append(step)
         reply, failure = None, None
         if isinstance(step, Pause):
@@ -128,8 +136,8 @@ def drive(plan: Plan[Any], server: Server, clock: Clock | None = None) -> tuple[
             continue
         try:
             reply = server(step)
-            if probe:
-                reply = [None, *reply]
+            for i in held:  # in order: each goes back where it was
+                reply = [*reply[:i], None, *reply[i:]]
         except (NotSent, ReplyLost, Refused) as outcome:
             failure = outcome
 
@@ -323,8 +331,10 @@ def test_a_follower_of_an_erased_conversation_waits_for_nothing() -> None:
 def test_a_follower_detects_a_rewound_log() -> None:
     log = core()
     cursor = FollowCursor(log, 3, block_ms=100, reconnect_within=None)
+    # The entry at its cursor is gone: the log's first seq is read next (a trim?)...
+    assert drive(cursor.page_plan(), lambda step: [[]])[0] == []
     with pytest.raises(LogRewoundError, match="beyond the end"):
-        drive(cursor.page_plan(), lambda step: [[]])  # the entry at its cursor is gone
+        drive(cursor.page_plan(), lambda step: [])  # ...never trimmed: a rewind
     cursor = FollowCursor(log, 0, block_ms=100, reconnect_within=None)
     rows, _ = drive(cursor.page_plan(), lambda step: [[[b"s", [entry(1)]]]])
     assert [r.seq for r in rows] == [1]
