@@ -39,6 +39,8 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any, cast
 
+from pydantic import ValidationError
+
 from .._args import missing_extra
 
 try:
@@ -128,8 +130,30 @@ def to_llama_index(message: AgentMessage) -> ChatMessage:
     rendered = _render(message)
     patch = (message.extras or {}).get(FORMAT)
     if isinstance(patch, dict) and _WHOLE in patch:
-        return ChatMessage.model_validate(patch[_WHOLE])
-    return ChatMessage.model_validate(rendered if patch is None else apply_patch(rendered, patch))
+        candidates = [patch[_WHOLE], rendered]
+    else:
+        candidates = [rendered if patch is None else apply_patch(rendered, patch), rendered]
+    for data in candidates:
+        try:
+            return ChatMessage.model_validate(data)
+        except ValidationError:
+            continue  # a patch, or a value, LlamaIndex refuses (written by another worker)
+    return ChatMessage.model_validate(_blocks_llama_index_takes(rendered))
+
+
+def _blocks_llama_index_takes(rendered: dict[str, Any]) -> dict[str, Any]:
+    """``rendered`` with each block LlamaIndex refuses (an image URL with a NUL, say: the
+    log takes any string, another worker may have written it) replaced by a text block
+    saying so, so that one message never makes a whole history unreadable."""
+    blocks = []
+    for block in rendered["blocks"]:
+        try:
+            ChatMessage.model_validate({**rendered, "blocks": [block]})
+        except ValidationError:
+            kind = block.get("block_type", "block")
+            block = {"block_type": "text", "text": f"[{kind} left out: LlamaIndex refuses it]"}
+        blocks.append(block)
+    return {**rendered, "blocks": blocks}
 
 
 def _dump(data: dict[str, Any]) -> dict[str, Any]:

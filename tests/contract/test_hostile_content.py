@@ -439,6 +439,8 @@ FOUND = [
     # Owned by the write side (issue 23 items 1 and 2): refused there once it is merged.
     [{"role": "user", "content": [{"type": "image", "blob": hashlib.sha256(b"-").hexdigest()}]}],
     [{"role": "user", "content": "m", "metadata": {"m": deep(MAX_JSON_DEPTH + 1, "dict")}}],
+    # An image URL LlamaIndex's ImageBlock refuses (a NUL in it) broke the store's reads.
+    [{"role": "system", "name": "", "content": [{"type": "image", "url": "a\x00b"}]}],
 ]
 
 
@@ -450,6 +452,7 @@ FOUND = [
 @example(msgs=FOUND[2])
 @example(msgs=FOUND[3])
 @example(msgs=FOUND[4])
+@example(msgs=FOUND[5])
 def test_hostile_messages_are_refused_or_read_by_everything(
     server: EphemeralServer, tmp_path_factory: pytest.TempPathFactory, how: str, msgs: Any
 ) -> None:
