@@ -60,6 +60,7 @@ from ..formats._common import apply_patch, make_patch
 from ..models import AgentMessage, StoredMessage
 from ..parts import decode_base64, encode_base64
 from ._clients import AsyncClient, LoopClients, client_factory
+from ._llama_index_taken import _blocks_llama_index_takes
 
 __all__ = ["FORMAT", "MessageLogChatStore", "from_llama_index", "to_llama_index"]
 
@@ -139,21 +140,6 @@ def to_llama_index(message: AgentMessage) -> ChatMessage:
         except ValidationError:
             continue  # a patch, or a value, LlamaIndex refuses (written by another worker)
     return ChatMessage.model_validate(_blocks_llama_index_takes(rendered))
-
-
-def _blocks_llama_index_takes(rendered: dict[str, Any]) -> dict[str, Any]:
-    """``rendered`` with each block LlamaIndex refuses (an image URL with a NUL, say: the
-    log takes any string, another worker may have written it) replaced by a text block
-    saying so, so that one message never makes a whole history unreadable."""
-    blocks = []
-    for block in rendered["blocks"]:
-        try:
-            ChatMessage.model_validate({**rendered, "blocks": [block]})
-        except ValidationError:
-            kind = block.get("block_type", "block")
-            block = {"block_type": "text", "text": f"[{kind} left out: LlamaIndex refuses it]"}
-        blocks.append(block)
-    return {**rendered, "blocks": blocks}
 
 
 def _dump(data: dict[str, Any]) -> dict[str, Any]:
