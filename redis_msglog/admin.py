@@ -74,6 +74,9 @@ class ConversationStats:
     memory_bytes: int
     idempotency_records: int
     idempotency_bytes: int
+    #: The conversation was erased and its tombstone stands (docs/lifecycle.md): an
+    #: empty log whose id refuses writes until the tombstone expires.
+    erased: bool = False
 
 
 @dataclass(slots=True)
@@ -198,13 +201,22 @@ def conversation_stats(
     producers = client.memory_usage(keys.producers) or 0
     return ConversationStats(
         conversation=conversation,
-        count=int(raw_count) if raw_count is not None else 0,
+        count=_stats_count(raw_count),
         first_at=_entry_time(first[0]) if first else None,
         last_at=_entry_time(last[0]) if last else None,
         memory_bytes=memory,
         idempotency_records=len(records),
         idempotency_bytes=producers + sum(client.memory_usage(k) or 0 for k in records),
+        erased=is_tombstone(raw_count),
     )
+
+
+def _stats_count(raw: Any) -> int:
+    """0 for no counter or a tombstone, -1 for one that is not a seq (verify says why)."""
+    if raw is None or is_tombstone(raw):
+        return 0
+    parsed = parse_seq_counter(raw) if isinstance(raw, (bytes, str)) else None
+    return -1 if parsed is None else parsed
 
 
 def _records_pattern(keys: ConversationKeys) -> str:

@@ -36,6 +36,8 @@ def stats(settings: Settings, conversation: str | None) -> None:
         found = admin.conversation_stats(client, settings.prefix, conversation)
         table.add_row("conversation", safe_text(found.conversation))
         table.add_row("messages", str(found.count))
+        if found.erased:
+            table.add_row("erased", "yes: a tombstone refuses writes until it expires")
         table.add_row("first commit (UTC)", f"{found.first_at or '-'}")
         table.add_row("last commit (UTC)", f"{found.last_at or '-'}")
         table.add_row("memory (counter, stream, blobs)", human_bytes(found.memory_bytes))

@@ -76,3 +76,15 @@ def test_durations() -> None:
     assert _lifecycle.parse_duration("1h30m") == timedelta(minutes=90)
     assert _lifecycle.parse_duration("7d") == timedelta(days=7)
     assert _lifecycle.parse_duration("1500ms") == timedelta(seconds=1.5)
+
+
+def test_stats_and_verify_of_an_erased_conversation(url: str) -> None:
+    """The tombstone is not a seq: ``stats`` said ``invalid literal for int()`` (found by
+    the hostile-content suite's erase path); it reports an empty, erased log."""
+    log = kept(url)
+    log.erase()
+    stats = msglog(url, "stats", log.conversation)
+    assert stats.returncode == 0, stats.stderr
+    assert b"erased" in stats.stdout and b"tombstone" in stats.stdout
+    verify = msglog(url, "verify", log.conversation)
+    assert verify.returncode == 0, verify.stderr

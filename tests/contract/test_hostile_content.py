@@ -4,7 +4,9 @@ Messages a model or an attacker could produce (deep and huge JSON values, tool-c
 ``arguments`` that are deep, malformed or huge, every part kind, blob references known
 and unknown, ids and names of lone surrogates, NULs, controls and astral characters)
 go through every write path: ``append``, ``append_many``, ``compact``, ``replace``,
-``msglog import``, the LangChain history and the Agents SDK session. Each case is
+``msglog import``, the LangChain history and the Agents SDK session, and the lifecycle
+writes (a trim under the hostile rows, ``max_age`` trimming in the same call, a
+``before_append`` filter returning them, an erasure after them). Each case is
 either refused at write with a :class:`MessageLogError` and nothing written (``DUMP`` of
 every key under the case's prefix is the same before and after), or readable by every
 read, view, exporter, integration read and ``msglog`` command, with no exception at
@@ -25,8 +27,10 @@ import asyncio
 import hashlib
 import json
 import os
+import time
 import uuid
 from collections.abc import Callable, Iterator
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -195,6 +199,10 @@ WRITES = [
     "langchain",
     "openai_agents",
     "llama_index",
+    # the lifecycle writes (issue 25): each must leave every reader working
+    "trim",
+    "before_append",
+    "erase",
 ]
 
 
@@ -255,6 +263,40 @@ def _write(case: Case, how: str, msgs: list[dict[str, Any]], tmp: Path) -> None:
     elif how == "llama_index":
         chat = [to_llama_index(AgentMessage.model_validate(m)) for m in msgs]
         asyncio.run(_llama_add(case, chat))
+    else:
+        _lifecycle_write(case, how, msgs)
+
+
+def _lifecycle_write(case: Case, how: str, msgs: list[dict[str, Any]]) -> None:
+    """The writes that remove or rewrite: a trim of the seed rows under the hostile ones
+    (the blob ``PNG`` may still be referred to by them), an append by a log whose
+    ``max_age`` trims the seeds in the same call, a ``before_append`` filter that
+    returns the hostile messages for harmless ones (its result is checked like an
+    input), and an erasure after the hostile rows were written."""
+    log = case.log
+    if how == "trim":
+        log.append_many(msgs)
+        log.trim(2)
+    elif how == "max_age":
+        time.sleep(1.05)  # the seeds are older than max_age (1 s at least) when these come
+        aged = MessageLog(
+            case.raw, case.conversation, prefix=case.prefix, max_age=timedelta(seconds=1)
+        )
+        aged.append_many(msgs)
+        assert aged.read(0)[0].seq > 2, "max_age did not trim the seed rows"
+    elif how == "before_append":
+        hostile = iter(msgs)
+        filtered = MessageLog(
+            case.raw,
+            case.conversation,
+            prefix=case.prefix,
+            before_append=lambda batch: [next(hostile) for _ in batch],
+        )
+        filtered.append_many([{"role": "user", "content": "plain"} for _ in msgs])
+    elif how == "erase":
+        log.append_many(msgs)
+        log.erase(erased_for=timedelta(seconds=30))
+        assert case.new_log().all() == []
 
 
 def _import(case: Case, msgs: list[dict[str, Any]], tmp: Path) -> None:
@@ -466,6 +508,17 @@ def test_hostile_messages_are_refused_or_read_by_everything(
         except ValueError:
             return
     _check(Case(server.url), how, msgs, tmp_path_factory.mktemp("hostile"))
+
+
+@settings(SETTINGS, max_examples=max(EXAMPLES // 5, 2))
+@given(msgs=st.lists(messages, min_size=1, max_size=2))
+def test_hostile_messages_written_by_a_log_with_max_age(
+    server: EphemeralServer, tmp_path_factory: pytest.TempPathFactory, msgs: Any
+) -> None:
+    """``max_age`` trims the seed rows (one holding the blob) in the same call that
+    writes hostile ones: refused with nothing written, or read by everything. Fewer
+    examples: each waits the 1 s that ``max_age`` takes at least."""
+    _check(Case(server.url), "max_age", msgs, tmp_path_factory.mktemp("hostile"))
 
 
 def test_the_depth_constant_models_uses_is_the_limit() -> None:
