@@ -15,7 +15,7 @@ from typing import Any
 
 import redis
 
-CHECKED_WITH = ("6.0.0", "8.1.0")
+CHECKED_WITH = ("8.0.0", "8.1.0")
 """The redis-py versions this module's attributes were checked against."""
 
 POOL_ATTRIBUTES = ("_available_connections", "_in_use_connections")
