@@ -46,6 +46,7 @@ from .._async import AsyncMessageLog
 from .._shell import check_log_options
 from ..errors import IdempotencyConflictError, InvalidArgumentError, SeqConflictError
 from ._agent_framework_messages import batch_key, from_rows, to_row
+from ._agent_framework_tails import KEPT, Tail, Tails, read_tail
 from ._clients import LoopClients, LoopLog, client_factory
 
 __all__ = ["MessageLogHistoryProvider"]
@@ -114,6 +115,7 @@ class MessageLogHistoryProvider(HistoryProvider):
         self._clients = LoopClients(redis)
         self._options = log_options
         self._logs: dict[str, AsyncMessageLog] = {}
+        self._tails = Tails()
 
     @classmethod
     def from_url(
@@ -158,6 +160,11 @@ class MessageLogHistoryProvider(HistoryProvider):
         """The session's messages in order (the newest ``max_messages`` of them)."""
         log = self.log(session_id)
         rows = await (log.all() if self.max_messages is None else log.last(self.max_messages))
+        # Remembered for the save that follows (objects of their own: the caller's may
+        # be changed).
+        complete = self.max_messages is None or len(rows) < self.max_messages
+        tail = rows[-KEPT:]
+        self._tails.put(log.conversation, read_tail(tail, from_rows(tail), complete))
         return from_rows(rows)
 
     async def save_messages(
@@ -181,21 +188,27 @@ class MessageLogHistoryProvider(HistoryProvider):
         # Bad input raises here, before any I/O: a message the framework cannot
         # serialize, or a row the log refuses (no exact JSON form, too large...).
         rows = log.validate([to_row(m) for m in messages])
+        n, hint = len(messages), self._tails.get(log.conversation)
         for _ in range(_SAVE_TRIES):
-            seq = await log.count()  # read first: a write after it fails the condition
-            tail = from_rows(await log.last(len(messages)))
-            new = filter_new_messages(tail, messages)
+            if hint is None or not hint.covers(n):
+                seq = await log.count()  # read first: a write after it fails the condition
+                read = await log.last(n)
+                hint = Tail(tuple(from_rows(read)), seq, len(read) < n)
+            new = filter_new_messages(list(hint.messages[-n:]), messages)
             if not new:
                 return
-            kept = rows[len(messages) - len(new) :]  # the filter keeps a suffix
+            kept = rows[n - len(new) :]  # the filter keeps a suffix
             try:
-                await log.append_many(
-                    kept, idempotency_key=batch_key(self.source_id, new), expected_seq=seq
+                end = await log.append_many(
+                    kept, idempotency_key=batch_key(self.source_id, new), expected_seq=hint.seq
                 )
             except SeqConflictError:
-                continue  # another writer appended: check against the new tail
-            except IdempotencyConflictError:
-                return  # these message ids were saved before (with other content)
+                hint = None  # someone wrote since: check against the log's tail
+                continue
+            except IdempotencyConflictError:  # these message ids were saved (other content)
+                self._tails.drop(log.conversation)
+                return
+            self._tails.put(log.conversation, hint.after(new, end))
             return
         raise SeqConflictError(
             f"save_messages lost {_SAVE_TRIES} conditional appends to other writers of "
@@ -206,14 +219,18 @@ class MessageLogHistoryProvider(HistoryProvider):
     async def clear(self, session_id: str | None) -> None:
         """Empty the session's history with the log's ``clear()``: one entry; the
         messages stay readable with ``view="physical"`` until trimmed or erased."""
-        await self.log(session_id).clear()
+        log = self.log(session_id)
+        self._tails.drop(log.conversation)
+        await log.clear()
 
     async def erase(
         self, session_id: str | None, *, erased_for: timedelta = timedelta(hours=24)
     ) -> None:
         """Delete the session's history from Redis (the log's ``erase()``: every key,
         with a tombstone refusing writes for ``erased_for``)."""
-        await self.log(session_id).erase(erased_for=erased_for)
+        log = self.log(session_id)
+        self._tails.drop(log.conversation)
+        await log.erase(erased_for=erased_for)
 
 
 def _check_window(max_messages: object) -> int | None:

@@ -22,6 +22,7 @@ from agent_framework import Agent, AgentSession, Content, Message
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
+from benchmarks.run import capturing_writes
 from redis_msglog import MessageLog
 from redis_msglog.errors import InvalidArgumentError, MessageLogError
 from redis_msglog.integrations.agent_framework import MessageLogHistoryProvider
@@ -419,3 +420,40 @@ def test_hostile_messages_come_back_exactly_or_write_nothing(
     rows = log.all()
     assert len(rows) == len(got)
     log.to_openai(), log.to_anthropic(), log.to_responses(), log.to_langchain()
+
+
+# -- round trips -------------------------------------------------------------------------
+
+
+def test_a_turn_is_two_round_trips_and_a_write_in_between_is_seen(
+    shared_server: Callable[[str], EphemeralServer],
+) -> None:
+    """The agent's load then save: one read, and one conditional append built on what
+    the read saw. A worker that appends in between makes the append refused (nothing
+    written) and the save check the new tail: both turns are kept, once each."""
+    url, sid = shared_server("redis").url, new_id()
+
+    async def main() -> tuple[list[int], list[str]]:
+        client = redis.asyncio.Redis.from_url(url)
+        p = MessageLogHistoryProvider(redis=client)
+        other = MessageLogHistoryProvider(redis=client)  # another worker's provider
+        agent = Agent(ScriptedClient(), context_providers=[p])
+        session = AgentSession(session_id=sid)
+        await agent.run("one", session=session)
+        await client.ping()
+        trips = []
+        with capturing_writes() as sent:
+            await agent.run("two", session=session)
+            trips.append(len(sent))
+            await p.get_messages(sid)
+            await other.save_messages(sid, [Message("user", ["from elsewhere"])])
+            before = len(sent)
+            await p.save_messages(sid, [Message("user", ["three"])])
+            trips.append(len(sent) - before)
+        texts = [m.text for m in await p.get_messages(sid)]
+        await client.aclose()
+        return trips, texts
+
+    trips, texts = asyncio.run(main())
+    assert trips == [2, 4]  # a turn: read, append; refused append, count, tail, append
+    assert texts == ["one", "re: one", "two", "re: two", "from elsewhere", "three"]
