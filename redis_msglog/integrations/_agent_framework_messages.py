@@ -2,7 +2,7 @@
 
 Each framework message is one row: a neutral message (role, text, tool calls, tool call
 id, message id, author name) that every other reader of the log understands
-(``msglog cat``, the exporters, ``follow()``), carrying the message's own serialized
+(``msglog show``, the exporters, ``follow()``), carrying the message's own serialized
 form (``Message.to_dict()``) in ``extras["agent_framework"]``, which only this module
 reads. A row carrying it comes back as ``Message.from_dict`` of it, so every field
 ``to_dict`` keeps comes back exactly (``raw_representation``, which ``to_dict``

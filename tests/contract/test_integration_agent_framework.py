@@ -19,11 +19,13 @@ import redis
 import redis.asyncio
 import redis.asyncio.cluster
 from agent_framework import Agent, AgentSession, Content, Message
+from click.testing import CliRunner
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from benchmarks.run import capturing_writes
 from redis_msglog import MessageLog
+from redis_msglog._cli import main
 from redis_msglog.errors import InvalidArgumentError, MessageLogError
 from redis_msglog.integrations.agent_framework import MessageLogHistoryProvider
 from redis_msglog.models import StoredMessage
@@ -401,7 +403,7 @@ MESSAGE = st.builds(
 )
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck))
+@settings(max_examples=150, deadline=None, suppress_health_check=list(HealthCheck))
 @given(messages=st.lists(MESSAGE, min_size=1, max_size=4))
 def test_hostile_messages_come_back_exactly_or_write_nothing(
     redis_env: Env, messages: list[Message]
@@ -420,6 +422,11 @@ def test_hostile_messages_come_back_exactly_or_write_nothing(
     rows = log.all()
     assert len(rows) == len(got)
     log.to_openai(), log.to_anthropic(), log.to_responses(), log.to_langchain()
+    for json in ([], ["--json"]):  # the command line shows it
+        shown = CliRunner().invoke(
+            main, ["--url", str(redis_env.url), "show", *json, log.conversation]
+        )
+        assert shown.exit_code == 0, shown.output
 
 
 # -- round trips -------------------------------------------------------------------------
