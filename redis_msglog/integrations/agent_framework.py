@@ -208,7 +208,10 @@ class MessageLogHistoryProvider(HistoryProvider):
             except IdempotencyConflictError:  # these message ids were saved (other content)
                 self._tails.drop(log.conversation)
                 return
-            self._tails.put(log.conversation, hint.after(new, end))
+            if end > hint.seq:
+                self._tails.put(log.conversation, hint.after(new, end))
+            else:  # a replay of a committed batch (its key): the log ends elsewhere
+                self._tails.drop(log.conversation)
             return
         raise SeqConflictError(
             f"save_messages lost {_SAVE_TRIES} conditional appends to other writers of "

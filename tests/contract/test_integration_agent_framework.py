@@ -162,6 +162,22 @@ def test_a_save_is_one_append_that_a_retry_or_a_replay_writes_once(af_env: Env) 
     assert sync_log(af_env, p, sid).count() == 5  # nothing else was written
 
 
+def test_a_batch_with_ids_saved_again_later_is_written_once(redis_env: Env) -> None:
+    """Not at the log's tail any more (so no overlap), but every message has an id: the
+    batch's idempotency key recognises it."""
+    p, sid = provider(redis_env), new_id()
+    batch = [Message("user", ["q"], message_id="u1"), Message("assistant", ["a"], message_id="a1")]
+
+    async def main() -> list[str]:
+        await p.save_messages(sid, batch)
+        await p.save_messages(sid, [Message("user", ["next"])])
+        await p.save_messages(sid, batch)
+        await p.save_messages(sid, [Message("user", ["last"])])
+        return [m.text for m in await p.get_messages(sid)]
+
+    assert redis_env.loop.run_until_complete(main()) == ["q", "a", "next", "last"]
+
+
 def test_a_bad_message_writes_nothing(redis_env: Env) -> None:
     p, sid = provider(redis_env), new_id()
     log = sync_log(redis_env, p, sid)
