@@ -53,6 +53,7 @@ import redis.asyncio
 import redis.asyncio.connection
 import redis.connection
 
+from benchmarks import agent_loop_maf
 from benchmarks.run import capturing_writes
 from benchmarks.server import server_url
 
@@ -439,6 +440,7 @@ CONTENDERS = [
     Contender("LlamaIndex", "RedisChatStore", LlamaIndexTheirs, own_store=True),
     Contender("LlamaIndex", "msglog MessageLogChatStore", LlamaIndexOurs),
     Contender("Pydantic AI", "msglog RedisConversationStore", PydanticOurs),
+    *agent_loop_maf.contenders(Contender, Missing),
     Contender("raw redis-py", RAW_SYNC, RawSync, raw=RAW_SYNC),
     Contender("raw redis-py", RAW_ASYNC, RawAsync),
 ]

@@ -72,6 +72,8 @@ FOLDERS: dict[str, tuple[str, ...]] = {
         "test_integration_langchain",
         "test_integration_llama_index",
         "test_integration_loops",
+        "test_integration_agent_framework",
+        "test_integration_agent_framework_suite",
         "test_integration_openai_agents",
         "test_integration_pydantic_ai",
         "test_models_parts",

@@ -260,6 +260,32 @@ def test_a_pydantic_ai_store_given_a_client_runs_on_any_event_loop(backend: Back
         assert backend.texts(f"{conversation}-{tag}") == [tag]
 
 
+@pytest.mark.parametrize("made", ["client", "from_url"])
+def test_an_agent_framework_provider_runs_on_any_event_loop(backend: Backend, made: str) -> None:
+    """One ``MessageLogHistoryProvider``: ``Agent.run`` with a scripted chat client."""
+    from agent_framework import Agent, AgentSession
+
+    from redis_msglog.integrations.agent_framework import MessageLogHistoryProvider
+
+    from ..support.agent_framework_client import ScriptedClient
+
+    history = (
+        MessageLogHistoryProvider(redis=backend.async_client())
+        if made == "client"
+        else MessageLogHistoryProvider.from_url(url=backend.url, cluster=backend.cluster)
+    )
+    agent = Agent(ScriptedClient(), context_providers=[history])
+    session = new_id()
+
+    async def step(tag: str) -> None:
+        await agent.run(tag, session=AgentSession(session_id=f"{session}-{tag}"))
+        await history.aclose()
+
+    across_loops(step)
+    for tag in TAGS:
+        assert backend.texts(history.conversation(f"{session}-{tag}")) == [tag]
+
+
 # -- the client derived for another loop ---------------------------------------------------
 
 
