@@ -26,7 +26,7 @@ def test_the_package_imports_no_framework() -> None:
 
 @pytest.mark.parametrize(
     ("module", "framework"),
-    [("openai_agents", "agents"), ("langchain", "langchain_core")],
+    [("openai_agents", "agents"), ("langchain", "langchain_core"), ("google_adk", "google.adk")],
 )
 def test_an_integration_imports_its_framework(module: str, framework: str) -> None:
     program = (
