@@ -53,16 +53,16 @@ def make(
     env = make_env(backend, "async", backend_server(backend, shared_server, shared_cluster))
     clients: list[Any] = []
 
-    def client() -> Any:
+    def new_client() -> Any:
         made = env.make_async_client()
         clients.append(made)
         return made
 
     def build(**options: Any) -> MessageLogSessionService:
-        return MessageLogSessionService(client(), **options)
+        return MessageLogSessionService(new_client(), **options)
 
     build.run = env.loop.run_until_complete  # type: ignore[attr-defined]
-    build.client = client  # type: ignore[attr-defined]
+    build.client = new_client  # type: ignore[attr-defined]
     yield build
     for client in clients:
         env.loop.run_until_complete(client.aclose())
