@@ -53,7 +53,7 @@ from ..models import StoredMessage
 from . import _google_adk_codec as codec
 from ._clients import LoopClients, LoopLog, client_factory
 
-__all__ = ["MessageLogSessionService"]
+__all__ = ["MessageLogSessionService", "SessionsPage"]
 
 _MARKER = "msglog:"  # Session._storage_update_marker: "msglog:<the seq it was read at>"
 _SNAPSHOT_TRIES = 8  # reads of a session restarted because a writer got in between
@@ -62,6 +62,13 @@ _STALE = (
     "The session was changed in storage after this session object was read (its last "
     "seq is {now}, the object was read at {then}). Please check if it is a stale session."
 )
+
+
+class SessionsPage(ListSessionsResponse):
+    """A page of ``list_sessions(..., page_size=...)``: its sessions and the token of the
+    next page (``None``: this is the last)."""
+
+    next_page_token: str | None = None
 
 
 class MessageLogSessionService(BaseSessionService):
@@ -235,26 +242,38 @@ class MessageLogSessionService(BaseSessionService):
         return session
 
     async def list_sessions(
-        self, *, app_name: str, user_id: str | None = None
+        self,
+        *,
+        app_name: str,
+        user_id: str | None = None,
+        page_size: int | None = None,
+        page_token: str | None = None,
     ) -> ListSessionsResponse:
         """Every session of the app (or of one of its users), without events, ordered by
-        last update time, user and id (as ADK's services): the scope's index read a page
-        of 1,000 at a time (``AsyncDirectory.list``), then each session's attributes."""
+        last update time, user and id (as ADK's services): the scope's index read 1,000
+        at a time (``AsyncDirectory.list``), then each session's attributes (100 reads
+        at a time, concurrently).
+
+        Our extension (ADK 2.13's interface has no paging): with ``page_size`` (1 to
+        1,000), one page of the index, newest-created first, and its
+        ``next_page_token`` (``None`` on the last page) to pass as ``page_token``. A
+        page holds at most ``page_size`` sessions (fewer where the index lists the
+        app's or a user's state)."""
         a = codec.encode_id("app_name", app_name)
         scope = (a,) if user_id is None else (a, codec.encode_id("user_id", user_id))
-        directory = AsyncDirectory(
-            self._clients.get(), prefix=self._options.get("prefix", "msglog")
-        )
+        directory = AsyncDirectory(self._clients.get(), **_directory_options(self._options))
         ids: list[str] = []
-        cursor: str | None = None
+        cursor = page_token
         while True:
-            page = await directory.list(scope, limit=1000, cursor=cursor)
+            page = await directory.list(scope, limit=page_size or 1000, cursor=cursor)
             ids.extend(c.conversation for c in page.conversations)
-            if page.cursor is None:
-                break
             cursor = page.cursor
+            if cursor is None or page_size is not None:
+                break
         found = [i for i in ids if not i.rsplit(":", 1)[-1].startswith(("~user", "~app"))]
         sessions = await _gather_sessions(self, found)
+        if page_size is not None:
+            return SessionsPage(sessions=sessions, next_page_token=cursor)
         sessions.sort(key=lambda s: (s.last_update_time, s.user_id, s.id))
         return ListSessionsResponse(sessions=sessions)
 

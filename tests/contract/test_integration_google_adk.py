@@ -201,6 +201,17 @@ def test_get_session_config_and_listing(make: Any) -> None:
         assert [(s.user_id, s.id) for s in everyone][-1] == ("v", "session4")
         assert {s.id for s in everyone} == {session.id} | {f"session{i}" for i in range(5)}
         assert (await svc.list_sessions(app_name=a, user_id="nobody")).sessions == []
+        paged: list[str] = []
+        token = None
+        while True:  # our paging extension: newest-created first
+            page = await svc.list_sessions(app_name=a, page_size=2, page_token=token)
+            paged.extend(s.id for s in page.sessions)
+            token = page.next_page_token
+            if token is None:
+                break
+        assert paged == [f"session{i}" for i in reversed(range(5))] + [session.id]
+        with pytest.raises(InvalidArgumentError):
+            await svc.list_sessions(app_name=a, page_size=5000)
 
     make.run(scenario())
 
