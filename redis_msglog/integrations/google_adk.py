@@ -17,6 +17,7 @@ This module imports ADK; ``redis_msglog`` itself never does.
 from __future__ import annotations
 
 import asyncio
+import threading
 from collections import OrderedDict
 from collections.abc import Callable
 from datetime import timedelta
@@ -105,6 +106,7 @@ class MessageLogSessionService(BaseSessionService):
         self._options = log_options
         self._clients = LoopClients(redis)
         self._logs: OrderedDict[str, AsyncMessageLog] = OrderedDict()
+        self._lock = threading.Lock()
 
     @classmethod
     def from_url(
@@ -128,15 +130,16 @@ class MessageLogSessionService(BaseSessionService):
 
     def _log(self, parts: tuple[str, ...], scope: tuple[str, ...], *, fresh: bool = False) -> Any:
         conversation = ":".join(parts)
-        log = None if fresh else self._logs.get(conversation)
-        if log is None:
-            log = LoopLog(self._clients, conversation, scope=scope, **self._options)
-            self._logs[conversation] = log
-            while len(self._logs) > _LOGS_KEPT:
-                self._logs.popitem(last=False)
-        else:
-            self._logs.move_to_end(conversation)
-        return log
+        with self._lock:  # loops in several threads may share the service
+            log = None if fresh else self._logs.get(conversation)
+            if log is None:
+                log = LoopLog(self._clients, conversation, scope=scope, **self._options)
+                self._logs[conversation] = log
+                while len(self._logs) > _LOGS_KEPT:
+                    self._logs.popitem(last=False)
+            else:
+                self._logs.move_to_end(conversation)
+            return log
 
     def _session_log(self, app: str, user: str, sid: str, *, fresh: bool = False) -> Any:
         a, u = codec.encode_id("app_name", app), codec.encode_id("user_id", user)
@@ -283,7 +286,8 @@ class MessageLogSessionService(BaseSessionService):
         log = self._session_log(app_name, user_id, session_id)
         if (await log.attrs()).values.get(codec.ID) == session_id:
             await log.erase(erased_for=self._erased_for)
-        self._logs.pop(log.conversation, None)
+        with self._lock:
+            self._logs.pop(log.conversation, None)
 
     async def get_user_state(self, *, app_name: str, user_id: str) -> dict[str, Any]:
         """The user's state (unprefixed keys): its conversation's attributes."""
