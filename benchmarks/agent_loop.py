@@ -23,7 +23,8 @@ for it as the conversation grows.
   no Redis store of its own, so there is no ratio to a framework store.
 - Google ADK: ``get_session`` then ``append_event`` per event (4) on a
   ``BaseSessionService``; ADK 2.13's own ``RedisSessionService``
-  (``google.adk.integrations.redis``) against our ``MessageLogSessionService``.
+  (``google.adk.integrations.redis``) and adk-python-community's (when importable)
+  against our ``MessageLogSessionService``.
 - raw redis-py: ``XRANGE`` of the whole stream + ``orjson.loads``, then the 4 ``XADD`` in
   one pipeline (the least a client can do for this loop), sync and asyncio.
 
@@ -482,6 +483,19 @@ def adk_theirs(url: str, conversation: str) -> AdkSessions:
     return AdkSessions(RedisSessionService(redis_client=client), client, conversation)
 
 
+def adk_community(url: str, conversation: str) -> AdkSessions:
+    """adk-python-community's ``RedisSessionService`` (google-adk-community 0.5): the whole
+    session as one JSON value, re-``SET`` on every event. It pins ``redis<6`` and cannot
+    be installed next to redis-msglog: run it from ``pip install --no-deps --target DIR
+    google-adk-community`` with ``PYTHONPATH=DIR``."""
+    try:
+        from google.adk_community.sessions.redis_session_service import RedisSessionService
+    except ImportError as exc:
+        raise Missing(str(exc)) from exc
+    service = RedisSessionService(uri=url)
+    return AdkSessions(service, service.cache, conversation)
+
+
 def adk_ours(url: str, conversation: str) -> AdkSessions:
     try:
         from redis_msglog.integrations.google_adk import MessageLogSessionService
@@ -515,6 +529,7 @@ CONTENDERS = [
     Contender("LlamaIndex", "msglog MessageLogChatStore", LlamaIndexOurs),
     Contender("Pydantic AI", "msglog RedisConversationStore", PydanticOurs),
     Contender("Google ADK", "RedisSessionService (ADK's own)", adk_theirs, own_store=True),
+    Contender("Google ADK", "adk-python-community RedisSessionService", adk_community),
     Contender("Google ADK", "msglog MessageLogSessionService", adk_ours),
     Contender("raw redis-py", RAW_SYNC, RawSync, raw=RAW_SYNC),
     Contender("raw redis-py", RAW_ASYNC, RawAsync),
