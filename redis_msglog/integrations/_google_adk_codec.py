@@ -16,8 +16,8 @@ from pydantic_core import to_jsonable_python
 
 from .._scope import MAX_PART_LENGTH
 from .._views import MAX_ATTR_NAME, AttrChanges
-from ..errors import InvalidArgumentError
-from ..models import StoredMessage
+from ..errors import InvalidArgumentError, InvalidMessageError
+from ..models import AgentMessage, StoredMessage
 
 FORMAT = "adk"
 """The key of the event's JSON in a message's ``extras``."""
@@ -109,6 +109,29 @@ def event_message(event: Event) -> dict[str, Any]:
         msg["id"] = event.id
     if event.author:
         msg["name"] = event.author
+    with_tools = msg if event.author == "user" else _with_tools(msg, parts)
+    try:
+        AgentMessage.model_validate(with_tools)
+    except (ValidationError, InvalidMessageError):
+        return msg  # calls or a response the neutral model cannot hold: the text alone
+    return with_tools
+
+
+def _with_tools(msg: dict[str, Any], parts: list[types.Part]) -> dict[str, Any]:
+    """``msg`` with the event's function calls as tool calls (an assistant message), or
+    its one function response as a ``tool`` message (its JSON the content), when every
+    call or the response has an id: what the exporters pair. An event of several
+    responses (ADK merges parallel ones) keeps its text only."""
+    calls = [p.function_call for p in parts if p.function_call]
+    responses = [p.function_response for p in parts if p.function_response]
+    if calls and all(c.id and c.name for c in calls):
+        tool_calls = [{"id": c.id, "name": c.name, "args": c.args or {}} for c in calls]
+        return {**msg, "role": "assistant", "tool_calls": tool_calls}
+    if len(responses) == 1 and not calls and responses[0].id:
+        response = responses[0]
+        content = msg["content"] or orjson.dumps(response.response or {}).decode()
+        fields = {"role": "tool", "tool_call_id": response.id, "content": content}
+        return {**msg, **fields, "name": response.name or msg.get("name")}
     return msg
 
 

@@ -170,6 +170,53 @@ def test_every_event_field_comes_back_exactly_and_partial_events_are_skipped(mak
     make.run(scenario())
 
 
+def test_other_readers_see_calls_and_results_as_neutral_messages(make: Any) -> None:
+    svc, a = make(), app()
+
+    def event(author: str, *parts: types.Part) -> Event:
+        return Event(author=author, content=types.Content(role="model", parts=list(parts)))
+
+    async def scenario() -> None:
+        session = await svc.create_session(app_name=a, user_id="u", session_id="s")
+        call = types.FunctionCall(id="c1", name="weather", args={"city": "Paris"})
+        result = types.FunctionResponse(id="c1", name="weather", response={"t": 20})
+        for e in (
+            text_event("weather in Paris?"),
+            event("bot", types.Part(function_call=call)),
+            event("bot", types.Part(function_response=result)),
+            event("bot", types.Part(text="20 degrees")),
+        ):
+            await svc.append_event(session, e)
+        log = AsyncMessageLog(make.client(), f"{a}:u:s")
+        assert await log.to_openai() == [
+            {"role": "user", "content": "weather in Paris?", "name": "user"},
+            {
+                "role": "assistant",
+                "content": None,
+                "name": "bot",
+                "tool_calls": [
+                    {
+                        "id": "c1",
+                        "type": "function",
+                        "function": {"name": "weather", "arguments": '{"city":"Paris"}'},
+                    }
+                ],
+            },
+            {"role": "tool", "tool_call_id": "c1", "content": '{"t":20}'},
+            {"role": "assistant", "content": "20 degrees", "name": "bot"},
+        ]
+        # a message another writer appends comes back as an event of its text
+        await log.add("user", "from elsewhere")
+        got = await svc.get_session(app_name=a, user_id="u", session_id="s")
+        assert got is not None and got.events[:4] == session.events
+        assert (got.events[4].author, got.events[4].content.parts[0].text) == (
+            "user",
+            "from elsewhere",
+        )
+
+    make.run(scenario())
+
+
 def test_get_session_config_and_listing(make: Any) -> None:
     svc, a = make(), app()
 
