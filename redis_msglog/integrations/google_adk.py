@@ -47,7 +47,7 @@ except ModuleNotFoundError as exc:  # the extra is not installed
     raise missing_extra("google-adk", exc) from exc
 
 from .._async import AsyncDirectory, AsyncMessageLog
-from .._erase import DEFAULT_ERASED_FOR
+from .._erase import DEFAULT_ERASED_FOR, check_erased_for
 from .._shell import check_log_options
 from ..errors import ConversationErasedError, InvalidArgumentError, SeqConflictError
 from ..models import StoredMessage
@@ -101,6 +101,7 @@ class MessageLogSessionService(BaseSessionService):
         if not isinstance(check_stale, bool):
             raise InvalidArgumentError(f"check_stale must be a bool, got {check_stale!r}")
         check_log_options(log_options)
+        check_erased_for(erased_for)
         self.check_stale = check_stale
         self._erased_for = erased_for
         self._options = log_options

@@ -11,6 +11,7 @@ import asyncio
 import math
 import uuid
 from collections.abc import Callable, Iterator
+from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -145,7 +146,10 @@ def test_sessions_state_and_events_as_adk_services_keep_them(make: Any) -> None:
             await svc.create_session(app_name=a, user_id="u1", session_id="s11")
         await svc.delete_session(app_name=a, user_id="u1", session_id="s11")
         assert await svc.get_session(app_name=a, user_id="u1", session_id="s11") is None
+        with pytest.raises(ConversationErasedError):  # reserved for erased_for
+            await svc.create_session(app_name=a, user_id="u1", session_id="s11")
         await svc.delete_session(app_name=a, user_id="u1", session_id="never")  # no error
+        await svc.create_session(app_name=a, user_id="u1", session_id="never")
         with pytest.raises(SessionNotFoundError):
             await svc.append_event(again, text_event("after the deletion"))
 
@@ -313,6 +317,26 @@ def test_concurrent_appends_from_one_read_commit_exactly_once(make: Any) -> None
         assert got is not None and got.events == won
 
     make.run(scenario())
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        {"scope": ("a",)},
+        {"check_stale": "yes"},
+        {"erased_for": timedelta(0)},
+        {"erased_for": 5},
+        {"no_such_option": 1},
+        {"ttl": 5},
+    ],
+)
+def test_bad_options_are_typed_errors(options: dict[str, Any]) -> None:
+    with pytest.raises(InvalidArgumentError):
+        MessageLogSessionService.from_url(url="redis://127.0.0.1:1/0", **options)
+    with pytest.raises(InvalidArgumentError):
+        MessageLogSessionService.from_url(url="nope://")
+    with pytest.raises(InvalidArgumentError):
+        MessageLogSessionService(object())  # type: ignore[arg-type]
 
 
 # -- hostile ids and state values ----------------------------------------------------------
