@@ -58,10 +58,12 @@ __all__ = ["MessageLogSessionService", "SessionsPage"]
 
 _MARKER = "msglog:"  # Session._storage_update_marker: "msglog:<the seq it was read at>"
 _SNAPSHOT_TRIES = 8  # reads of a session restarted because a writer got in between
+_REDELIVERY_WINDOW = 64  # the session's newest events an event delivered again is found in
 _LOGS_KEPT = 1024  # log objects kept (each registers its scope once, on its first write)
-_STALE = (
-    "The session was changed in storage after this session object was read (its last "
-    "seq is {now}, the object was read at {then}). Please check if it is a stale session."
+_STALE = (  # ADK's database service's words, and the seqs
+    "The session has been modified in storage since it was loaded (its last seq is "
+    "{now}, the session object was loaded at {then}). Please reload the session before "
+    "appending more events."
 )
 
 
@@ -181,7 +183,9 @@ class MessageLogSessionService(BaseSessionService):
         """A new session: one attributes entry (its ids, state and creation time) written
         only if the conversation is empty (``expected_seq=0``), else ADK's
         ``AlreadyExistsError``; then its ``user:`` and ``app:`` state."""
-        sid = platform_uuid.new_uuid() if session_id is None else session_id
+        sid = _normal(session_id)
+        if sid is None or sid == "":  # a blank id is no id, as ADK's contract says
+            sid = platform_uuid.new_uuid()
         log = self._session_log(app_name, user_id, sid, fresh=True)
         deltas = _session_util.extract_state_delta(state or {})
         for k in ("user", "app"):
@@ -219,6 +223,7 @@ class MessageLogSessionService(BaseSessionService):
         ``num_recent_events``; for ``after_timestamp``, pages read backwards from the end
         until an older event, as ``InMemorySessionService`` filters), with the shared
         state read meanwhile."""
+        session_id = _normal(session_id)
         log = self._session_log(app_name, user_id, session_id)
         shared = asyncio.ensure_future(self._shared_state(app_name, user_id))
         try:
@@ -284,6 +289,7 @@ class MessageLogSessionService(BaseSessionService):
     async def delete_session(self, *, app_name: str, user_id: str, session_id: str) -> None:
         """Erase the session's conversation (``erase()``: every key, one atomic call;
         docs/lifecycle.md); a session that does not exist is left alone."""
+        session_id = _normal(session_id)
         log = self._session_log(app_name, user_id, session_id)
         if (await log.attrs()).values.get(codec.ID) == session_id:
             await log.erase(erased_for=self._erased_for)
@@ -295,11 +301,15 @@ class MessageLogSessionService(BaseSessionService):
         return codec.state_of((await self._user_log(app_name, user_id).attrs()).values)
 
     async def append_event(self, session: Session, event: Event) -> Event:
-        """Append the event (skipped when ``partial``; ``temp:`` state applied to the
-        session only) with its session state in one atomic call, conditional on the
+        """Append the event (skipped when ``partial``, or when equal to one of the
+        session object's 64 newest events with its id: delivered again; ``temp:`` state
+        applied to the session only) with its session state in one atomic call, conditional on the
         session's last seq (``check_stale``); then its ``user:`` and ``app:`` state."""
         if event.partial:
             return event
+        recent = session.events[-_REDELIVERY_WINDOW:]
+        if any(e.id == event.id and e == event for e in recent):
+            return event  # delivered again: not written twice (as InMemorySessionService)
         self._apply_temp_state(session, event)
         event = self._trim_temp_delta_state(event)
         delta = event.actions.state_delta if event.actions else {}
@@ -333,6 +343,12 @@ class MessageLogSessionService(BaseSessionService):
         if attrs.values.get(codec.ID) != session.id:
             raise SessionNotFoundError(f"Session {session.id} not found.")
         return attrs.last_seq if self.check_stale else None
+
+
+def _normal(session_id: Any) -> Any:
+    """A session id as ADK's contract normalizes it: without surrounding whitespace
+    (anything not a ``str`` is refused later, by the encoding)."""
+    return session_id.strip() if isinstance(session_id, str) else session_id
 
 
 def _directory_options(options: dict[str, Any]) -> dict[str, Any]:

@@ -162,6 +162,17 @@ def test_every_event_field_comes_back_exactly_and_partial_events_are_skipped(mak
     async def scenario() -> None:
         session = await svc.create_session(app_name=a, user_id="u")
         await svc.append_event(session, text_event("partial", partial=True))
+        again = text_event("twice")
+        for copy in (again, again, again.model_copy(deep=True)):  # delivered again
+            await svc.append_event(session, copy)
+        other = Event(id=again.id, invocation_id="other", author="bot")  # same id only
+        await svc.append_event(session, other)
+        assert session.events == [again, other]
+        stored = await svc.get_session(app_name=a, user_id="u", session_id=session.id)
+        assert stored is not None and stored.events == [again, other]
+        session.events.clear()
+        await svc.delete_session(app_name=a, user_id="u", session_id=session.id)
+        session = await svc.create_session(app_name=a, user_id="u")
         event = full_event()
         await svc.append_event(session, event)
         read = await svc.get_session(app_name=a, user_id="u", session_id=session.id)
@@ -372,14 +383,14 @@ def test_hostile_ids_are_refused_or_read_back(
             return
         except (AlreadyExistsError, ConversationErasedError):
             return  # hypothesis repeats an id triple (deleted: reserved for erased_for)
-        got = await svc.get_session(app_name=app_name, user_id=user_id, session_id=session_id)
-        assert got == made
+        # ADK's contract: a session id without its surrounding whitespace; blank: none
+        assert made.id == session_id.strip() or (not session_id.strip() and made.id)
+        got = await svc.get_session(app_name=app_name, user_id=user_id, session_id=made.id)
+        assert got == made and (app_name, user_id) == (got.app_name, got.user_id)
         listed = (await svc.list_sessions(app_name=app_name, user_id=user_id)).sessions
-        assert (session_id, user_id, app_name) in {(s.id, s.user_id, s.app_name) for s in listed}
-        await svc.delete_session(app_name=app_name, user_id=user_id, session_id=session_id)
-        assert (
-            await svc.get_session(app_name=app_name, user_id=user_id, session_id=session_id) is None
-        )
+        assert (made.id, user_id, app_name) in {(s.id, s.user_id, s.app_name) for s in listed}
+        await svc.delete_session(app_name=app_name, user_id=user_id, session_id=made.id)
+        assert await svc.get_session(app_name=app_name, user_id=user_id, session_id=made.id) is None
 
     make.run(scenario())
 
