@@ -191,3 +191,63 @@ def test_worker_processes_share_a_session(where: tuple[str | None, int | None]) 
     for w in range(3):
         mine = [text for text in done if text.startswith(f"w{w}t")]
         assert [text.split("a")[0] for text in mine] == [f"w{w}t{t}" for t in range(3)]
+
+
+# -- what a read costs ---------------------------------------------------------------------
+
+
+def test_get_session_costs_what_it_returns_not_the_history(
+    private_server: Callable[..., EphemeralServer],
+) -> None:
+    """The commands the server runs and the bytes it sends for
+    ``get_session(num_recent_events=3)`` and for ``after_timestamp`` (the last 3 events)
+    are the same at 40 and at 400 events (bytes: but for a few digits)."""
+    from google.adk.events import Event
+    from google.adk.sessions.base_session_service import GetSessionConfig
+
+    url = private_server("redis").url
+    raw = redis.Redis.from_url(url)
+
+    def counters() -> tuple[int, int]:
+        """Commands run, and bytes sent to clients, so far (a read of every event runs
+        one command per page too, but sends every event)."""
+        calls = sum(int(v["calls"]) for v in raw.info("commandstats").values())
+        return calls, int(raw.info("stats")["total_net_output_bytes"])
+
+    async def costs(service: MessageLogSessionService, events: int) -> list[tuple[int, int]]:
+        configs = [
+            GetSessionConfig(num_recent_events=3),
+            GetSessionConfig(after_timestamp=float(events - 2)),
+        ]
+        out = []
+        for config in configs:
+            got = await service.get_session(
+                app_name="app", user_id="u", session_id="s", config=config
+            )
+            assert got is not None and [e.timestamp for e in got.events] == [
+                float(events - 2),
+                float(events - 1),
+                float(events),
+            ]
+            calls, sent = counters()
+            await service.get_session(app_name="app", user_id="u", session_id="s", config=config)
+            calls_after, sent_after = counters()
+            out.append((calls_after - calls, sent_after - sent))
+        return out
+
+    async def scenario() -> None:
+        client = redis.asyncio.Redis.from_url(url)
+        service = MessageLogSessionService(client)
+        session = await service.create_session(app_name="app", user_id="u", session_id="s")
+        for i in range(1, 401):
+            await service.append_event(session, Event(author="user", timestamp=float(i)))
+            if i == 40:
+                short = await costs(service, 40)
+        long = await costs(service, 400)
+        for (calls, sent), (calls_short, sent_short) in zip(long, short, strict=True):
+            assert calls == calls_short
+            assert abs(sent - sent_short) < 4096  # 360 more events would be ~90 KB
+        await client.aclose()
+
+    asyncio.run(scenario())
+    raw.close()
