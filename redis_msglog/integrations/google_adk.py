@@ -88,6 +88,8 @@ class MessageLogSessionService(BaseSessionService):
             deleted session (and ``create_session`` of its id): default 24 h.
         **log_options: options of :class:`~redis_msglog.AsyncMessageLog` (``prefix``,
             ``ttl``, ``durability``, ``retry``...) but ``scope``, which the service sets.
+            ``ttl`` and ``max_age`` apply to the sessions, not to the ``user:`` and
+            ``app:`` state, which is kept until erased.
     """
 
     def __init__(
@@ -107,6 +109,7 @@ class MessageLogSessionService(BaseSessionService):
         self.check_stale = check_stale
         self._erased_for = erased_for
         self._options = log_options
+        self._shared_options = {k: v for k, v in log_options.items() if k not in ("ttl", "max_age")}
         self._clients = LoopClients(redis)
         self._logs: OrderedDict[str, AsyncMessageLog] = OrderedDict()
         self._lock = threading.Lock()
@@ -136,7 +139,10 @@ class MessageLogSessionService(BaseSessionService):
         with self._lock:  # loops in several threads may share the service
             log = None if fresh else self._logs.get(conversation)
             if log is None:
-                log = LoopLog(self._clients, conversation, scope=scope, **self._options)
+                options = self._options
+                if parts[-1] in (codec.USER_STATE, codec.APP_STATE):
+                    options = self._shared_options  # shared state outlives its sessions
+                log = LoopLog(self._clients, conversation, scope=scope, **options)
                 self._logs[conversation] = log
                 while len(self._logs) > _LOGS_KEPT:
                     self._logs.popitem(last=False)

@@ -251,3 +251,42 @@ def test_get_session_costs_what_it_returns_not_the_history(
 
     asyncio.run(scenario())
     raw.close()
+
+
+def test_ttl_applies_to_sessions_not_to_shared_state(
+    shared_server: Callable[[str], EphemeralServer],
+) -> None:
+    """With ``ttl``, a session's keys expire; the ``user:`` and ``app:`` state's do not
+    (it outlives the sessions that wrote it)."""
+    from datetime import timedelta
+
+    from google.adk.events import Event, EventActions
+
+    from redis_msglog import ConversationKeys
+
+    url = shared_server("redis").url
+    raw = redis.Redis.from_url(url)
+    app = f"app-{uuid.uuid4().hex[:8]}"
+
+    async def scenario() -> None:
+        client = redis.asyncio.Redis.from_url(url)
+        service = MessageLogSessionService(client, ttl=timedelta(hours=1))
+        session = await service.create_session(
+            app_name=app, user_id="u", session_id="s", state={"app:a": 1, "user:b": 2}
+        )
+        delta = {"app:a": 3, "user:b": 4, "k": 5}
+        await service.append_event(
+            session, Event(author="u", actions=EventActions(state_delta=delta))
+        )
+        await client.aclose()
+
+    asyncio.run(scenario())
+    for conversation, expiring in (
+        (f"{app}:u:s", True),
+        (f"{app}:u:~user", False),
+        (f"{app}:~app", False),
+    ):
+        keys = ConversationKeys.build("msglog", conversation)
+        for key in (keys.seq, keys.stream):
+            assert (raw.pttl(key) > 0) is expiring, (conversation, key)
+    raw.close()
