@@ -290,3 +290,40 @@ def test_ttl_applies_to_sessions_not_to_shared_state(
         for key in (keys.seq, keys.stream):
             assert (raw.pttl(key) > 0) is expiring, (conversation, key)
     raw.close()
+
+
+def test_a_tenant_acl_confines_a_user_to_one_app(
+    shared_server: Callable[[str], EphemeralServer],
+) -> None:
+    """A Redis user with ``acl_rules(tenant=<app>)`` runs that app's sessions, state and
+    listings, and is refused (``PermissionDeniedError``, nothing written) another's."""
+    from redis_msglog import PermissionDeniedError, acl_rules
+
+    server = shared_server("redis")
+    admin = redis.Redis.from_url(server.url)
+    app = f"tenant{uuid.uuid4().hex[:8]}"
+    version = tuple(int(p) for p in str(admin.info("server")["redis_version"]).split(".")[:2])
+    rules = acl_rules(tenant=app, redis_version=version)  # type: ignore[arg-type]
+    admin.execute_command("ACL", "SETUSER", f"u-{app}", "reset", "on", ">pw", *rules)
+
+    async def scenario() -> None:
+        client = redis.asyncio.Redis.from_url(server.url, username=f"u-{app}", password="pw")
+        service = MessageLogSessionService(client)
+        await service.create_session(
+            app_name=app, user_id="u", session_id="s", state={"app:a": 1, "user:b": 2}
+        )
+        await turn(runner_for(service, app), "u", "s", "hi")
+        assert [s.id for s in (await service.list_sessions(app_name=app)).sessions] == ["s"]
+        with pytest.raises(PermissionDeniedError):
+            await service.create_session(app_name=f"{app}x", user_id="u", session_id="s")
+        await service.delete_session(app_name=app, user_id="u", session_id="s")
+        await client.aclose()
+
+    asyncio.run(scenario())
+    assert admin.keys(f"msglog:{{{app}x*") == []
+    admin.execute_command("ACL", "DELUSER", f"u-{app}")
+    admin.close()
+
+
+def runner_for(service: BaseSessionService, app: str) -> Runner:
+    return Runner(app_name=app, agent=LlmAgent(name="bot", model=Echo()), session_service=service)
