@@ -21,6 +21,10 @@ for it as the conversation grows.
   ``AsyncDBChatStore`` ``Memory`` takes (``get_messages`` then ``add_messages``).
 - Pydantic AI: ``load`` then ``save`` on our ``RedisConversationStore``; Pydantic AI has
   no Redis store of its own, so there is no ratio to a framework store.
+- Google ADK: ``get_session`` then ``append_event`` per event (4) on a
+  ``BaseSessionService``; ADK 2.13's own ``RedisSessionService``
+  (``google.adk.integrations.redis``) and adk-python-community's (when importable)
+  against our ``MessageLogSessionService``.
 - raw redis-py: ``XRANGE`` of the whole stream + ``orjson.loads``, then the 4 ``XADD`` in
   one pipeline (the least a client can do for this loop), sync and asyncio.
 
@@ -417,6 +421,91 @@ class PydanticOurs:
         await self.redis.aclose()
 
 
+# Google ADK ------------------------------------------------------------------------------
+
+
+def _adk_events(t: Turn) -> list[Any]:
+    """The turn as ADK's runner appends it: the user's event, the model's call, the
+    tool's response and the model's answer."""
+    from google.adk.events import Event
+    from google.genai import types
+
+    def event(author: str, role: str, part: Any) -> Any:
+        return Event(
+            invocation_id=f"inv-{t.i}",
+            author=author,
+            content=types.Content(role=role, parts=[part]),
+        )
+
+    call = types.FunctionCall(id=t.call_id, name=TOOL, args=t.arguments)
+    response = types.FunctionResponse(id=t.call_id, name=TOOL, response={"result": t.result})
+    return [
+        event("user", "user", types.Part(text=t.question)),
+        event("agent", "model", types.Part(function_call=call)),
+        event("agent", "user", types.Part(function_response=response)),
+        event("agent", "model", types.Part(text=t.answer)),
+    ]
+
+
+class AdkSessions:
+    """``get_session`` (the whole history, as ``Runner.run_async`` reads it), then one
+    ``append_event`` per event of the turn, on a ``BaseSessionService``."""
+
+    def __init__(self, service: Any, client: redis.asyncio.Redis, conversation: str) -> None:
+        self.service = service
+        self.redis = client
+        self.ids = {"app_name": "bench", "user_id": "u", "session_id": conversation}
+        self.session: Any = None
+
+    async def read(self) -> int:
+        self.session = await self.service.get_session(**self.ids)
+        if self.session is None:
+            ids = dict(self.ids)
+            self.session = await self.service.create_session(**ids)
+        return len(self.session.events)
+
+    async def append(self, t: Turn) -> None:
+        assert self.session is not None, "read() first"
+        for event in _adk_events(t):
+            await self.service.append_event(self.session, event)
+
+    async def close(self) -> None:
+        await self.redis.aclose()
+
+
+def adk_theirs(url: str, conversation: str) -> AdkSessions:
+    """ADK's own ``RedisSessionService`` (google-adk 2.13, ``google.adk.integrations.redis``):
+    the whole session as one JSON value, read and written again on every event."""
+    try:
+        from google.adk.integrations.redis import RedisSessionService
+    except ImportError as exc:
+        raise Missing(str(exc)) from exc
+    client = redis.asyncio.Redis.from_url(url, decode_responses=True)
+    return AdkSessions(RedisSessionService(redis_client=client), client, conversation)
+
+
+def adk_community(url: str, conversation: str) -> AdkSessions:
+    """adk-python-community's ``RedisSessionService`` (google-adk-community 0.5): the whole
+    session as one JSON value, re-``SET`` on every event. It pins ``redis<6`` and cannot
+    be installed next to redis-msglog: run it from ``pip install --no-deps --target DIR
+    google-adk-community`` with ``PYTHONPATH=DIR``."""
+    try:
+        from google.adk_community.sessions.redis_session_service import RedisSessionService
+    except ImportError as exc:
+        raise Missing(str(exc)) from exc
+    service = RedisSessionService(uri=url)
+    return AdkSessions(service, service.cache, conversation)
+
+
+def adk_ours(url: str, conversation: str) -> AdkSessions:
+    try:
+        from redis_msglog.integrations.google_adk import MessageLogSessionService
+    except ImportError as exc:
+        raise Missing(str(exc)) from exc
+    client = redis.asyncio.Redis.from_url(url)
+    return AdkSessions(MessageLogSessionService(client), client, conversation)
+
+
 @dataclass(frozen=True)
 class Contender:
     framework: str
@@ -441,6 +530,9 @@ CONTENDERS = [
     Contender("LlamaIndex", "msglog MessageLogChatStore", LlamaIndexOurs),
     Contender("Pydantic AI", "msglog RedisConversationStore", PydanticOurs),
     *agent_loop_maf.contenders(Contender, Missing),
+    Contender("Google ADK", "RedisSessionService (ADK's own)", adk_theirs, own_store=True),
+    Contender("Google ADK", "adk-python-community RedisSessionService", adk_community),
+    Contender("Google ADK", "msglog MessageLogSessionService", adk_ours),
     Contender("raw redis-py", RAW_SYNC, RawSync, raw=RAW_SYNC),
     Contender("raw redis-py", RAW_ASYNC, RawAsync),
 ]

@@ -69,6 +69,8 @@ FOLDERS: dict[str, tuple[str, ...]] = {
         "test_hostile_content",
         "test_redis_private",
         "test_round_trips",
+        "test_integration_google_adk",
+        "test_integration_google_adk_runner",
         "test_integration_langchain",
         "test_integration_llama_index",
         "test_integration_loops",

@@ -286,6 +286,33 @@ def test_an_agent_framework_provider_runs_on_any_event_loop(backend: Backend, ma
         assert backend.texts(history.conversation(f"{session}-{tag}")) == [tag]
 
 
+# -- Google ADK ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("made", ["client", "from_url"])
+def test_an_adk_session_service_runs_on_any_event_loop(backend: Backend, made: str) -> None:
+    """One ``MessageLogSessionService``: a session and a ``Runner`` turn on each loop."""
+    pytest.importorskip("google.adk")
+    from redis_msglog.integrations.google_adk import MessageLogSessionService
+
+    from .test_integration_google_adk_runner import history, runner, turn
+
+    service = (
+        MessageLogSessionService(backend.async_client())
+        if made == "client"
+        else MessageLogSessionService.from_url(url=backend.url, cluster=backend.cluster)
+    )
+    user = new_id()
+
+    async def step(tag: str) -> None:
+        await service.create_session(app_name="app", user_id=user, session_id=tag)
+        await turn(runner(service), user, tag, tag)
+        assert await history(service, user, tag) == [("user", tag), ("bot", f"echo {tag}")]
+        await service.close()
+
+    across_loops(step)
+
+
 # -- the client derived for another loop ---------------------------------------------------
 
 

@@ -38,6 +38,7 @@ def test_the_package_imports_no_framework() -> None:
         ("openai_agents", "agents"),
         ("langchain", "langchain_core"),
         ("agent_framework", "agent_framework"),
+        ("google_adk", "google.adk"),
     ],
 )
 def test_an_integration_imports_its_framework(module: str, framework: str) -> None:
