@@ -71,6 +71,8 @@ FOLDERS: dict[str, tuple[str, ...]] = {
         "test_round_trips",
         "test_integration_langchain",
         "test_integration_llama_index",
+        "test_integration_llama_index_memory",
+        "test_integration_migrate",
         "test_integration_loops",
         "test_integration_openai_agents",
         "test_integration_pydantic_ai",
