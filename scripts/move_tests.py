@@ -73,6 +73,7 @@ FOLDERS: dict[str, tuple[str, ...]] = {
         "test_integration_llama_index",
         "test_integration_llama_index_memory",
         "test_integration_migrate",
+        "test_integration_ttl",
         "test_integration_loops",
         "test_integration_openai_agents",
         "test_integration_pydantic_ai",
