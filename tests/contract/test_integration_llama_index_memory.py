@@ -8,7 +8,8 @@ from typing import Any
 
 import pytest
 from llama_index.core.base.llms.types import ChatMessage
-from llama_index.core.memory import ChatMemoryBuffer
+from llama_index.core.llms import MockLLM
+from llama_index.core.memory import ChatMemoryBuffer, ChatSummaryMemoryBuffer
 
 from redis_msglog import EditEntry, MessageLog, StoredMessage
 from redis_msglog.errors import InvalidArgumentError
@@ -139,3 +140,23 @@ def test_bad_arguments_are_typed_errors(env: Env) -> None:
     env._async_clients.append(client)
     with pytest.raises(InvalidArgumentError):
         MessageLogBaseChatStore(async_redis=client).get_messages("k")
+
+
+def test_chat_summary_memory_buffer_summarizes_through_the_store(env: Env) -> None:
+    key, store = new_id(), store_of(env)
+    memory = ChatSummaryMemoryBuffer.from_defaults(
+        llm=MockLLM(max_tokens=3),
+        chat_store=store,
+        chat_store_key=key,
+        token_limit=8,
+        tokenizer_fn=words,
+    )
+    turns = [msg("user" if i % 2 == 0 else "assistant", f"turn {i} words") for i in range(6)]
+    for turn in turns:
+        memory.put(turn)
+    window = memory.get()  # summarizes the oldest: LlamaIndex's reset() then set()
+    assert window[0].role == "system" and texts(window[1:]) == texts(turns[-len(window) + 1 :])
+    assert texts(call(env, store, "get_messages", key)) == texts(window)
+    physical = MessageLog(env.raw, key).all(view="physical")
+    kept = [r.text for r in physical if isinstance(r, StoredMessage)]
+    assert kept[:6] == [t.content for t in turns]  # the summarized turns stay in the log

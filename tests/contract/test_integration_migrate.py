@@ -127,9 +127,17 @@ def agents_read(url: str, session_id: str) -> list[Any]:
 
 
 def lc_write(client: redis.Redis, session_id: str, messages: list[Any], prefix: str) -> None:
-    """langchain-community RedisChatMessageHistory.add_message: LPUSH of message_to_dict."""
-    for message in messages:
-        client.lpush(prefix + session_id, json.dumps(message_to_dict(message)))
+    """Written by langchain-community's RedisChatMessageHistory where it is installed;
+    else its layout (``add_message``: ``LPUSH`` of ``json.dumps(message_to_dict(m))``),
+    with langchain-core's own serializer."""
+    try:
+        from langchain_community.chat_message_histories import RedisChatMessageHistory
+    except ModuleNotFoundError:
+        for message in messages:
+            client.lpush(prefix + session_id, json.dumps(message_to_dict(message)))
+        return
+    url = "redis://{host}:{port}/0".format(**client.connection_pool.connection_kwargs)
+    RedisChatMessageHistory(session_id, url=url, key_prefix=prefix).add_messages(messages)
 
 
 def dumps(items: list[Any]) -> list[str]:
