@@ -157,12 +157,17 @@ def _read(source: SyncClient, layout: SourceLayout, key: str) -> list[_Row]:
     return rows
 
 
-def _digest(rows: Sequence[_Row]) -> str:
+def _hasher(rows: Sequence[_Row]) -> Any:
+    """A SHA-256 of ``rows`` (each length-prefixed), open to more rows."""
     h = hashlib.sha256()
     for row in rows:
         h.update(b"%d:" % len(row.raw))
         h.update(row.raw)
-    return h.hexdigest()
+    return h
+
+
+def _digest(rows: Sequence[_Row]) -> str:
+    return str(_hasher(rows).hexdigest())
 
 
 def _record_name(layout: SourceLayout, key: str) -> str:
@@ -207,17 +212,22 @@ def _import_one(
     log = MessageLog(target, one, **log_options)
     name = _record_name(layout, key)
     done, last = _recorded(log, name, key, rows)
-    new = 0
+    new, hasher = 0, _hasher(rows[:done])  # extended batch by batch: linear, not quadratic
     while done < len(rows):
         end = min(done + batch_size, len(rows))
         messages = [m for row in rows[done:end] for m in row.messages]
-        record = orjson.dumps({"rows": end, "digest": _digest(rows[:end]), "key": key})
+        extended = hasher.copy()
+        for row in rows[done:end]:
+            extended.update(b"%d:" % len(row.raw))
+            extended.update(row.raw)
+        record = orjson.dumps({"rows": end, "digest": extended.hexdigest(), "key": key})
         try:
             last = log.append_many(messages, attrs={name: record.decode()}, expected_seq=last)
         except SeqConflictError:  # another writer, or another import: read the record again
             done, last = _recorded(log, name, key, rows)
+            hasher = _hasher(rows[:done])
             continue
-        new, done = new + end - done, end
+        new, done, hasher = new + end - done, end, extended
     final, _ = _recorded(log, name, key, rows)
     if final != len(rows):
         raise ImportCountError(
