@@ -17,6 +17,8 @@ import redis
 import redis.asyncio
 from agents.extensions.memory.redis_session import RedisSession
 from click.testing import CliRunner
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from langchain_core.messages import (
     AIMessage,
     HumanMessage,
@@ -318,3 +320,43 @@ def test_the_cli_imports_and_reports_counts(url: str, client: redis.Redis) -> No
     assert broken.exit_code == 1 and "row 6" in broken.output and sids[1] in broken.output
     usage = runner.invoke(main, ["--url", url, "import", "a", "b", "c"])
     assert usage.exit_code == 2  # without --from: FILE CONVERSATION
+
+
+HOSTILE = settings(
+    max_examples=25,
+    deadline=None,
+    derandomize=True,
+    database=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+JSON_VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(), inner, max_size=3),
+    max_leaves=8,
+)
+ROWS = st.one_of(
+    st.binary(max_size=40),
+    JSON_VALUES.map(lambda v: json.dumps(v).encode()),
+    st.dictionaries(st.sampled_from(["role", "type", "content", "id"]), JSON_VALUES).map(
+        lambda v: json.dumps(v).encode()
+    ),
+)
+
+
+@HOSTILE
+@given(rows=st.lists(ROWS, min_size=1, max_size=4))
+def test_hostile_rows_import_exactly_or_not_at_all(client: redis.Redis, rows: list[bytes]) -> None:
+    """Whatever a RedisSession list holds: every row imported and given back by
+    MessageLogSession as the JSON it was, or a SourceRowError naming the first bad row
+    and nothing written for that key."""
+    sid = new_id()
+    client.rpush(f"agents:session:{sid}:messages", *rows)
+    try:
+        [result] = import_from_redis_session(client, [sid])
+    except SourceRowError as exc:
+        assert exc.key == f"agents:session:{sid}:messages" and exc.position is not None
+        assert MessageLog(client, sid).count() == 0
+        return
+    url = "redis://{host}:{port}/0".format(**client.connection_pool.connection_kwargs)
+    assert result.new == len(rows)
+    assert dumps(agents_read(url, sid)) == dumps([json.loads(r) for r in rows])

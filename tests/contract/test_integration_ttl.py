@@ -13,10 +13,13 @@ from typing import Any
 import pytest
 import redis
 import redis.asyncio
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from langchain_core.messages import HumanMessage
 from llama_index.core.base.llms.types import ChatMessage
 
 from redis_msglog import MessageLog
+from redis_msglog._shell import check_log_options
 from redis_msglog.errors import InvalidArgumentError
 from redis_msglog.integrations._log_options import framework_ttl
 from redis_msglog.integrations.langchain import MessageLogChatHistory, MessageLogMiddleware
@@ -105,3 +108,27 @@ def test_ttl_none_and_timedelta_pass_through() -> None:
     assert framework_ttl(None) is None
     assert framework_ttl(timedelta(minutes=5)) == timedelta(minutes=5)
     assert framework_ttl(3600) == timedelta(hours=1)
+
+
+@settings(max_examples=200, derandomize=True, database=None, deadline=None)
+@given(
+    ttl=st.one_of(
+        st.integers(),
+        st.floats(allow_nan=True, allow_infinity=True),
+        st.booleans(),
+        st.text(max_size=5),
+        st.timedeltas(),
+        st.none(),
+    )
+)
+def test_any_ttl_is_taken_whole_or_refused_typed(ttl: Any) -> None:
+    """Never another exception: a ttl the log takes (None, or at least a second), or
+    InvalidArgumentError (which the log itself raises for a timedelta under 1 s)."""
+    try:
+        made = framework_ttl(ttl)
+        check_log_options({"ttl": made})
+    except InvalidArgumentError:
+        return
+    assert made is None or made >= timedelta(seconds=1)
+    if isinstance(ttl, (int, float)) and not isinstance(ttl, bool):
+        assert made == timedelta(seconds=ttl)
