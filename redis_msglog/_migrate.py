@@ -29,9 +29,9 @@ import orjson
 import redis
 import redis.cluster
 
-from ._args import check_int, check_text, shown
+from ._args import check_int, check_text, check_type, shown
 from ._sync import MessageLog
-from .errors import MessageLogError, SeqConflictError
+from .errors import InvalidArgumentError, MessageLogError, SeqConflictError
 from .models import AgentMessage
 
 __all__ = [
@@ -120,6 +120,10 @@ def import_keys(
     log conversations of the same ids on ``target`` (module docstring). Keys are done
     one after the other; an error stops at its key (the keys before it are complete)."""
     check_int("batch_size", batch_size, lowest=1, highest=100_000)
+    for name, client in (("redis", target), ("source", source)):
+        check_type(name, client, (redis.Redis, redis.cluster.RedisCluster), "a redis-py client")
+    if isinstance(ids, (str, bytes)) or not isinstance(ids, Iterable):
+        raise InvalidArgumentError(f"ids must be a list of ids, got {shown(ids)}")
     wanted = list(ids)
     for one in wanted:
         check_text("id", one)

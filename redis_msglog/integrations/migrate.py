@@ -30,7 +30,7 @@ from typing import Any
 
 import orjson
 
-from .._args import missing_extra
+from .._args import check_text, check_type, missing_extra, shown
 from .._migrate import (
     ImportCountError,
     ImportedKey,
@@ -106,7 +106,7 @@ def layout(name: str, key_prefix: str | None = None) -> SourceLayout:
         except ModuleNotFoundError as exc:
             raise missing_extra("llama-index", exc) from exc
         return SourceLayout(name, lambda key: key, False, _llama_index_row)
-    raise _bad(f"unknown source {name!r}; the sources are {', '.join(SOURCES)}")
+    raise _bad(f"unknown source {shown(name)}; the sources are {', '.join(SOURCES)}")
 
 
 def _bad(message: str) -> Exception:
@@ -128,6 +128,10 @@ def import_from(
     ``redis.Redis`` or ``RedisCluster``); ``**log_options`` as the integrations take
     them (``prefix``, ``scope``, ``ttl``...). One :class:`ImportedKey` per id."""
     options = integration_options(log_options)
+    if key_prefix is not None:
+        check_type("key_prefix", key_prefix, str, "a str or None")
+        if key_prefix:
+            check_text("key_prefix", key_prefix)
     found = layout(name, key_prefix)
     return import_keys(
         redis,
