@@ -27,8 +27,10 @@ from ._common import (
     err,
     existing_log,
 )
+from ._migrate import SOURCE_HELP, import_from_framework
 
 FORMATS = ("jsonl", "openai", "responses", "anthropic", "langchain")
+SOURCES = ("openai-agents", "langchain", "llama-index")  # integrations.migrate.SOURCES
 
 
 @click.command()
@@ -59,20 +61,55 @@ def export(settings: Settings, conversation: str, fmt: str, output: str | None) 
 
 
 @click.command("import")
-@click.argument("file", type=click.Path(exists=True, dir_okay=False, allow_dash=True))
-@click.argument("conversation")
+@click.argument("args", nargs=-1, required=True, metavar="FILE CONVERSATION | KEY...")
+@click.option("--from", "source", type=click.Choice(SOURCES), help=SOURCE_HELP)
+@click.option("--source-url", help="With --from: the framework's server (default: --url).")
+@click.option("--key-prefix", help="With --from: the framework store's key prefix.")
+@click.option("--scope", help="With --from: register the conversations in this scope (a/b).")
 @click.option("--batch-size", default=500, show_default=True, type=click.IntRange(1, 100_000))
 @connection_options
-def import_command(settings: Settings, file: str, conversation: str, batch_size: int) -> None:
+def import_command(
+    settings: Settings,
+    args: tuple[str, ...],
+    source: str | None,
+    source_url: str | None,
+    key_prefix: str | None,
+    scope: str | None,
+    batch_size: int,
+) -> None:
     """Append the messages of a jsonl export (FILE, or - for stdin; read once) to
     CONVERSATION, in batches. The file is validated first (nothing is written if any
     line is bad); running it again after an interruption does not duplicate (each
-    batch has an idempotency key, remembered 24 h) and says how many were new."""
+    batch has an idempotency key, remembered 24 h) and says how many were new.
+
+    With --from, read each KEY's history from that framework's own Redis store into the
+    conversation of the same id: every row checked first (a bad one: an error naming the
+    key and row, nothing written for that key), run it again and nothing is written twice,
+    and each key's counts are checked and printed."""
+    if source is not None:
+        import_from_framework(
+            settings,
+            source,
+            args,
+            source_url=source_url,
+            key_prefix=key_prefix,
+            scope=scope,
+            batch_size=batch_size,
+        )
+        return
+    if len(args) != 2 or any(v is not None for v in (source_url, key_prefix, scope)):
+        raise click.UsageError(
+            "import takes FILE CONVERSATION (or --from SOURCE KEY...; --source-url, "
+            "--key-prefix and --scope go with --from)"
+        )
+    file, conversation = args
+    if file != "-" and (not os.path.exists(file) or os.path.isdir(file)):
+        raise click.BadParameter(f"File {file!r} does not exist.", param_hint="'FILE'")
     log = settings.log(conversation)
-    source: Any = sys.stdin.buffer if file == "-" else file
+    stream: Any = sys.stdin.buffer if file == "-" else file
     with _progress("importing", None, file) as (advance, set_total):
         result = admin.import_jsonl(
-            log, source, batch_size=batch_size, progress=advance, on_validated=set_total
+            log, stream, batch_size=batch_size, progress=advance, on_validated=set_total
         )
     err.print(
         Text.assemble(

@@ -45,12 +45,12 @@ except ModuleNotFoundError as exc:  # the extra is not installed
 
 from .._args import check_type
 from .._async import AsyncMessageLog
-from .._shell import check_log_options
 from .._sync import MessageLog
 from ..errors import IdempotencyConflictError, InvalidArgumentError
 from ..formats.langchain import from_langchain, to_langchain_messages
 from ..models import StoredMessage
 from ._clients import LoopClients, LoopLog, client_factory, from_url
+from ._log_options import integration_options
 
 __all__ = ["MessageLogChatHistory", "MessageLogMiddleware"]
 
@@ -120,7 +120,7 @@ class MessageLogChatHistory(BaseChatMessageHistory):
             raise InvalidArgumentError(
                 "pass a Redis client (redis=), an asyncio one (async_redis=), or both"
             )
-        check_log_options(log_options)
+        log_options = integration_options(log_options)
         self.session_id = session_id
         self.log: MessageLog | None = (
             None if redis is None else MessageLog(redis, session_id, **log_options)
@@ -243,7 +243,7 @@ class MessageLogMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
             raise InvalidArgumentError(
                 "pass a Redis client (redis=), an asyncio one (async_redis=), or both"
             )
-        check_log_options(log_options)
+        log_options = integration_options(log_options)
         check_type("hydrate", hydrate, bool, "a bool")
         super().__init__()
         self._redis = redis

@@ -47,11 +47,11 @@ except ModuleNotFoundError as exc:  # the extra is not installed
     raise missing_extra("openai-agents", exc) from exc
 
 from .._async import AsyncMessageLog
-from .._shell import check_log_options
 from ..errors import InvalidArgumentError, SeqConflictError
 from ..formats.responses import item_messages, message_items
 from ..models import AgentMessage, StoredMessage
 from ._clients import LoopClients, LoopLog, client_factory
+from ._log_options import integration_options
 
 __all__ = ["MessageLogSession"]
 
@@ -98,7 +98,7 @@ class MessageLogSession:
         session_settings: SessionSettings | dict[str, Any] | None = None,
         **log_options: Any,
     ) -> None:
-        check_log_options(log_options)
+        log_options = integration_options(log_options)
         self.session_id = session_id
         self.session_settings = _settings(session_settings)
         self._clients = LoopClients(redis)

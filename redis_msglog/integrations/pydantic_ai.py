@@ -59,9 +59,9 @@ except ModuleNotFoundError as exc:  # the extra is not installed
     raise missing_extra("pydantic-ai", exc) from exc
 
 from .._keys import ConversationKeys, conversation_of
-from .._shell import check_log_options
 from ..errors import SeqConflictError
 from ._clients import AsyncClient, LoopClients, client_factory
+from ._log_options import integration_options
 from ._pydantic_ai_rows import FORMAT, entry_rows, row_entry
 from ._pydantic_ai_where import GONE, RECORD, RECORD_ATTR, escape_glob
 from ._pydantic_ai_writes import StoreWrites
@@ -95,7 +95,7 @@ class RedisConversationStore(StoreWrites, ConversationStore):
         **log_options: Any,
     ) -> None:
         ConversationKeys.build(prefix, "x")  # validates the prefix
-        check_log_options(log_options)
+        log_options = integration_options(log_options)
         self.prefix = prefix
         self._clients = LoopClients(redis)
         self._options = dict(log_options)

@@ -311,18 +311,19 @@ MODULE_CASES = [(name, param) for name in MODULE_NAMES for param in module_param
 def integration_targets() -> dict[str, Callable[..., Any]]:
     from redis_msglog.integrations import langchain as lc
     from redis_msglog.integrations import llama_index as li
+    from redis_msglog.integrations import migrate as mg
     from redis_msglog.integrations import openai_agents as oa
     from redis_msglog.integrations import pydantic_ai as pa
 
     classes: list[Any] = [
         lc.MessageLogChatHistory, lc.MessageLogMiddleware, li.MessageLogChatStore,
-        oa.MessageLogSession, pa.RedisConversationStore,
+        li.MessageLogBaseChatStore, oa.MessageLogSession, pa.RedisConversationStore,
     ]  # fmt: skip
     targets: dict[str, Callable[..., Any]] = {}
     for cls in classes:
         targets[cls.__name__] = cls
         targets[f"{cls.__name__}.from_url"] = cls.from_url
-    for module in (li, pa):
+    for module in (li, pa, mg):
         for name in module.__all__:
             if inspect.isfunction(getattr(module, name)):
                 targets[name] = getattr(module, name)
@@ -352,6 +353,10 @@ def integration_call(ctx: Ctx, name: str) -> Callable[[str, Any], Any]:
         "RedisConversationStore": clients,
         "MessageLogChatHistory.from_url": {"session_id": "s", "url": ctx.url},
         "MessageLogSession.from_url": {"session_id": "s", "url": ctx.url},
+        "import_from": {"name": "openai-agents", "redis": ctx.client, "ids": ["s"]},
+        "import_from_redis_session": {"redis": ctx.client, "session_ids": ["s"]},
+        "import_from_redis_chat_message_history": {"redis": ctx.client, "session_ids": ["s"]},
+        "import_from_redis_chat_store": {"redis": ctx.client, "keys": ["s"]},
     }.get(name, {"url": ctx.url} if name.endswith(".from_url") else {})
     target = INTEGRATION_TARGETS[name]
     return lambda param, value: target(**{**valid, param: value})
@@ -492,9 +497,10 @@ def test_every_public_callable_is_covered() -> None:
     admin_functions = {n for n in admin.__all__ if inspect.isfunction(getattr(admin, n))}
     assert admin_functions <= covered
     assert set(testing.__all__) <= covered
-    for module in ("langchain", "llama_index", "openai_agents", "pydantic_ai"):
+    for module in ("langchain", "llama_index", "migrate", "openai_agents", "pydantic_ai"):
         names = importlib.import_module(f"redis_msglog.integrations.{module}").__all__
-        assert set(names) - {"FORMAT"} <= set(INTEGRATION_TARGETS), module
+        values = {"FORMAT", "SOURCES", "ImportedKey"} | {n for n in names if n.endswith("Error")}
+        assert set(names) - values <= set(INTEGRATION_TARGETS), module
     for name in LOG_METHODS:
         for param in method_params(name):
             assert param in VALID or param not in required(name), f"{name}({param}=) has no case"

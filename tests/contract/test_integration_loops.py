@@ -238,6 +238,28 @@ def test_a_llama_index_store_given_a_client_runs_on_any_event_loop(backend: Back
         assert backend.texts(f"{key}-{tag}") == [tag]
 
 
+def test_a_llama_index_base_chat_store_runs_on_any_event_loop(backend: Backend) -> None:
+    """One ``MessageLogBaseChatStore`` (an asyncio client given) behind a
+    ``ChatMemoryBuffer``'s ``aput``/``aget_all``, from every loop."""
+    from llama_index.core.llms import ChatMessage
+    from llama_index.core.memory import ChatMemoryBuffer
+
+    from redis_msglog.integrations.llama_index import MessageLogBaseChatStore
+
+    store = MessageLogBaseChatStore(async_redis=backend.async_client())
+    key = new_id()
+
+    async def step(tag: str) -> None:
+        memory = ChatMemoryBuffer.from_defaults(chat_store=store, chat_store_key=f"{key}-{tag}")
+        await memory.aput(ChatMessage(role="user", content=tag))
+        assert [m.content for m in await memory.aget_all()] == [tag]
+        await store.aclose()
+
+    across_loops(step)
+    for tag in TAGS:
+        assert backend.texts(f"{key}-{tag}") == [tag]
+
+
 # -- Pydantic AI ---------------------------------------------------------------------------
 
 

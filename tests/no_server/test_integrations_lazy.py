@@ -48,3 +48,17 @@ def test_an_integration_imports_its_framework(module: str, framework: str) -> No
         f"assert {framework!r} in sys.modules\n"
     )
     subprocess.run([sys.executable, "-c", program], check=True)
+
+
+def test_the_import_module_loads_a_framework_only_when_its_source_is_read() -> None:
+    """``msglog import --from`` imports ``integrations.migrate``: the Agents SDK's items
+    need no framework, LangChain's and LlamaIndex's rows load theirs when decoded."""
+    frameworks = {*FRAMEWORKS, "llama_index"}
+    program = (
+        "import sys\n"
+        "import redis_msglog.integrations.migrate as m\n"
+        "m.layout('openai-agents'); m.layout('langchain')\n"
+        f"loaded = {{x.split('.')[0] for x in sys.modules}} & {frameworks!r}\n"
+        "assert not loaded, loaded\n"
+    )
+    subprocess.run([sys.executable, "-c", program], check=True)
