@@ -43,11 +43,11 @@ except ModuleNotFoundError as exc:  # the extra is not installed
 
 from .._args import check_type
 from .._async import AsyncMessageLog
-from .._shell import check_log_options
 from ..errors import IdempotencyConflictError, InvalidArgumentError, SeqConflictError
 from ._agent_framework_messages import batch_key, from_rows, to_row
 from ._agent_framework_tails import KEPT, Tail, Tails, read_tail
 from ._clients import LoopClients, LoopLog, client_factory
+from ._log_options import integration_options
 
 __all__ = ["MessageLogHistoryProvider"]
 
@@ -102,8 +102,7 @@ class MessageLogHistoryProvider(HistoryProvider):
             check_type(name, flag, bool, "a bool")
         _check_sources(store_context_from)
         self.max_messages = _check_window(max_messages)
-        log_options = _ttl_seconds(log_options)
-        check_log_options(log_options)
+        log_options = integration_options(log_options)  # ttl: int seconds or a timedelta
         super().__init__(
             source_id,
             load_messages=load_messages,
@@ -256,13 +255,3 @@ def _check_sources(sources: object) -> None:
         return
     if not isinstance(sources, (set, frozenset)) or not all(isinstance(s, str) for s in sources):
         raise InvalidArgumentError("store_context_from must be a set of source ids (str) or None")
-
-
-def _ttl_seconds(options: dict[str, Any]) -> dict[str, Any]:
-    """``ttl`` as the framework's stores take it too: int seconds become a timedelta."""
-    ttl = options.get("ttl")
-    if isinstance(ttl, int) and not isinstance(ttl, bool):
-        if ttl <= 0:
-            raise InvalidArgumentError(f"ttl must be positive seconds, got {ttl}")
-        return {**options, "ttl": timedelta(seconds=ttl)}
-    return options

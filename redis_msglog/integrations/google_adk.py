@@ -48,11 +48,11 @@ except ModuleNotFoundError as exc:  # the extra is not installed
 
 from .._async import AsyncDirectory, AsyncMessageLog
 from .._erase import DEFAULT_ERASED_FOR, check_erased_for
-from .._shell import check_log_options
 from ..errors import ConversationErasedError, InvalidArgumentError, SeqConflictError
 from ..models import StoredMessage
 from . import _google_adk_codec as codec
 from ._clients import LoopClients, LoopLog, client_factory
+from ._log_options import integration_options
 
 __all__ = ["MessageLogSessionService", "SessionsPage"]
 
@@ -104,7 +104,7 @@ class MessageLogSessionService(BaseSessionService):
             raise InvalidArgumentError("scope is set by the service: (app_name, user_id)")
         if not isinstance(check_stale, bool):
             raise InvalidArgumentError(f"check_stale must be a bool, got {check_stale!r}")
-        check_log_options(log_options)
+        log_options = integration_options(log_options)  # ttl: int seconds or a timedelta
         check_erased_for(erased_for)
         self.check_stale = check_stale
         self._erased_for = erased_for

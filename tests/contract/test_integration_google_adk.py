@@ -338,7 +338,8 @@ def test_concurrent_appends_from_one_read_commit_exactly_once(make: Any) -> None
         {"erased_for": timedelta(0)},
         {"erased_for": 5},
         {"no_such_option": 1},
-        {"ttl": 5},
+        {"ttl": -5},
+        {"ttl": "5"},
     ],
 )
 def test_bad_options_are_typed_errors(options: dict[str, Any]) -> None:

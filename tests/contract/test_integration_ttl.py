@@ -61,7 +61,34 @@ async def _pydantic_ai(url: str, key: str, ttl: Any) -> None:
     await store.aclose()
 
 
+async def _agent_framework(url: str, key: str, ttl: Any) -> str:
+    from agent_framework import Message
+
+    from redis_msglog.integrations.agent_framework import MessageLogHistoryProvider
+
+    provider = MessageLogHistoryProvider.from_url(url=url, ttl=ttl)
+    await provider.save_messages(key, [Message("user", ["hi"])])
+    await provider.aclose()
+    return provider.conversation(key)
+
+
+async def _google_adk(url: str, key: str, ttl: Any) -> str:
+    from google.adk.events import Event
+    from google.genai import types
+
+    from redis_msglog.integrations._google_adk_codec import encode_id
+    from redis_msglog.integrations.google_adk import MessageLogSessionService
+
+    service = MessageLogSessionService.from_url(url=url, ttl=ttl)
+    session = await service.create_session(app_name="app", user_id="u", session_id=key)
+    said = types.Content(role="user", parts=[types.Part(text="hi")])
+    await service.append_event(session, Event(author="user", content=said))
+    return ":".join(encode_id(what, v) for what, v in (("app", "app"), ("user", "u"), ("s", key)))
+
+
 WRITERS: dict[str, Callable[[str, str, Any], Any]] = {
+    "agent_framework": _agent_framework,
+    "google_adk": _google_adk,
     "openai_agents": _agents,
     "langchain": _langchain,
     "llama_index": _llama_db,
@@ -76,9 +103,9 @@ def test_the_log_expires_as_the_frameworks_ttl_says(
     integration: str, ttl: Any, shared_server: Callable[[str], EphemeralServer]
 ) -> None:
     url, key = shared_server("redis").url, new_id()
-    asyncio.run(WRITERS[integration](url, key, ttl))
+    conversation = asyncio.run(WRITERS[integration](url, key, ttl)) or key
     raw = redis.Redis.from_url(url)
-    log = MessageLog(raw, key)
+    log = MessageLog(raw, conversation)
     assert [r.text for r in log.all()] == ["hi"]
     assert 0 < raw.ttl(log._core.keys.stream) <= 120  # int seconds = timedelta(seconds=)
 
@@ -98,10 +125,24 @@ def test_nonsense_ttl_is_a_typed_error_at_construction(ttl: Any) -> None:
         lambda: MessageLogChatStore(aclient, ttl=ttl),
         lambda: MessageLogBaseChatStore(client, ttl=ttl),
         lambda: RedisConversationStore(aclient, ttl=ttl),
+        lambda: _agent_framework_provider(aclient, ttl),
+        lambda: _adk_service(aclient, ttl),
     ]
     for make in makers:
         with pytest.raises(InvalidArgumentError, match="ttl"):
             make()
+
+
+def _agent_framework_provider(client: Any, ttl: Any) -> Any:
+    from redis_msglog.integrations.agent_framework import MessageLogHistoryProvider
+
+    return MessageLogHistoryProvider(redis=client, ttl=ttl)
+
+
+def _adk_service(client: Any, ttl: Any) -> Any:
+    from redis_msglog.integrations.google_adk import MessageLogSessionService
+
+    return MessageLogSessionService(client, ttl=ttl)
 
 
 def test_ttl_none_and_timedelta_pass_through() -> None:
