@@ -56,6 +56,7 @@ FOLDERS: dict[str, tuple[str, ...]] = {
         "test_benchmarks",
         "test_blobs",
         "test_cli",
+        "test_cli_deletions",
         "test_cli_escapes",
         "test_cli_tools",
         "test_client_formats",
