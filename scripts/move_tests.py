@@ -98,6 +98,7 @@ FOLDERS: dict[str, tuple[str, ...]] = {
         "test_hostile_state",
         "test_idempotency",
         "test_producers_bounded",
+        "test_redact_followers",
         "test_server_failures",
     ),
     "support": ("cluster", "history", "proxy", "sdk_check"),

@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+import redis
 
 from redis_msglog import (
     EditEntry,
@@ -16,11 +17,14 @@ from redis_msglog import (
     InvalidEditError,
     InvalidMessageError,
     LogView,
+    MessageLog,
+    PermissionDeniedError,
     StoredMessage,
+    acl_rules,
 )
 from redis_msglog.admin import verify_conversation
 
-from ..conftest import ACL_USER, Env, new_id
+from ..conftest import ACL_PASSWORD, ACL_USER, Env, acl_server, new_id, server_version
 
 SECRET = "card 4111-1111-1111-1111 sec-7f3a"
 
@@ -288,3 +292,25 @@ def test_erase_and_fork_of_a_redacted_log(env: Env) -> None:
     assert SECRET.encode() not in everything(env, fork)
     log.erase()
     assert env.raw.exists(log.keys.view) == 0 and log.all() == []
+
+
+def test_the_acl_refuses_a_redaction_without_deletions(shared_server: Any) -> None:
+    """acl_rules() without deletions=True: XDEL is refused before anything is written;
+    with it, the redaction goes through."""
+    server = acl_server(shared_server)  # the user as acl_rules() makes it: no XDEL
+    user_client = redis.Redis.from_url(server.url, username=ACL_USER, password=ACL_PASSWORD)
+    admin = redis.Redis.from_url(server.url)
+    log = MessageLog(user_client, new_id())
+    log.append_many([user("m1"), user(SECRET)])
+    keys = [log.keys.seq, log.keys.stream, log.keys.view, log.keys.hidden, log.keys.blobs]
+    before = {key: admin.dump(key) for key in keys}
+    with pytest.raises(PermissionDeniedError, match="XDEL"):
+        log.redact(2)
+    assert {key: admin.dump(key) for key in keys} == before
+    rules = acl_rules(redis_version=server_version(admin), deletions=True)
+    admin.execute_command("ACL", "SETUSER", ACL_USER, "reset", "on", f">{ACL_PASSWORD}", *rules)
+    try:
+        assert log.redact(2) == 3
+        assert log.all()[1].redacted
+    finally:
+        acl_server(shared_server)  # the user as the other tests expect it
