@@ -1,8 +1,10 @@
 """redact() under followers, across processes (issue 25, "redaction under followers"):
-writer processes append while another process redacts messages and follower processes
-fold everything they receive into a LogView. Afterwards every follower's view equals a
-fresh read (the redacted rows in place, marked), no follower failed, and the text of no
-redacted message is left anywhere in the conversation's keys."""
+writer processes append while another process redacts messages, follower processes
+fold everything they receive into a LogView and a reader process reads every way.
+Afterwards every follower's view equals a fresh read (the redacted rows in place,
+marked), no follower or reader failed (a read never met a gap: a redaction committed in
+its middle is read again), and the text of no redacted message is left anywhere in the
+conversation's keys."""
 
 from __future__ import annotations
 
@@ -48,6 +50,29 @@ def _redact(url: str, conversation: str, stop: Any, out: Any) -> None:
         out.put(("redactor", f"{type(exc).__name__}: {exc}"))
         return
     out.put(("redactor", gone))
+
+
+def _read(url: str, conversation: str, stop: Any, out: Any) -> None:
+    """Read every way, over and over, until told to stop; report the reads or the error."""
+    log = MessageLog(redis.Redis.from_url(url), conversation, page_size=5)
+    reads = 0
+    try:
+        while not stop.is_set():
+            for rows in (
+                log.all(),
+                log.read(after=3),
+                log.last(7),
+                log.all(view="physical"),
+                log.last(9, view="physical"),
+            ):
+                seqs = [r.seq for r in rows]
+                if seqs != sorted(set(seqs)):
+                    raise AssertionError(f"seqs out of order or repeated: {seqs}")
+            reads += 1
+    except Exception as exc:  # reported to the test
+        out.put(("reader", f"{type(exc).__name__}: {exc}"))
+        return
+    out.put(("reader", reads))
 
 
 def _follow(url: str, conversation: str, out: Any) -> None:
@@ -102,17 +127,21 @@ def test_followers_agree_with_a_fresh_read_while_messages_are_redacted(
     assert [out.get(timeout=60)[0] for _ in followers] == ["ready"] * FOLLOWERS
     writers = [context.Process(target=_write, args=(url, conversation, w)) for w in range(WRITERS)]
     redactor = context.Process(target=_redact, args=(url, conversation, stop, out))
-    for process in (*writers, redactor):
+    reader = context.Process(target=_read, args=(url, conversation, stop, out))
+    for process in (*writers, redactor, reader):
         process.start()
     for writer in writers:
         writer.join(timeout=120)
     stop.set()
     redactor.join(timeout=60)
+    reader.join(timeout=60)
     log.add("user", END)
-    results = [out.get(timeout=120) for _ in range(FOLLOWERS + 1)]
+    results = [out.get(timeout=120) for _ in range(FOLLOWERS + 2)]
     for follower in followers:
         follower.join(timeout=30)
     (gone,) = [r for kind, r in results if kind == "redactor"]
+    (reads,) = [r for kind, r in results if kind == "reader"]
+    assert isinstance(reads, int) and reads > 0, reads
     assert isinstance(gone, list) and len(gone) >= 5, gone
     fresh = [(r.seq, r.content, r.redacted) for r in log.all()]
     assert sum(redacted for _, _, redacted in fresh) == len(gone)
