@@ -199,8 +199,8 @@ class LogView:
                 if not row.redacted:
                     self._rows[index] = (redaction_marker(row), hidden)
                 return
-        if self._strict and seq >= self._start:
-            raise InvalidArgumentError(f"redacts seq {seq}, not a row of the log")
+        # Not placed: compacted away (a message of the physical log, in no view), or
+        # before the fold's start. Nothing of the view changes.
 
     def _trim(self, through: int) -> None:
         """The rows up to seq ``through`` leave the view; they stay placed (hidden), as a

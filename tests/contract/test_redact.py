@@ -10,6 +10,8 @@ from typing import Any
 
 import pytest
 import redis
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from redis_msglog import (
     EditEntry,
@@ -314,3 +316,92 @@ def test_the_acl_refuses_a_redaction_without_deletions(shared_server: Any) -> No
         assert log.all()[1].redacted
     finally:
         acl_server(shared_server)  # the user as the other tests expect it
+
+
+REDACT_OPS = st.lists(
+    st.one_of(
+        st.tuples(st.just("append"), st.integers(1, 3)),
+        st.tuples(st.just("redact"), st.integers(0, 50)),
+        st.tuples(st.just("redact"), st.integers(0, 50)),
+        st.tuples(st.just("retract"), st.integers(0, 50)),
+        st.tuples(st.just("pop"), st.integers(0, 1)),
+        st.tuples(st.just("compact"), st.integers(0, 50)),
+        st.tuples(st.just("archive"), st.integers(0, 50)),
+        st.tuples(st.just("trim"), st.integers(0, 50)),
+    ),
+    min_size=1,
+    max_size=16,
+)
+
+
+def _redact_edit(log: Any, fold: LogView, messages: list[int], op: str, arg: int) -> list[int]:
+    """Make the edit ``op``; return the message seqs still kept (not trimmed)."""
+    rows = fold.rows
+    if op == "append":
+        log.append_many([user(f"m{fold.last_seq + 1 + k}") for k in range(arg)])
+    elif op == "redact" and messages:
+        seq = messages[arg % len(messages)]
+        try:
+            log.redact(seq, reason=f"r{seq}")
+        except InvalidEditError as exc:
+            assert "already redacted" in str(exc)
+    elif op == "retract" and rows:
+        log.retract([rows[arg % len(rows)].seq])
+    elif op == "pop":
+        log.pop()
+    elif op == "compact" and rows:
+        log.compact([user("summary")], through_seq=rows[arg % len(rows)].seq)
+    elif op == "archive" and fold.active():
+        log.archive(fold.active()[arg % len(fold.active())].seq)
+    elif op == "trim" and messages:
+        through = messages[arg % len(messages)]
+        log.trim(through)
+        return [s for s in messages if s > through]
+    return messages
+
+
+def shown(rows: list[Any]) -> list[tuple[int, Any, bool]]:
+    return [(r.seq, r.content, r.redacted) for r in rows]
+
+
+@pytest.mark.parametrize("kind", ["valkey", "fakeredis"])
+@settings(
+    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(ops=REDACT_OPS)
+def test_redactions_among_edits_match_a_followers_fold(
+    kind: str, shared_server: Any, ops: list[tuple[str, int]]
+) -> None:
+    """A follower's fold of every entry as it was written is what every view and read
+    returns (the redacted rows in place, as markers), at every page size and cut, and
+    ``msglog verify`` finds nothing wrong."""
+    if kind == "valkey":
+        client: redis.Redis = redis.Redis.from_url(shared_server("valkey").url)
+    else:
+        import fakeredis
+
+        client = fakeredis.FakeRedis()
+    log = MessageLog(client, new_id(), page_size=3)
+    fold = LogView(strict=True)
+    messages: list[int] = []
+    for op, arg in ops:
+        messages = _redact_edit(log, fold, messages, op, arg)
+        for entry in log.read(fold.last_seq, view="physical"):
+            fold.apply(entry)
+            if isinstance(entry, StoredMessage):
+                messages.append(entry.seq)
+        assert shown(log.all()) == shown(fold.rows)
+        assert shown(log.all(view="active")) == shown(fold.active())
+        assert shown(log.all(view="archived")) == shown(fold.archived())
+        assert log.count(view="visible") == len(fold.rows)
+        for n in (1, 2, 4):
+            assert shown(log.last(n)) == shown(fold.rows)[-n:]
+        assert shown(log.read(after=0, limit=2)) == shown(fold.rows)[:2]
+        physical = log.all(view="physical")
+        first = physical[0].seq if physical else 1
+        assert seqs(physical) == list(range(first, fold.last_seq + 1))
+        assert seqs(log.last(4, view="physical")) == seqs(physical)[-4:]
+        if physical:
+            assert seqs(log.read(after=first, limit=3, view="physical")) == seqs(physical)[1:4]
+    if fold.last_seq:
+        assert verify_conversation(client, "msglog", log.conversation).problems == []
