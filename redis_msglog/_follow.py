@@ -15,7 +15,7 @@ from ._entries import is_tombstone
 from ._reader import redacted_entry
 from ._retry import follow_backoff
 from ._steps import Command, NotSent, Pause, Plan, Read, Refused, StepFailure
-from .edits import Entry
+from .edits import EditEntry, Entry
 from .models import StoredMessage
 
 
@@ -180,10 +180,31 @@ class FollowCursor:
                 continue
             if reading and replies[0]:  # redacted rows in the gaps of the page
                 replies[0] = yield from self._filled(replies[0])
-            rows = self.accept(*replies)
+            rows = yield from self._with_redacted_rows(self.accept(*replies))
             if self._erased:
                 yield Pause(self._block_ms / 1000)  # as an idle XREAD would have waited
             return (yield from self._core.entries_with_blobs(rows, self._blobs))
+
+    def _with_redacted_rows(self, rows: list[Entry]) -> Plan[list[Entry]]:
+        """``rows`` with each ``redact`` entry carrying the row that took the message's
+        place (``EditEntry.row``, so a ``LogView`` folds it exactly): one ``HMGET`` of
+        the view hash, only for a page that has such an entry."""
+        wanted = [
+            (i, r.seqs[0])
+            for i, r in enumerate(rows)
+            if isinstance(r, EditEntry) and r.op == "redact" and r.seqs
+        ]
+        if not wanted:
+            return rows
+        fields = (f"r:{seq}" for _, seq in wanted)
+        (values,) = yield from self._core.read(("HMGET", self._core.keys.view, *fields))
+        rows = list(rows)
+        for (i, seq), value in zip(wanted, values, strict=True):
+            if value is not None:
+                entry = redacted_entry(seq, value, isinstance(value, bytes))
+                (row,) = self._core.decode_entries([entry])
+                rows[i] = rows[i].model_copy(update={"row": row})
+        return rows
 
     def _filled(self, reply: Any) -> Plan[Any]:
         """An ``XREAD`` reply with the rows of redacted seqs in its gaps."""

@@ -64,6 +64,10 @@ class EditEntry(BaseModel):
     source_seq: StrictInt | None = Field(default=None, alias="sourceSeq")
     attrs: dict[str, StrictStr | None] | None = None
     reason: StrictStr | None = None
+    row: StoredMessage | None = Field(default=None, exclude=True)
+    """A ``redact`` entry handed out by ``follow()``: the redacted row that took the
+    message's place, read with it (``None`` elsewhere, or when a trim removed it since).
+    Never stored: the entry itself holds no content."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -191,13 +195,15 @@ class LogView:
     def _redact(self, entry: EditEntry) -> None:
         """The row at the redacted seq becomes its redacted row, where it stands (hidden
         or not). A row read after the redaction is that row already; one folded before
-        it becomes :func:`redaction_marker` of it (a replacement given to ``redact()``
-        is not in the entry: a fresh read shows it)."""
+        it becomes the entry's ``row`` (a follower's entry carries it), else
+        :func:`redaction_marker` of it (the replacement, if ``redact()`` was given one, is
+        then what a fresh read shows)."""
         (seq,) = entry.seqs or (0,)
         for index, (row, hidden) in enumerate(self._rows):
             if row.seq == seq:
                 if not row.redacted:
-                    self._rows[index] = (redaction_marker(row), hidden)
+                    given = entry.row if entry.row is not None and entry.row.seq == seq else None
+                    self._rows[index] = (given or redaction_marker(row), hidden)
                 return
         # Not placed: compacted away (a message of the physical log, in no view), or
         # before the fold's start. Nothing of the view changes.

@@ -2,9 +2,9 @@
 writer processes append while another process redacts messages, follower processes
 fold everything they receive into a LogView and a reader process reads every way.
 Afterwards every follower's view equals a fresh read (the redacted rows in place,
-marked), no follower or reader failed (a read never met a gap: a redaction committed in
-its middle is read again), and the text of no redacted message is left anywhere in the
-conversation's keys."""
+marked, markers and replacements alike), no follower or reader failed (a read never met
+a gap: a redaction committed in its middle is read again), and the text of no redacted
+message is left anywhere in the conversation's keys."""
 
 from __future__ import annotations
 
@@ -41,7 +41,8 @@ def _redact(url: str, conversation: str, stop: Any, out: Any) -> None:
             if rows:
                 row = random.choice(rows)
                 try:
-                    log.redact(row.seq, reason="test")
+                    replacement = {"role": "user", "content": f"new-{row.seq}"}
+                    log.redact(row.seq, replacement if row.seq % 2 else None, reason="test")
                     gone.append(str(row.content))
                 except InvalidEditError:  # retracted meanwhile? (nobody does): report it
                     raise
