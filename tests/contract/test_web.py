@@ -402,6 +402,24 @@ def test_an_erased_conversation_is_gone(shared_server: Callable[[str], Ephemeral
     assert log.count() == 0
 
 
+def test_a_redacted_row_is_marked(shared_server: Callable[[str], EphemeralServer]) -> None:
+    """Issue 25: a redacted row is in its place, with "redacted": true; the edit says why."""
+    url = shared_server("redis").url
+    conversation = new_id()
+    log = MessageLog(redis.Redis.from_url(url), conversation)
+    log.append_many([{"role": "user", "content": "hi"}, {"role": "user", "content": "secret"}])
+    log.redact(2, reason="pii")
+    app = create_app(redis.Redis.from_url(url), authorize=allow)
+    with serving(app) as base, httpx.Client(timeout=30) as http:
+        path = f"/conversations/{conversation}/messages"
+        messages = http.get(base + path).json()["messages"]
+        assert [m["message"].get("redacted") for m in messages] == [None, True]
+        assert messages[1]["message"]["content"] == "[redacted]"
+        physical = http.get(base + path, params={"view": "physical"}).json()["messages"]
+        assert physical[2]["edit"] == {"op": "redact", "seqs": [2], "reason": "pii"}
+        assert "secret" not in http.get(base + path).text
+
+
 BAD_REQUESTS: list[tuple[str, dict[str, Any], int, str]] = [
     ("content", {"content": b"{not json"}, 400, "CodecError"),
     ("content", {"json": {"role": "robot", "content": "x"}}, 400, "InvalidMessageError"),
