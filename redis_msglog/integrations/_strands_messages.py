@@ -23,13 +23,16 @@ from collections.abc import Callable
 from typing import Any
 
 from .._sync import MessageLog
-from ..errors import InvalidArgumentError, SeqConflictError
+from ..errors import InvalidArgumentError, LogRewoundError, SeqConflictError
 from ..models import StoredMessage
 from ._strands_rows import neutral, position
 
 TRIES = 5
 """Compare-and-set attempts of one write before it gives up (other writers kept
 winning)."""
+
+REASON = "strands update_message"
+"""The reason a redaction entry records (never the content)."""
 
 _KNOWN = 1024  # conversations whose last write this process remembers
 
@@ -85,7 +88,14 @@ class AgentLogs:
         after, previous = offset, None
         while limit is None or len(out) < limit:
             want = None if limit is None else limit - len(out)
-            page = log.read(after, want)
+            try:
+                page = log.read(after, want)
+            except LogRewoundError:
+                # A cursor past the last seq: message ``offset`` would be above it, so
+                # there is none (the log's own reads treat that as a rewind).
+                if after != offset:
+                    raise
+                break
             for row in page:
                 previous = position(row, previous)
                 if previous >= offset:
@@ -98,6 +108,16 @@ class AgentLogs:
     def row(self, conversation: str, message_id: int) -> StoredMessage | None:
         found = self.rows(conversation, message_id, 1)
         return found[0][1] if found and found[0][0] == message_id else None
+
+    def redact(self, conversation: str, seq: int, carried: dict[str, Any]) -> None:
+        """Replace the message at ``seq`` with the row of ``carried``: the original is
+        removed from Redis (``log.redact``), one ``redact`` edit entry records it."""
+        log = self._log(conversation)
+        edit_seq = log.redact(seq, neutral(carried), reason=REASON)
+        with self._lock:
+            known = self._known.pop(conversation, None)
+            if known is not None and known[0] == edit_seq - 1:  # nobody else wrote since
+                self._known[conversation] = (edit_seq, known[1])
 
     def forget(self, conversation: str) -> None:
         """This process's write no longer tells the log's state (an edit was made)."""

@@ -222,7 +222,8 @@ class MessageLogSessionRepository(SessionRepository):
     def update_message(
         self, session_id: str, agent_id: str, session_message: SessionMessage, **kwargs: Any
     ) -> None:
-        """Redact the message in place (see :func:`_redacted`)."""
+        """Redact the message in place: the original leaves Redis (see
+        :func:`_redacted`)."""
         _redacted(self, session_id, agent_id, session_message)
 
     def list_messages(
@@ -350,8 +351,27 @@ def _redacted(
     agent_id: str,
     session_message: SessionMessage,
 ) -> None:
-    """``update_message``: not written yet (the redaction lands with ``log.redact``)."""
-    raise NotImplementedError("update_message needs log.redact")
+    """``update_message``: a real redaction. The row of the message is removed from
+    Redis and replaced, in one atomic call, by the updated ``SessionMessage`` (its
+    ``created_at`` kept, as Strands' own repositories do); when it has a
+    ``redact_message``, that is also stored as its ``message``, so the original content
+    is nowhere in Redis (the log's ``redact``, docs/lifecycle.md).
+    :class:`StrandsSessionError` if the message does not exist; a message already
+    redacted once raises :class:`~redis_msglog.InvalidEditError`. Nothing is written
+    either way."""
+    message_id = session_message.message_id
+    check_index("message_id", message_id)
+    conversation = repository._names(session_id).agent(agent_id)
+    row = repository._messages.row(conversation, message_id)
+    if row is None:
+        raise StrandsSessionError(f"Message {message_id} does not exist")
+    record = session_message.to_dict()
+    previous = carried(row)
+    if previous is not None and isinstance(previous.get("created_at"), str):
+        record["created_at"] = previous["created_at"]
+    if record.get("redact_message") is not None:
+        record["message"] = record["redact_message"]
+    repository._messages.redact(conversation, row.seq, record)
 
 
 def _conflict(conversation: str, held: int) -> Exception:

@@ -1,0 +1,299 @@
+"""Strands Agents on the log: ``MessageLogSessionRepository`` call by call on every
+backend, a real Strands ``Agent`` (with a scripted model) on ``MessageLogSessionManager``
+in one process and in several worker processes sharing one session, the index-exact
+appends, the seq-range reads, the guardrail redaction, and the session's erasure."""
+
+from __future__ import annotations
+
+import multiprocessing
+import uuid
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+import redis
+import redis.cluster
+from strands import Agent
+from strands.types.exceptions import SessionException
+from strands.types.session import Session, SessionAgent, SessionMessage, SessionType
+
+from redis_msglog import ConversationErasedError, MessageLog, to_openai
+from redis_msglog.integrations.strands import (
+    MessageIdConflictError,
+    MessageLogSessionManager,
+    MessageLogSessionRepository,
+    StrandsSessionError,
+)
+from redis_msglog.testing import EphemeralServer
+
+from ..conftest import backend_server, make_env
+from ..support.cluster import LocalCluster
+from ..support.strands_model import REDACTED_PROMPT, REFUSAL, ScriptedModel, weather
+
+BACKENDS = ["redis", "valkey", "fakeredis", "cluster", "acl"]  # acl: a restricted user
+
+
+@pytest.fixture(params=BACKENDS)
+def client(
+    request: pytest.FixtureRequest,
+    shared_server: Callable[[str], EphemeralServer],
+    shared_cluster: Callable[[], LocalCluster],
+) -> Iterator[Any]:
+    server = backend_server(str(request.param), shared_server, shared_cluster)
+    env = make_env(str(request.param), "sync", server)
+    made = env.make_sync_client()
+    yield made
+    made.close()
+    env.close()
+
+
+def new_id() -> str:
+    return f"st-{uuid.uuid4().hex[:12]}"
+
+
+def message(text: str, index: int, role: str = "user") -> SessionMessage:
+    return SessionMessage.from_message({"role": role, "content": [{"text": text}]}, index)  # type: ignore[typeddict-item]
+
+
+def keys_of(client: Any, top: str) -> list[str]:
+    """Every key of a session (its conversations and its scope's keys), by ``SCAN``
+    (every node of a cluster)."""
+    found = client.scan_iter(match=f"*{top}*", count=1000)
+    return sorted({k.decode() if isinstance(k, bytes) else k for k in found})
+
+
+# -- the repository, call by call ------------------------------------------------------
+
+
+def test_sessions_agents_and_multi_agents_are_records(client: Any) -> None:
+    repo = MessageLogSessionRepository(client)
+    sid = new_id()
+    assert repo.read_session(sid) is None
+    session = Session(session_id=sid, session_type=SessionType.AGENT)
+    assert repo.create_session(session) is session
+    assert repo.read_session(sid) == session
+    with pytest.raises(StrandsSessionError, match="already exists"):
+        repo.create_session(session)
+    with pytest.raises(SessionException):  # Strands' own error type too
+        repo.create_agent(new_id(), SessionAgent("a", {}, {}))  # no such session
+
+    agent = SessionAgent("a", {"k": [1, "two", None]}, {"removed_message_count": 0})
+    repo.create_agent(sid, agent)
+    assert repo.read_agent(sid, "a") == agent
+    assert repo.read_agent(sid, "b") is None
+    changed = SessionAgent("a", {"k": 2}, {}, created_at="later")
+    repo.update_agent(sid, changed)
+    back = repo.read_agent(sid, "a")
+    assert back is not None and back.state == {"k": 2} and back.created_at == agent.created_at
+    with pytest.raises(StrandsSessionError, match="does not exist"):
+        repo.update_agent(sid, SessionAgent("b", {}, {}))
+
+    class Multi:
+        id = "graph"
+
+        def __init__(self, state: dict[str, Any]) -> None:
+            self.state = state
+
+        def serialize_state(self) -> dict[str, Any]:
+            return {"id": self.id, "state": self.state}
+
+    assert repo.read_multi_agent(sid, "graph") is None
+    repo.create_multi_agent(sid, Multi({"node": "a"}))  # type: ignore[arg-type]
+    repo.update_multi_agent(sid, Multi({"node": "b"}))  # type: ignore[arg-type]
+    assert repo.read_multi_agent(sid, "graph") == {"id": "graph", "state": {"node": "b"}}
+    missing = Multi({})
+    missing.id = "other"  # type: ignore[misc]
+    with pytest.raises(StrandsSessionError):
+        repo.update_multi_agent(sid, missing)  # type: ignore[arg-type]
+
+
+def test_messages_are_a_log_whose_seq_is_the_index(client: Any) -> None:
+    repo = MessageLogSessionRepository(client)
+    sid = new_id()
+    repo.create_session(Session(session_id=sid, session_type=SessionType.AGENT))
+    repo.create_agent(sid, SessionAgent("a", {}, {}))
+    sent = [message(f"m{i}", i, "user" if i % 2 == 0 else "assistant") for i in range(12)]
+    for m in sent:
+        repo.create_message(sid, "a", m)
+    assert repo.list_messages(sid, "a") == sent
+    assert repo.list_messages(sid, "a", limit=3, offset=4) == sent[4:7]
+    assert repo.list_messages(sid, "a", offset=10) == sent[10:]
+    assert repo.list_messages(sid, "a", limit=0) == []
+    assert repo.list_messages(sid, "a", offset=99) == []
+    assert repo.read_message(sid, "a", 11) == sent[11]
+    assert repo.read_message(sid, "a", 12) is None
+    assert repo.list_messages(sid, "nobody") == []
+
+    # The log, for every other reader: seq = index + 1, neutral messages.
+    log = MessageLog(client, f"strands.{sid}:agent:a")
+    rows = log.all()
+    assert [r.seq for r in rows] == list(range(1, 13))
+    assert [r.text for r in rows] == [f"m{i}" for i in range(12)]
+    assert to_openai(rows)[1] == {"role": "assistant", "content": "m1"}
+
+
+def test_an_index_that_is_not_the_next_one_writes_nothing(client: Any) -> None:
+    """Two workers holding the session at the same point: the second append of index 2
+    is refused, typed, and the log keeps the first; a skipped or repeated index too."""
+    first, second = MessageLogSessionRepository(client), MessageLogSessionRepository(client)
+    sid = new_id()
+    first.create_session(Session(session_id=sid, session_type=SessionType.AGENT))
+    first.create_agent(sid, SessionAgent("a", {}, {}))
+    for i in range(2):
+        first.create_message(sid, "a", message(f"m{i}", i))
+    second.create_message(sid, "a", message("from the second worker", 2))
+    with pytest.raises(MessageIdConflictError) as refused:
+        first.create_message(sid, "a", message("from the first worker", 2))
+    assert refused.value.current_seq == 3
+    assert isinstance(refused.value, SessionException)
+    for bad in (5, 1, 0):
+        with pytest.raises(MessageIdConflictError):
+            first.create_message(sid, "a", message("stray", bad))
+    first.create_message(sid, "a", message("m3", 3))  # the first worker caught up
+    texts = [m.message["content"][0]["text"] for m in first.list_messages(sid, "a")]
+    assert texts == ["m0", "m1", "from the second worker", "m3"]
+    assert MessageLog(client, f"strands.{sid}:agent:a").count() == 4
+
+
+def test_bad_arguments_are_typed_and_write_nothing(client: Any) -> None:
+    repo = MessageLogSessionRepository(client)
+    sid = new_id()
+    repo.create_session(Session(session_id=sid, session_type=SessionType.AGENT))
+    for bad in (-1, "3", 1.0, True, None):
+        with pytest.raises(ValueError):
+            repo.read_message(sid, "a", bad)  # type: ignore[arg-type]
+        with pytest.raises(ValueError):
+            repo.list_messages(sid, "a", limit=bad if bad is not None else -2)  # type: ignore[arg-type]
+    with pytest.raises(ValueError):
+        repo.create_message(sid, "a", message("x", -1))
+    with pytest.raises(ValueError):
+        MessageLogSessionRepository(client, namespace="a:b")
+    with pytest.raises(ValueError):
+        MessageLogSessionRepository(client, max_age=None)
+    assert MessageLog(client, f"strands.{sid}:agent:a").count() == 0
+
+
+def test_delete_session_erases_everything_it_had(client: Any) -> None:
+    repo = MessageLogSessionRepository(client)
+    sid = new_id()
+    repo.create_session(Session(session_id=sid, session_type=SessionType.AGENT))
+    for agent_id in ("a", "b"):
+        repo.create_agent(sid, SessionAgent(agent_id, {"secret": "s3cr3t"}, {}))
+        for i in range(3):
+            repo.create_message(sid, agent_id, message(f"s3cr3t {i}", i))
+    other = new_id()
+    repo.create_session(Session(session_id=other, session_type=SessionType.AGENT))
+    repo.delete_session(sid)
+    left = keys_of(client, f"strands.{sid}")
+    assert left and all(k.endswith(":seq") or ":erased:" in k for k in left), left  # tombstones
+    assert all(b"s3cr3t" not in (client.get(k) or b"") for k in left)
+    assert repo.read_session(sid) is None
+    assert repo.read_agent(sid, "a") is None
+    assert repo.list_messages(sid, "a") == []
+    assert repo.read_session(other) is not None  # another session is untouched
+    with pytest.raises(StrandsSessionError, match="does not exist"):
+        repo.delete_session(sid)
+    with pytest.raises(ConversationErasedError):  # a worker still holding it
+        repo.create_message(sid, "a", message("late", 0))
+    assert keys_of(client, f"strands.{sid}") == left
+
+
+# -- a real Strands Agent ----------------------------------------------------------------
+
+
+def make_agent(manager: MessageLogSessionManager, agent_id: str = "assistant") -> Agent:
+    return Agent(
+        model=ScriptedModel(),
+        agent_id=agent_id,
+        tools=[weather],
+        session_manager=manager,
+        callback_handler=None,
+    )
+
+
+def test_an_agent_keeps_its_history_across_managers(client: Any) -> None:
+    sid = new_id()
+    agent = make_agent(MessageLogSessionManager(sid, client))
+    agent("hello")
+    agent("weather? tool:paris")
+    agent.state.set("turns", 2)
+    agent("bye")
+    assert len(agent.messages) == 8  # 3 turns, the tool turn has 4 messages
+
+    again = make_agent(MessageLogSessionManager(sid, client))  # another worker, say
+    assert again.messages == agent.messages
+    assert again.state.get("turns") == 2
+    rows = MessageLog(client, f"strands.{sid}:agent:assistant").all()
+    assert [r.seq for r in rows] == list(range(1, 9))
+    chat = to_openai(rows)
+    assert chat[3]["tool_calls"][0]["function"]["name"] == "weather"
+    assert chat[4] == {"role": "tool", "tool_call_id": "call-paris", "content": "sunny in paris"}
+
+
+def _turns(url: str | None, port: int | None, sid: str, worker: int, lock: Any) -> None:
+    client: Any = (
+        redis.cluster.RedisCluster(host="127.0.0.1", port=port)
+        if port is not None
+        else redis.Redis.from_url(url or "")
+    )
+    for turn in range(3):
+        with lock:  # one turn at a time, each by a fresh manager (a request)
+            prompt = f"w{worker}t{turn}" + (" tool:rome" if turn == 1 else "")
+            make_agent(MessageLogSessionManager(sid, client))(prompt)
+    client.close()
+
+
+@pytest.mark.parametrize("backend", ["redis", "cluster"])
+def test_worker_processes_share_a_session(
+    backend: str,
+    shared_server: Callable[[str], EphemeralServer],
+    shared_cluster: Callable[[], LocalCluster],
+) -> None:
+    """Three processes, three turns each, on one session (each turn a fresh manager
+    restoring the history): every message once, in order, with consecutive indexes."""
+    url, port = None, None
+    if backend == "cluster":
+        port = shared_cluster().port
+    else:
+        url = shared_server("redis").url
+    sid = new_id()
+    context = multiprocessing.get_context("fork")
+    lock = context.Lock()
+    workers = [context.Process(target=_turns, args=(url, port, sid, w, lock)) for w in range(3)]
+    for process in workers:
+        process.start()
+    for process in workers:
+        process.join(120)
+        assert process.exitcode == 0
+    client: Any = (
+        redis.cluster.RedisCluster(host="127.0.0.1", port=port) if port else redis.Redis.from_url(url or "")
+    )
+    repo = MessageLogSessionRepository(client)
+    stored = repo.list_messages(sid, "assistant")
+    assert [m.message_id for m in stored] == list(range(len(stored)))
+    assert len(stored) == 9 * 2 + 3 * 2  # nine turns, three of them with a tool call
+    prompts = [
+        m.message["content"][0]["text"]
+        for m in stored
+        if m.message["role"] == "user" and "text" in m.message["content"][0]
+    ]
+    assert sorted(prompts) == sorted(
+        f"w{w}t{t}" + (" tool:rome" if t == 1 else "") for w in range(3) for t in range(3)
+    )
+    for n, m in enumerate(stored):  # each prompt is answered right after it
+        if m.message["role"] == "user" and "text" in m.message["content"][0]:
+            assert stored[n + 1].message["role"] == "assistant"
+    client.close()
+
+
+def test_from_url_and_close(shared_server: Callable[[str], EphemeralServer]) -> None:
+    url = shared_server("redis").url
+    sid = new_id()
+    manager = MessageLogSessionManager.from_url(sid, url=url)
+    make_agent(manager)("hi")
+    manager.close()
+    repo = MessageLogSessionRepository.from_url(url=url)
+    assert [m.message_id for m in repo.list_messages(sid, "assistant")] == [0, 1]
+    repo.close()
+    with pytest.raises(ValueError):
+        MessageLogSessionRepository.from_url(url="nope://x")
