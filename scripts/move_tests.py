@@ -73,6 +73,8 @@ FOLDERS: dict[str, tuple[str, ...]] = {
         "test_integration_llama_index",
         "test_integration_loops",
         "test_integration_openai_agents",
+        "test_integration_strands",
+        "test_strands_hostile",
         "test_integration_pydantic_ai",
         "test_models_parts",
         "test_older_format",

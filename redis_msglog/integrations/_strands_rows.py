@@ -11,7 +11,8 @@ from typing import Any
 
 import orjson
 
-from ..models import StoredMessage
+from ..errors import CodecError
+from ..models import StoredMessage, json_equal
 
 FORMAT = "strands"
 """The key of the carried ``SessionMessage`` in a row's ``extras``."""
@@ -61,8 +62,16 @@ def attr_name(kind: str, object_id: str) -> str:
 
 
 def dumps(record: dict[str, Any]) -> str:
-    """A record as the JSON text of an attribute."""
-    return orjson.dumps(record).decode()
+    """A record as the JSON text of an attribute, exactly: a value JSON cannot hold as it
+    is (NaN, a 65-bit int, a tuple, a lone surrogate, a non-str key...) is a
+    :class:`~redis_msglog.CodecError` before anything is sent."""
+    try:
+        data = orjson.dumps(record)
+    except (TypeError, orjson.JSONEncodeError) as exc:
+        raise CodecError(f"a Strands record has no exact JSON form: {exc}") from exc
+    if not json_equal(orjson.loads(data), record):
+        raise CodecError("a Strands record has no exact JSON form (NaN, infinity, tuple...)")
+    return data.decode()
 
 
 def loads(text: str) -> dict[str, Any]:

@@ -162,7 +162,9 @@ class MessageLogSessionRepository(SessionRepository):
         def change(values: dict[str, str]) -> dict[str, str | None]:
             if "session" in values:
                 raise StrandsSessionError(f"Session {session.session_id} already exists")
-            return {"session": dumps(session.to_dict())}
+            record = session.to_dict()  # its type an enum: stored as its value
+            record["session_type"] = getattr(session.session_type, "value", session.session_type)
+            return {"session": dumps(record)}
 
         self._change(names, change)
         return session

@@ -102,7 +102,7 @@ def test_sessions_agents_and_multi_agents_are_records(client: Any) -> None:
     repo.update_multi_agent(sid, Multi({"node": "b"}))  # type: ignore[arg-type]
     assert repo.read_multi_agent(sid, "graph") == {"id": "graph", "state": {"node": "b"}}
     missing = Multi({})
-    missing.id = "other"  # type: ignore[misc]
+    missing.id = "other"
     with pytest.raises(StrandsSessionError):
         repo.update_multi_agent(sid, missing)  # type: ignore[arg-type]
 
@@ -266,7 +266,9 @@ def test_worker_processes_share_a_session(
         process.join(120)
         assert process.exitcode == 0
     client: Any = (
-        redis.cluster.RedisCluster(host="127.0.0.1", port=port) if port else redis.Redis.from_url(url or "")
+        redis.cluster.RedisCluster(host="127.0.0.1", port=port)
+        if port
+        else redis.Redis.from_url(url or "")
     )
     repo = MessageLogSessionRepository(client)
     stored = repo.list_messages(sid, "assistant")
@@ -297,3 +299,70 @@ def test_from_url_and_close(shared_server: Callable[[str], EphemeralServer]) -> 
     repo.close()
     with pytest.raises(ValueError):
         MessageLogSessionRepository.from_url(url="nope://x")
+
+
+# -- update_message: a real redaction ------------------------------------------------
+
+
+def contents(client: Any, key: str) -> bytes:
+    """Everything a key holds, as bytes (by its type: no compressed DUMP payload)."""
+    kind = client.type(key)
+    kind = kind.decode() if isinstance(kind, bytes) else kind
+    if kind == "stream":
+        return repr(client.xrange(key)).encode()
+    if kind == "hash":
+        return repr(client.hgetall(key)).encode()
+    if kind == "zset":
+        return repr(client.zrange(key, 0, -1)).encode()
+    return repr(client.get(key)).encode()
+
+
+def test_a_guardrail_redaction_leaves_no_original_content_in_redis(client: Any) -> None:
+    sid = new_id()
+    agent = make_agent(MessageLogSessionManager(sid, client))
+    agent("hello")
+    agent("my card is SECRET-4111")  # the guardrail intervenes
+    assert agent.messages[2]["content"] == [{"text": REDACTED_PROMPT}]
+    assert agent.messages[3]["content"] == [{"text": REFUSAL}]
+    everything = b"".join(contents(client, k) for k in keys_of(client, f"strands.{sid}"))
+    assert b"hello" in everything and REDACTED_PROMPT.encode() in everything
+    assert b"SECRET" not in everything and b"4111" not in everything
+
+    agent("and then")  # the indexes go on past the redaction's edit entry
+    again = make_agent(MessageLogSessionManager(sid, client))
+    assert again.messages == agent.messages
+    rows = MessageLog(client, f"strands.{sid}:agent:assistant").all()
+    assert [r.redacted for r in rows] == [False, False, True, False, False, False]
+    assert rows[2].text == REDACTED_PROMPT
+    assert [r.seq for r in rows] == [1, 2, 3, 4, 6, 7]  # seq 5: the redaction's entry
+
+
+def test_update_message_redacts_and_the_indexes_stay_exact(client: Any) -> None:
+    repo = MessageLogSessionRepository(client)
+    sid = new_id()
+    repo.create_session(Session(session_id=sid, session_type=SessionType.AGENT))
+    repo.create_agent(sid, SessionAgent("a", {}, {}))
+    sent = [message(f"m{i}", i) for i in range(6)]
+    for m in sent:
+        repo.create_message(sid, "a", m)
+    for index in (1, 2, 4):  # three redactions: three edit entries among the messages
+        update = message(f"m{index}", index)
+        update.redact_message = {"role": "user", "content": [{"text": f"r{index}"}]}
+        repo.update_message(sid, "a", update)
+    fresh = MessageLogSessionRepository(client)  # no memory of the writes
+    for i in range(6, 9):
+        fresh.create_message(sid, "a", message(f"m{i}", i))
+    texts = [m.to_message()["content"][0]["text"] for m in fresh.list_messages(sid, "a")]
+    assert texts == ["m0", "r1", "r2", "m3", "r4", "m5", "m6", "m7", "m8"]
+    for offset in range(10):
+        for limit in (None, 1, 2, 5):
+            got = fresh.list_messages(sid, "a", limit=limit, offset=offset)
+            end = None if limit is None else offset + limit
+            assert [m.message_id for m in got] == list(range(9))[offset:end]
+    redacted = fresh.read_message(sid, "a", 2)
+    assert redacted is not None and redacted.message == redacted.redact_message
+    assert redacted.created_at == sent[2].created_at  # kept, as Strands' repositories
+    with pytest.raises(StrandsSessionError, match="does not exist"):
+        fresh.update_message(sid, "a", message("x", 9))
+    with pytest.raises(MessageIdConflictError):
+        repo.create_message(sid, "a", message("stale worker", 6))

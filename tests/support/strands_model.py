@@ -35,13 +35,13 @@ class ScriptedModel(Model):
     def get_config(self) -> Any:
         return {}
 
-    async def structured_output(  # type: ignore[override]
+    async def structured_output(
         self, output_model: Any, prompt: Messages, system_prompt: str | None = None, **kwargs: Any
     ) -> AsyncGenerator[Any, None]:
         raise NotImplementedError
         yield
 
-    async def stream(  # type: ignore[override]
+    async def stream(
         self, messages: Messages, tool_specs: Any = None, system_prompt: Any = None, **kwargs: Any
     ) -> AsyncIterable[Any]:
         for event in _events(messages[-1]):
@@ -49,24 +49,27 @@ class ScriptedModel(Model):
 
 
 def _events(last: Any) -> list[dict[str, Any]]:
-    start: list[dict[str, Any]] = [{"messageStart": {"role": "assistant"}}]
+    start: dict[str, Any] = {"messageStart": {"role": "assistant"}}
     results = [b["toolResult"] for b in last["content"] if "toolResult" in b]
     if results:
         said = "".join(c.get("text", "") for r in results for c in r["content"])
-        return start + _text(f"the tool said: {said}") + _stop("end_turn")
+        return [start, *_text(f"the tool said: {said}"), *_stop("end_turn")]
     prompt = "".join(b.get("text", "") for b in last["content"])
     if "SECRET" in prompt:
         guard = {"redactContent": {"redactUserContentMessage": REDACTED_PROMPT}}
-        return start + [guard] + _text(REFUSAL) + _stop("guardrail_intervened")
+        return [start, guard, *_text(REFUSAL), *_stop("guardrail_intervened")]
     if "tool:" in prompt:
         city = prompt.split("tool:", 1)[1].strip()
         use = {"toolUse": {"name": "weather", "toolUseId": f"call-{city}"}}
-        return start + [
+        arguments = {"toolUse": {"input": json.dumps({"city": city})}}
+        return [
+            start,
             {"contentBlockStart": {"start": use}},
-            {"contentBlockDelta": {"delta": {"toolUse": {"input": json.dumps({"city": city})}}}},
+            {"contentBlockDelta": {"delta": arguments}},
             {"contentBlockStop": {}},
-        ] + _stop("tool_use")
-    return start + _text(f"echo: {prompt}") + _stop("end_turn")
+            *_stop("tool_use"),
+        ]
+    return [start, *_text(f"echo: {prompt}"), *_stop("end_turn")]
 
 
 def _text(text: str) -> list[dict[str, Any]]:
