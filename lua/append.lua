@@ -22,7 +22,9 @@
 --           trims, or ttl_ms sets a lifetime, and otherwise STREAM again (see "Slot
 --           moves"). Field "^<sha256>" beside each digest: the last seq of the latest
 --           call that stored or referred to it (no entry after it refers to it), so a trim
---           through that seq removes the bytes in one step (docs/lifecycle.md)
+--           through that seq removes the bytes in one step (docs/lifecycle.md); field
+--           "_<sha256>": the first seq of the call that stored it (no entry before it
+--           refers to it), so a redact can tell whether another entry uses it
 -- KEYS[4]   PRODUCERS: a hash, field = a producer id, value = its recent results (see
 --           producer_lib.lua); STREAM again when producer is ""
 -- KEYS[5]   VIEW: the view hash (see view_lib.lua), only for an edit (op not "") or a
@@ -53,13 +55,15 @@
 --           written
 -- ARGV[10]  op: the edit this call makes (docs/edits.md), written as one entry before the
 --           messages: "" (none: a plain append), "retract", "pop", "compact", "archive",
---           "fork", "attrs" (attributes changed, the view untouched) or "trim" (the
---           entries up to op_arg removed from the stream, docs/lifecycle.md)
+--           "fork", "attrs" (attributes changed, the view untouched), "trim" (the
+--           entries up to op_arg removed from the stream, docs/lifecycle.md) or "redact"
+--           (one message removed from the stream, its replacement kept in VIEW)
 -- ARGV[11]  op_arg: the edit's argument: retract: the seqs ("7,9"); compact: the seq it
 --           compacts through ("end": everything); archive: the watermark seq; trim:
---           the seq it trims through; else ""
--- ARGV[12]  entry: fork and attrs only, the entry's JSON (a fork is a compaction of an
---           empty log)
+--           the seq it trims through; redact: "<seq> <replacement row JSON>" (no JSON:
+--           a marker); else ""
+-- ARGV[12]  entry: fork, attrs and redact only, the entry's JSON (a fork is a compaction
+--           of an empty log)
 -- ARGV[13]  producer: the producer id (12 hex digits) of the process making the call
 --           (shared by its log objects), or "" for none (a caller's key, or retries off)
 -- ARGV[14]  pseq: the producer's call number of this call, the same on every try
@@ -339,6 +343,7 @@ end
 
 -- Edits (docs/edits.md): everything is checked before the first write.
 -- @include edit_lib.lua
+-- @include redact_lib.lua
 
 local edit, part = nil, nil
 if op ~= '' then
@@ -383,8 +388,11 @@ for i = next_arg, #ARGV do
 end
 local new_last = last + written
 for i = 0, blob_count - 1 do  -- content-addressed: the same bytes are stored once
-  redis.call('HSETNX', BLOBS, ARGV[blobs_from + 2 * i], ARGV[blobs_from + 2 * i + 1])
-  redis.call('HSET', BLOBS, '^' .. ARGV[blobs_from + 2 * i], new_last)  -- its last user
+  local digest = ARGV[blobs_from + 2 * i]
+  if redis.call('HSETNX', BLOBS, digest, ARGV[blobs_from + 2 * i + 1]) == 1 then
+    redis.call('HSET', BLOBS, '_' .. digest, last + 1)  -- no entry before it refers to it
+  end
+  redis.call('HSET', BLOBS, '^' .. digest, new_last)  -- its last user
 end
 if blob_refs ~= '' then
   for digest in string.gmatch(blob_refs, '%d+%.%d+:(%x+)') do
@@ -423,7 +431,7 @@ if edit then
               seen[digest] = true
               local user = tonumber(redis.call('HGET', BLOBS, '^' .. digest) or '')
               if user and user <= through then  -- no later entry refers to it
-                redis.call('HDEL', BLOBS, digest, '^' .. digest)
+                redis.call('HDEL', BLOBS, digest, '^' .. digest, '_' .. digest)
               end
             end
           end
@@ -433,6 +441,10 @@ if edit then
     -- "<through + 1>" is "<through + 1>-0": every entry of a seq up to `through` goes.
     redis.call('XTRIM', STREAM, 'MINID', string.format('%d', through + 1))
     redis.call('HSET', VIEW, 'first', string.format('%d', through + 1))
+    redact_lib.trimmed(first, through)  -- and the redacted rows among them
+  end
+  if edit[7] then  -- a redact: the entry leaves the stream, its replacement takes its place
+    redact_lib.redact(edit[7])
   end
     for i = attrs_from, attrs_from + 2 * attr_count - 1, 2 do  -- attributes live in the view hash
     local change, name = string.sub(ARGV[i], 1, 1), 'a:' .. string.sub(ARGV[i], 2)

@@ -1,5 +1,5 @@
 -- edit_lib.lua: the edits of append.lua (docs/edits.md): retract, pop, archive, compact,
--- fork, attrs and trim, each planned (checked) before the first write. Not a script of its
+-- fork, attrs, trim and redact, each planned (checked) before the first write. Not a script of its
 -- own: the loader puts it where append.lua says `-- @include edit_lib.lua`, after its
 -- argument bindings (op, op_arg, entry, VIEW, HIDDEN, STREAM) and the checks that give
 -- `last` (the log's last seq) and `n` (the messages of the call).
@@ -19,6 +19,11 @@ local function edit_part()
     return {err = 'MSGLOG_BADEDIT ' .. text}
   end
 
+  -- Whether seq s was redacted: its row is in the view hash, not the stream.
+  local function is_redacted(s)
+    return redis.call('HEXISTS', VIEW, 'r:' .. int(s)) == 1
+  end
+
   -- An error unless seq s is a row of the view: a message, not hidden, in a segment.
   local function check_row(v, s, what)
     what = what .. ' ' .. int(s)  -- exact: '..' would print 1e+14
@@ -30,7 +35,7 @@ local function edit_part()
         'retracted or compacted away')
     end
     local found = redis.call('XRANGE', STREAM, s, s)  -- "<s>-0" to "<s>-<max>"
-    if not found[1] then
+    if not found[1] and not is_redacted(s) then  -- a redacted row lives in the view hash
       return bad_edit(what .. ' is missing from the stream (deleted by hand?)')
     end
     return nil
@@ -133,7 +138,7 @@ local function edit_part()
     local found = {}
     for pos = v.back, v.front, -1 do
       local lo, hi = seg_seqs(v, pos, last)
-      if walk_down(STREAM, HIDDEN, lo, hi, 1, found) == 0 then
+      if walk_down(STREAM, HIDDEN, lo, hi, 1, found, redactions(v)) == 0 then
         break
       end
     end
@@ -251,10 +256,10 @@ local function edit_part()
         'than ' .. MAX_TRIM .. ' in one call: trim in steps')
     end
     local found = redis.call('XRANGE', STREAM, int(through), int(through))
-    if not found[1] then
+    if not found[1] and not is_redacted(through) then
       return bad_edit(what .. ' is missing from the stream (deleted by hand?)')
     end
-    local fields = found[1][2]
+    local fields = found[1] and found[1][2] or {}  -- a redacted row: a message
     for i = 1, #fields - 1, 2 do
       if fields[i] == 'edit' then
         return bad_edit(what .. ' is an edit entry: trim through a message')
@@ -275,8 +280,63 @@ local function edit_part()
       {first, through}}
   end
 
-  -- The edit to make: {marker, view state, false, seqs to hide, popped, trim}; nil for a pop of
-  -- an empty view; or an error reply. (trim: {first seq, through}, the entries to remove.)
+  -- redact: the message at seq op_arg leaves the stream (XDEL, in append.lua) and its
+  -- replacement (the client's JSON after the seq, or a marker built here) goes to the
+  -- view hash as field "r:<seq>" = "<at> <row JSON>" (docs/lifecycle.md). The view's rows
+  -- and counts do not change: the row stays where it was, redacted.
+  local function plan_redact(v)
+    local s_text, replacement = string.match(op_arg, '^(%d+) (.*)$')
+    local s = tonumber(s_text)
+    local what = 'redact: seq ' .. int(s)
+    local first = tonumber(redis.call('HGET', VIEW, 'first') or '1')
+    if not first then
+      return bad_view(VIEW, 'holds a first seq that is not a seq')
+    end
+    if s < 1 or s > last then
+      return bad_edit(what .. ' is not in the log (last seq ' .. int(last) .. ')')
+    end
+    if s < first then
+      return bad_edit(what .. ' is trimmed (the log starts at seq ' .. int(first) .. ')')
+    end
+    if is_redacted(s) then
+      return bad_edit(what .. ' is already redacted')
+    end
+    local found = redis.call('XRANGE', STREAM, int(s), int(s))
+    if not found[1] then
+      return bad_edit(what .. ' is missing from the stream (deleted by hand?)')
+    end
+    local id, fields = found[1][1], found[1][2]
+    local at, body = string.match(id, '^%d+%-(%d+)$'), nil
+    for i = 1, #fields - 1, 2 do
+      if fields[i] == 'edit' then
+        return bad_edit(what .. ' is an edit entry: redact a message')
+      elseif fields[i] == 'msg' then
+        body = fields[i + 1]
+      elseif fields[i] == 'at' then
+        at = fields[i + 1]  -- an earlier version's entry: the time in a field
+      end
+    end
+    if not body or not at then
+      return bad_edit(what .. ' is not an entry this library wrote')
+    end
+    -- XDEL runs after the first writes: a user the ACL refuses it is refused here, before
+    -- anything is written (Redis 7+; acl_rules(deletions=True) grants it).
+    if redis.acl_check_cmd and not redis.acl_check_cmd('XDEL', STREAM, id) then
+      return {err = 'NOPERM this user has no permissions to redact (XDEL) in ' .. STREAM ..
+        ': see acl_rules(deletions=True)'}
+    end
+    if replacement == '' then  -- the marker: the role (and a tool result's call id) kept
+      local role = string.match(body, '^{"role":"(%a+)"') or 'user'
+      local call_id = role == 'tool' and string.match(body, '"toolCallId":"([^"\\]*)"')
+      replacement = '{"role":"' .. role .. '","content":"[redacted]"' ..
+        (call_id and (',"toolCallId":"' .. call_id .. '"') or '') .. ',"redacted":true}'
+    end
+    return {entry, v, false, {}, nil, nil, {s, id, body, at .. ' ' .. replacement}}
+  end
+
+  -- The edit to make: {marker, view state, false, seqs to hide, popped, trim, redact}; nil
+  -- for a pop of an empty view; or an error reply. (trim: {first seq, through}, the
+  -- entries to remove; redact: {seq, entry ID, original body, the view hash's value}.)
   local function plan_edit()
     local v = open_view(VIEW, HIDDEN)
     if v.err then
@@ -294,6 +354,8 @@ local function edit_part()
       return plan_archive(v)
     elseif op == 'trim' then
       return plan_trim(v)
+    elseif op == 'redact' then
+      return plan_redact(v)
     end
     return plan_compact(v)
   end

@@ -73,7 +73,7 @@ local function last_rows(want)
   local newest_first, need = {}, want
   for pos = final, first, -1 do
     local lo, hi = span_seqs(v, pos, last, first, final, cut_lo, cut_hi)
-    need = walk_down(STREAM, HIDDEN, lo, hi, need, newest_first)
+    need = walk_down(STREAM, HIDDEN, lo, hi, need, newest_first, redactions(v))
     if need == 0 then
       break
     end

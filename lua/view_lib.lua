@@ -108,9 +108,30 @@ local function hide(hidden, lo, hi)
   end
 end
 
--- Append to `out` up to `need` visible entries of seqs from..lo, newest first; return how
--- many are still needed.
-local function walk_down(stream, hidden, lo, from, need, out)
+-- A redacted row (docs/lifecycle.md) as a stream entry: its replacement, kept in the view
+-- hash as "r:<seq>" = "<at> <row JSON>", or nil.
+local function redacted_entry(view, s)
+  local value = redis.call('HGET', view, 'r:' .. int(s))
+  if not value then
+    return nil
+  end
+  local at, body = string.match(value, '^(%d+) (.*)$')
+  return {int(s) .. '-' .. at, {'msg', body}}
+end
+
+-- The view key when the log has redacted rows (their seqs are gaps in the stream, filled
+-- from the view hash), else nil: a log without any pays nothing.
+local function redactions(v)
+  if v.redacted and v.redacted > 0 then
+    return v.key
+  end
+  return nil
+end
+
+-- Walk the visible seqs down from `from` to `lo`, appending up to `need` entries to `out`
+-- (newest first); return how many are still needed. `view`: the view key when the log
+-- has redacted rows (see redactions()), whose seqs the stream lacks.
+local function walk_down(stream, hidden, lo, from, need, out, view)
   local cursor = from
   while cursor >= lo and need > 0 do
     local hlo, hhi = hidden_at_or_below(hidden, cursor)
@@ -124,10 +145,34 @@ local function walk_down(stream, hidden, lo, from, need, out)
       -- Incomplete IDs: "<cursor>" ends at "<cursor>-<max>", "<floor>" starts at
       -- "<floor>-0" (entry IDs are "<seq>-<at>", or "<seq>-0" for older entries).
       local entries = redis.call('XREVRANGE', stream, int(cursor), int(floor), 'COUNT', need)
-      for _, entry in ipairs(entries) do
-        out[#out + 1] = entry
+      if view then  -- every seq of the run is a row: a gap is a redacted one
+        local expect = cursor
+        local function fill(down_to)
+          while expect > down_to and need > 0 do
+            local row = redacted_entry(view, expect)
+            if row then
+              out[#out + 1] = row
+              need = need - 1
+            end
+            expect = expect - 1
+          end
+        end
+        for _, entry in ipairs(entries) do
+          local s = tonumber(string.match(entry[1], '^(%d+)'))
+          fill(s)
+          if need > 0 then
+            out[#out + 1] = entry
+            need = need - 1
+          end
+          expect = s - 1
+        end
+        fill(floor - 1)
+      else
+        for _, entry in ipairs(entries) do
+          out[#out + 1] = entry
+        end
+        need = need - #entries
       end
-      need = need - #entries
       cursor = floor - 1
       if need == 0 then
         break
@@ -189,8 +234,9 @@ local function open_view(view, hidden)
     return v
   end
   local f = redis.call('HMGET', view, 'front', 'back', 'rows', 'version', 'archived',
-    'archivedrows', 'segments')
+    'archivedrows', 'segments', 'redacted')
   v.version = tonumber(f[4] or '0')
+  v.redacted = tonumber(f[8] or '0')
   v.archived = tonumber(f[5] or '')
   v.segs = {}
   if f[7] and not f[2] then

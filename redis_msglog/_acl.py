@@ -43,8 +43,9 @@ _READS = (
     "command",
 )  # fmt: skip
 _DURABILITY = ("wait", "waitaof")
-# trim() deletes entries (docs/lifecycle.md): granted only with acl_rules(deletions=True).
-DELETION_COMMANDS: tuple[str, ...] = ("xtrim",)
+# trim() and redact() delete entries (docs/lifecycle.md): granted only with
+# acl_rules(deletions=True).
+DELETION_COMMANDS: tuple[str, ...] = ("xtrim", "xdel")
 _EVENTS = ("subscribe", "unsubscribe", "ssubscribe", "sunsubscribe")  # redis-cli SUBSCRIBE
 _CLUSTER = (  # a cluster client: the topology, redirections, reads from replicas
     "cluster|slots", "cluster|shards", "asking", "readonly", "readwrite",
@@ -77,8 +78,9 @@ def acl_rules(
     and ``-`` (no ``:``, so no tenant's ids are inside another's). ``redis_version``
     below ``(7, 2)`` (Redis 7.0) leaves out the commands that server does not know
     (``WAITAOF``, ``CLIENT SETINFO``), which ``ACL SETUSER`` would refuse; Valkey is 7.2.
-    ``deletions``: also what ``trim()`` needs to delete entries (``XTRIM``, inside the
-    append script); without it a trim is refused by the ACL and writes nothing."""
+    ``deletions``: also what ``trim()`` and ``redact()`` need to delete entries
+    (``XTRIM``, ``XDEL``, inside the append script); without it a trim or a redaction is
+    refused by the ACL and writes nothing."""
     ConversationKeys.build(prefix, "x")  # validates the prefix
     if not (
         isinstance(redis_version, tuple)

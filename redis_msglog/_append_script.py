@@ -64,7 +64,7 @@ class AppendCall:
     expected_seq: int | None = None  # commit only if the log ends at this seq
     op: EditCall | Literal[""] = ""  # the edit this call makes ("": a plain append)
     op_arg: str = ""  # retract: "7,9"; compact: the seq or "end"; archive, trim: the seq
-    entry: bytes = b""  # fork and attrs only: the edit entry's JSON
+    entry: bytes = b""  # fork, attrs and redact only: the edit entry's JSON
     attrs: tuple[tuple[str, str | None], ...] = ()  # attribute changes (None: delete)
     attrs_json: bytes = b""  # the same as JSON, for the edit entry
     producer: str = ""  # the idempotent producer making the call ("": none)
@@ -82,7 +82,7 @@ class AppendCall:
             bool(self.blobs)
             or self.ttl_ms is not None
             or bool(self.blob_refs)
-            or self.op == "trim"
+            or self.op in ("trim", "redact")
             or self.max_age_us is not None
         )
         blobs = self.keys.blobs if uses_blobs else self.keys.stream

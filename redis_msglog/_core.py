@@ -208,6 +208,7 @@ class LogCore:
         self.read = reader.read
         self.error_for = reader.error_for
         self.twice = reader.twice
+        self.filled = reader.filled
         self.entries_with_blobs = reader.entries_with_blobs
         self.run_script = runner.run_script
         # The stored-entry layout (the follower and the property tests decode with it).

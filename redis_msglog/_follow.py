@@ -12,9 +12,11 @@ from ._args import is_number, shown
 from ._blobs import BlobMode, check_blob_mode
 from ._core import LogCore, require_seq
 from ._entries import is_tombstone
+from ._reader import redacted_entry
 from ._retry import follow_backoff
 from ._steps import Command, NotSent, Pause, Plan, Read, Refused, StepFailure
 from .edits import Entry
+from .models import StoredMessage
 
 
 class FollowCursor:
@@ -83,18 +85,22 @@ class FollowCursor:
     def commands(self) -> tuple[Command, ...]:
         """The next round trip: :meth:`command`, and with the check of the entry at
         ``position`` the seq counter too (an erased conversation's tombstone)."""
-        if self._verify:
-            return (self.command(), ("GET", self._core.keys.seq))
+        if self._verify:  # and the row of a redacted seq: not in the stream any more
+            redacted = ("HGET", self._core.keys.view, f"r:{self.position}")
+            return (self.command(), ("GET", self._core.keys.seq), redacted)
         return (self.command(),)
 
-    def accept(self, reply: Any, counter: Any = None) -> list[Entry]:
+    def accept(self, reply: Any, counter: Any = None, redacted: Any = None) -> list[Entry]:
         """The rows of an ``XREAD`` reply (none on a timeout); advances ``position``.
-        ``counter``: the seq counter read with a check of the entry at ``position``."""
+        ``counter``: the seq counter read with a check of the entry at ``position``, and
+        ``redacted`` the row of that seq if it was redacted (docs/lifecycle.md)."""
         self._failing_since, self._failures = None, 0
         if self._missing is not None:
             self._check_trimmed(reply)
             return []
         if self._verify:
+            if not reply and redacted is not None:
+                reply = [redacted_entry(self.position, redacted, isinstance(redacted, bytes))]
             self._check_position(reply, counter)
             return []
         if not reply:
@@ -138,7 +144,11 @@ class FollowCursor:
                 "cursor belongs to another log"
             )
             return  # a trim, if the log's first seq (read next) says so
-        if self._last is not None and rows[0] != self._last:
+        if (
+            self._last is not None
+            and rows[0] != self._last
+            and not _redacted_since(rows[0], self._last)
+        ):
             raise errors.LogRewoundError(
                 f"seq {self.position} of {self._core.keys.stream} now holds another message "
                 f"(committed {rows[0].at.isoformat()}, not {self._last.at.isoformat()}): the "
@@ -160,6 +170,7 @@ class FollowCursor:
         """One read of the follow: the next rows (none after an idle wait). A read the
         server could not serve is made again after a pause (see :meth:`failed`)."""
         while True:
+            reading = self._missing is None and not self._verify  # an XREAD
             try:
                 replies = yield Read(self.commands())
             except StepFailure as failure:
@@ -167,10 +178,18 @@ class FollowCursor:
                     raise self._core.error_for(failure) from (failure.origin or failure)
                 yield Pause(self.failed(failure))
                 continue
+            if reading and replies[0]:  # redacted rows in the gaps of the page
+                replies[0] = yield from self._filled(replies[0])
             rows = self.accept(*replies)
             if self._erased:
                 yield Pause(self._block_ms / 1000)  # as an idle XREAD would have waited
             return (yield from self._core.entries_with_blobs(rows, self._blobs))
+
+    def _filled(self, reply: Any) -> Plan[Any]:
+        """An ``XREAD`` reply with the rows of redacted seqs in its gaps."""
+        entries = next(iter(reply.values())) if isinstance(reply, Mapping) else reply[0][1]
+        filled = yield from self._core.filled(entries, self.position + 1)
+        return [[self._core.keys.stream, filled]]
 
     @staticmethod
     def retryable(failure: StepFailure) -> bool:
@@ -199,6 +218,17 @@ class FollowCursor:
         self._failures += 1
         self._verify = self.position > 0  # a new connection may reach a new primary
         return follow_backoff(self._failures)
+
+
+def _redacted_since(now: Entry, then: Entry) -> bool:
+    """Whether ``now`` is the redacted row of the message ``then`` (same seq and commit
+    time): a redaction since it was handed out, not a rewind (its edit entry follows)."""
+    return (
+        isinstance(now, StoredMessage)
+        and now.redacted
+        and isinstance(then, StoredMessage)
+        and (now.seq, now.at) == (then.seq, then.at)
+    )
 
 
 MAX_ID_PART = 2**64 - 1

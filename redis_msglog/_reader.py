@@ -21,6 +21,24 @@ from .models import StoredMessage
 
 R = TypeVar("R", bound=Entry)
 _NO_EDITS = (None, b"0", "0")
+_MAX_FILL = 10_000  # gaps one read fills at most: a longer one is not redactions
+
+
+def _seq_of(entry_id: bytes | str) -> int:
+    """The seq of a stream entry ID ``<seq>-<at>`` (``ValueError`` for another ID)."""
+    if isinstance(entry_id, bytes):
+        return int(entry_id.partition(b"-")[0])
+    return int(entry_id.partition("-")[0])
+
+
+def redacted_entry(seq: int, value: bytes | str, as_bytes: bool) -> list[Any]:
+    """A redacted row as a stream entry: the view hash's ``"<at> <row JSON>"`` under the
+    ID ``<seq>-<at>`` (the original's commit time), field ``msg``."""
+    raw = value if isinstance(value, bytes) else value.encode()
+    at, _, body = raw.partition(b" ")
+    if as_bytes:
+        return [b"%d-%s" % (seq, at), [b"msg", body]]
+    return [f"{seq}-{at.decode()}", ["msg", body.decode()]]
 
 
 class Reader:
@@ -102,26 +120,40 @@ class Reader:
         return length, ("GET", self.keys.seq), length, self.first_command()
 
     def first_command(self) -> Command:
-        """The log's first seq (none: 1), recorded by its last trim (docs/lifecycle.md)."""
-        return ("HGET", self.keys.view, "first")
+        """The log's first seq (none: 1), recorded by its last trim, and how many of its
+        rows are redacted (none: 0), kept in the view hash (docs/lifecycle.md)."""
+        return ("HMGET", self.keys.view, "first", "redacted")
 
-    def first_of(self, raw: bytes | str | None) -> int:
+    def first_of(self, raw: Any) -> int:
         """The reply of :meth:`first_command` as the log's first seq."""
-        if raw is None:
+        value = raw[0] if isinstance(raw, list) else raw
+        if value is None:
             return 1
-        first = parse_seq_counter(raw)
+        first = parse_seq_counter(value)
         if first is None or first < 1:
             raise errors.CorruptLogError(
-                f"view {self.keys.view} holds first seq {text(raw)!r}, not a seq (set by hand?)"
+                f"view {self.keys.view} holds first seq {text(value)!r}, not a seq (set by hand?)"
             )
         return first
 
-    def checked_counter(
-        self, raw: bytes | str, before: int, after: int, first: bytes | str | None = None
-    ) -> int:
+    def redacted_of(self, raw: Any) -> int:
+        """The reply of :meth:`first_command` as the number of redacted rows."""
+        value = raw[1] if isinstance(raw, list) else None
+        if value is None:
+            return 0
+        count = parse_seq_counter(value)
+        if count is None:
+            raise errors.CorruptLogError(
+                f"view {self.keys.view} holds redacted count {text(value)!r}, not a count "
+                "(set by hand?)"
+            )
+        return count
+
+    def checked_counter(self, raw: bytes | str, before: int, after: int, first: Any = None) -> int:
         """The seq counter's value, checked against the stream's length read around it
-        (and the seqs trimmed: ``first``, the log's first seq as read after them). An
-        erased conversation's tombstone reads as an empty log (0)."""
+        (and the seqs trimmed and redacted: ``first``, the reply of
+        :meth:`first_command` read after them). An erased conversation's tombstone reads
+        as an empty log (0)."""
         if is_tombstone(raw):
             return 0
         high = parse_seq_counter(raw)
@@ -134,14 +166,52 @@ class Reader:
                 f"seq counter {self.keys.seq} ({high}) is behind stream {self.keys.stream}, "
                 f"which has {before} entries (the counter was set by hand?)"
             )
-        kept = high - (self.first_of(first) - 1)  # the entries it says the stream holds
+        # The entries it says the stream holds: neither trimmed nor redacted (a redacted
+        # row lives in the view hash).
+        kept = high - (self.first_of(first) - 1) - self.redacted_of(first)
         if kept > after:
             raise errors.CorruptLogError(
                 f"stream {self.keys.stream} has {after} entries but its seq counter says "
-                f"{high} (of which {kept} are not trimmed): entries were deleted (XDEL?), or "
-                "the counter was moved ahead"
+                f"{high} (of which {kept} are neither trimmed nor redacted): entries were "
+                "deleted (XDEL?), or the counter was moved ahead"
             )
         return high
+
+    def filled(
+        self, entries: list[Any], start: int | None, end: int | None = None, *, step: int = 1
+    ) -> Plan[list[Any]]:
+        """``entries`` (an ``XRANGE``, or with ``step`` -1 an ``XREVRANGE``, reply) with
+        the rows of redacted seqs (docs/lifecycle.md) put in the gaps of the run from
+        ``start`` (None: the first entry's seq) to ``end`` (None: the last entry's). A
+        run without a gap (every read of a log never redacted) costs two ID parses; a gap
+        costs one ``HMGET`` of the view hash. A gap no redacted row fills stays, for
+        :meth:`contiguous` to report."""
+        if not entries and (start is None or end is None):
+            return entries
+        try:
+            seqs = [_seq_of(entries[0][0]), _seq_of(entries[-1][0])] if entries else []
+        except ValueError:
+            return entries  # not an ID of ours: the decoding reports it
+        low = seqs[0] if start is None else start
+        high = seqs[-1] if end is None else end
+        span = (high - low) * step + 1
+        if span <= len(entries) and (not seqs or (seqs[0] == low and seqs[-1] == high)):
+            return entries
+        try:
+            held = {_seq_of(entry[0]) for entry in entries}
+        except ValueError:
+            return entries
+        missing = [s for s in range(low, high + step, step) if s not in held][:_MAX_FILL]
+        if not missing:
+            return entries
+        (values,) = yield from self.read(("HMGET", self.keys.view, *(f"r:{s}" for s in missing)))
+        found = [(s, v) for s, v in zip(missing, values, strict=True) if v is not None]
+        if not found:
+            return entries
+        as_bytes = isinstance(entries[0][0], bytes) if entries else isinstance(found[0][1], bytes)
+        merged = entries + [redacted_entry(s, v, as_bytes) for s, v in found]
+        merged.sort(key=lambda entry: _seq_of(entry[0]) * step)
+        return merged
 
     def contiguous(self, rows: list[R], first: int | None, *, step: int = 1) -> list[R]:
         """``rows`` if their seqs run ``first, first + step, ...`` (``first`` None: from

@@ -160,7 +160,8 @@ class Reads:
             )
             first, entries, moved = replies[-3:]
             start = _start(reader, after, first, moved)
-            rows = reader.contiguous(decode(entries), start)
+            entries = yield from reader.filled(entries, start)  # redacted rows: in their gaps
+            rows = reader.contiguous(decode(entries), start)[:limit]
             if not rows and after:
                 yield from reader.check_cursor(after)
             return rows
@@ -178,23 +179,23 @@ class Reads:
             if raw_high is None
             else reader.checked_counter(raw_high, before, length_after, moved)
         )
-        rows = reader.contiguous(decode(entries), start)
-        while len(entries) == want and (limit is None or len(rows) < limit):
+        got = len(entries)  # as read: the rows of redacted seqs are added below
+        rows = reader.contiguous(decode((yield from reader.filled(entries, start))), start)
+        while got == want and (limit is None or len(rows) < limit):
             if high is not None and rows[-1].seq >= high:
                 break
             want = reader.page_size if limit is None else min(reader.page_size, limit - len(rows))
             entries, now = yield from reader.read(reader.xrange(rows[-1].seq + 1, want), first_seq)
             if now != moved:
                 raise Trimmed
+            got = len(entries)
+            entries = yield from reader.filled(entries, rows[-1].seq + 1)
             rows.extend(reader.contiguous(decode(entries), rows[-1].seq + 1))
+        if limit is not None:
+            del rows[limit:]
         if not rows and after:
             yield from reader.check_cursor(after)
-        reached = rows[-1].seq if rows else max(after, start - 1)
-        if high is not None and reached < high and (limit is None or len(rows) < limit):
-            raise errors.CorruptLogError(
-                f"stream {reader.keys.stream} ends at seq {reached} but its seq counter says "
-                f"{high}: entries were deleted, or the counter was moved ahead"
-            )
+        _check_end(reader, rows, max(after, start - 1), high, limit)
         return rows
 
     def last_plan(
@@ -248,8 +249,12 @@ class Reads:
         )
         entries, raw_first = replies[-2:]
         first = reader.first_of(raw_first)
+        # Redacted rows are filled in their gaps; below a short page, down to the first seq
+        # (the newest entry is never redacted: a redact's own entry comes after its row).
+        got = len(entries)
+        entries = yield from reader.filled(entries, None, first if got < want else None, step=-1)
         newest_first = reader.contiguous(decode(entries), None, step=-1)
-        while len(entries) == want and len(newest_first) < n and newest_first[-1].seq > first:
+        while got == want and len(newest_first) < n and newest_first[-1].seq > first:
             want = min(reader.page_size, n - len(newest_first))
             below = newest_first[-1].seq - 1
             # "<below>" is an incomplete ID: as an end, "<below>-<max>", so the entry of
@@ -259,7 +264,12 @@ class Reads:
             )
             if now != raw_first:
                 raise Trimmed
+            got = len(entries)
+            entries = yield from reader.filled(
+                entries, below, first if got < want else None, step=-1
+            )
             newest_first.extend(reader.contiguous(decode(entries), below, step=-1))
+        del newest_first[n:]
         if len(newest_first) < n and newest_first and newest_first[-1].seq > first:
             reader.gap(first, newest_first[-1].seq - 1)  # the log starts after its first
         newest_first.reverse()
@@ -313,3 +323,15 @@ def _start(reader: Reader, after: int, first: Any, moved: Any) -> int:
     if first != moved:
         raise Trimmed
     return max(after + 1, reader.first_of(first))
+
+
+def _check_end(
+    reader: Reader, rows: list[Any], below: int, high: int | None, limit: int | None
+) -> None:
+    """A read of the whole log (no ``limit`` reached) must end at the seq counter."""
+    reached = rows[-1].seq if rows else below
+    if high is not None and reached < high and (limit is None or len(rows) < limit):
+        raise errors.CorruptLogError(
+            f"stream {reader.keys.stream} ends at seq {reached} but its seq counter says "
+            f"{high}: entries were deleted, or the counter was moved ahead"
+        )

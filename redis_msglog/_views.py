@@ -145,6 +145,7 @@ class ViewReads:
             except StepFailure as failure:
                 raise self._reader.error_for(failure) from (failure.origin or failure)
             for (lo, hi), entries in zip(batch, replies, strict=True):
+                entries = yield from self._reader.filled(entries, lo, hi)  # redacted rows
                 found = self._reader.entries.decode_entries(entries)
                 if [row.seq for row in found] != list(range(lo, hi + 1)):
                     if self._reader.first_of(first) > lo:
@@ -227,6 +228,24 @@ def trim_edit(through_seq: int) -> Edit:
             f"trim: through_seq must be an int >= 1 and <= {MAX_SEQ}, got {shown(through_seq)}"
         )
     return Edit("trim", str(through_seq))
+
+
+MAX_REASON = 1000
+"""The most characters of a redaction's ``reason``."""
+
+
+def redact_edit(seq: int, replacement: bytes, reason: str | None) -> Edit:
+    """A redaction of ``seq`` (a seq >= 1): ``replacement`` is the new row's stored JSON
+    (``b""``: the script's marker), ``reason`` goes into the edit entry (never content)."""
+    if not is_int(seq) or not 1 <= seq <= MAX_SEQ:
+        raise errors.InvalidEditError(
+            f"redact: seq must be an int >= 1 and <= {MAX_SEQ}, got {shown(seq)}"
+        )
+    doc: dict[str, Any] = {"op": "redact", "seqs": [seq]}
+    if reason is not None:
+        doc["reason"] = check_text("redact: reason", reason, max_length=MAX_REASON)
+    row = b"" if not replacement else replacement[:-1] + b',"redacted":true}'
+    return Edit("redact", f"{seq} {row.decode()}", encode_edit(doc))
 
 
 def fork_edit(source: str, source_seq: int, count: int, attrs: AttrChanges | None = None) -> Edit:

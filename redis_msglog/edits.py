@@ -19,7 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field, StrictInt, StrictStr
 from .errors import InvalidArgumentError
 from .models import StoredMessage
 
-EditOp = Literal["retract", "compact", "archive", "fork", "attrs", "trim"]
+EditOp = Literal["retract", "compact", "archive", "fork", "attrs", "trim", "redact"]
 """The edits an :class:`EditEntry` records."""
 EditCall = Literal[EditOp, "pop"]
 """The edits a call can ask for: those it records, and a pop (recorded as a retract)."""
@@ -44,6 +44,9 @@ class EditEntry(BaseModel):
     - ``attrs``: conversation attributes changed, nothing else.
     - ``trim``: every entry up to ``through_seq`` (by seq) was removed from the physical
       log (docs/lifecycle.md); its rows left every view.
+    - ``redact``: the message at seq ``seqs[0]`` was removed from Redis and replaced by
+      a row marked ``redacted`` (docs/lifecycle.md), for ``reason`` if one was given.
+      The entry never holds the content, neither the old nor the new.
 
     Any edit may also carry ``attrs``: the attribute changes made with it (``None``
     values: deleted).
@@ -60,6 +63,7 @@ class EditEntry(BaseModel):
     source: StrictStr | None = None
     source_seq: StrictInt | None = Field(default=None, alias="sourceSeq")
     attrs: dict[str, StrictStr | None] | None = None
+    reason: StrictStr | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -154,12 +158,18 @@ class LogView:
                 self.attrs.pop(name, None)
             else:
                 self.attrs[name] = value
+        self._fold(entry)
+
+    def _fold(self, entry: EditEntry) -> None:
+        """Fold one edit entry (its attributes already taken)."""
         if entry.op == "trim":
             self._trim(entry.through_seq or 0)
         elif entry.op == "retract":
             self._retract(set(entry.seqs or ()))
         elif entry.op == "archive":
             self._archive(entry)
+        elif entry.op == "redact":
+            self._redact(entry)
         elif entry.op != "attrs":  # attributes only: the view stays
             self._compact(entry)
 
@@ -177,6 +187,20 @@ class LogView:
         }:
             raise InvalidArgumentError(f"retracts seqs {sorted(gone)}, not all rows of the view")
         self._rows = [(row, hidden or row.seq in gone) for row, hidden in self._rows]
+
+    def _redact(self, entry: EditEntry) -> None:
+        """The row at the redacted seq becomes its redacted row, where it stands (hidden
+        or not). A row read after the redaction is that row already; one folded before
+        it becomes :func:`redaction_marker` of it (a replacement given to ``redact()``
+        is not in the entry: a fresh read shows it)."""
+        (seq,) = entry.seqs or (0,)
+        for index, (row, hidden) in enumerate(self._rows):
+            if row.seq == seq:
+                if not row.redacted:
+                    self._rows[index] = (redaction_marker(row), hidden)
+                return
+        if self._strict and seq >= self._start:
+            raise InvalidArgumentError(f"redacts seq {seq}, not a row of the log")
 
     def _trim(self, through: int) -> None:
         """The rows up to seq ``through`` leave the view; they stay placed (hidden), as a
@@ -233,3 +257,21 @@ class LogView:
             # A trimmed watermark in a fold that starts after the trim: the rows below it.
             return sum(1 for row, _ in self._rows if row.seq <= self._archived) - 1
         return self._index_of(self._archived)
+
+
+def redaction_marker(row: StoredMessage) -> StoredMessage:
+    """The row ``redact()`` leaves without a replacement: the role kept (and a tool
+    result's ``tool_call_id``, so the call it answers stays paired), content
+    ``"[redacted]"``, ``redacted=True``, the same seq and commit time."""
+    return StoredMessage(
+        role=row.role,
+        content=REDACTED_TEXT,
+        tool_call_id=row.tool_call_id if row.role == "tool" else None,
+        seq=row.seq,
+        at=row.at,
+        redacted=True,
+    )
+
+
+REDACTED_TEXT = "[redacted]"
+"""The content of a redacted row without a replacement (``lua/edit_lib.lua`` writes it)."""

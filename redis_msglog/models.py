@@ -109,13 +109,16 @@ class StoredMessage(AgentMessage):
     """Monotonic, gap-free sequence number assigned by the server: the log's order."""
     at: AwareDatetime
     """Commit time from the server's clock (UTC); informational, ordering is by ``seq``."""
+    redacted: bool = False
+    """Whether this row replaces a message removed by ``redact()`` (docs/lifecycle.md):
+    the original is gone from Redis; this is its replacement, or the marker."""
 
     def as_message(self) -> AgentMessage:
-        """This row without ``seq`` and ``at``, e.g. to append it to another log. Read
-        it hydrated (the default) for that: a row read with ``blobs="refs"`` holds only
-        the digests of its large binaries, which another conversation refuses."""
+        """This row without ``seq``, ``at`` and ``redacted``, e.g. to append it to another
+        log. Read it hydrated (the default) for that: a row read with ``blobs="refs"``
+        holds only the digests of its large binaries, which another conversation refuses."""
         return AgentMessage.model_validate(
-            self.model_dump(exclude={"seq", "at"}, exclude_none=True)
+            self.model_dump(exclude={"seq", "at", "redacted"}, exclude_none=True)
         )
 
 

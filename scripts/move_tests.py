@@ -81,6 +81,7 @@ FOLDERS: dict[str, tuple[str, ...]] = {
         "test_packaging",
         "test_poisoned_writes",
         "test_read_cache",
+        "test_redact",
         "test_testing_plugin",
         "test_view_cost",
         "test_web",

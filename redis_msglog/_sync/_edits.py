@@ -1,7 +1,7 @@
 # Generated from _async/_edits.py by scripts/unasync.py: edit that file, then run it.
-"""MessageLog's edits: retract, pop, compact, replace, clear, archive, trim and the
-conversation's attributes, each one entry of the log (docs/edits.md); and its erasure
-(docs/lifecycle.md)."""
+"""MessageLog's edits: retract, pop, compact, replace, clear, archive, trim, redact
+and the conversation's attributes, each one entry of the log (docs/edits.md); and its
+erasure (docs/lifecycle.md)."""
 
 from __future__ import annotations
 
@@ -12,8 +12,9 @@ from typing import Any
 from .._blobs import BlobMode, check_blob_mode
 from .._erase import DEFAULT_ERASED_FOR, Erasure
 from .._scope import Scoped
-from .._views import Edit, retract_edit, through_edit, trim_edit
+from .._views import Edit, redact_edit, retract_edit, through_edit, trim_edit
 from ..edits import Attributes
+from ..errors import InvalidMessageError
 from ..models import AgentMessage, StoredMessage
 from ._api import LogAPI
 
@@ -135,6 +136,39 @@ class LogEdits(LogAPI):
         backwards) raises :class:`~redis_msglog.InvalidEditError`, and nothing is
         written."""
         batch = self._core.batch((), trim_edit(through_seq), attrs)
+        return self._commit(batch, idempotency_key, expected_seq)
+
+    def redact(
+        self,
+        seq: int,
+        replacement: AgentMessage | Mapping[str, Any] | None = None,
+        *,
+        reason: str | None = None,
+        idempotency_key: str | None = None,
+        expected_seq: int | None = None,
+        attrs: Mapping[str, str | None] | None = None,
+    ) -> int:
+        """Remove the message at ``seq`` from Redis and put ``replacement`` (a message,
+        checked like an append's and passed through ``before_append``; its binaries stay
+        inline) or a marker (the role kept, content ``"[redacted]"``) in its place, in
+        one atomic call that also writes one ``redact`` edit entry (its seq is returned;
+        it records the seq and ``reason``, never the content). Every read then returns
+        the row at ``seq`` with ``redacted=True``; the blobs only the original used are
+        removed (docs/lifecycle.md). A seq that is not a message of the log (beyond the
+        end, an edit entry, trimmed) or is already redacted raises
+        :class:`~redis_msglog.InvalidEditError`, and nothing is written."""
+        row = b""
+        if replacement is not None:
+            encoded = self._core.batch((replacement,))
+            if encoded.blobs or encoded.blob_refs:
+                raise InvalidMessageError(
+                    "redact: a replacement is stored inline (beside the log, not in its "
+                    "blobs): a binary over the blob threshold, or a blob reference, is "
+                    "refused; nothing was written",
+                    index=0,
+                )
+            row = encoded.encoded[0]
+        batch = self._core.batch((), redact_edit(seq, row, reason), attrs)
         return self._commit(batch, idempotency_key, expected_seq)
 
     def set_attrs(

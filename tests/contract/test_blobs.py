@@ -65,8 +65,13 @@ def test_a_large_binary_is_stored_once_off_the_row_and_read_back(env: Env) -> No
     assert log.append(image_message(BIG, "first")) == 1
     assert log.append_many([image_message(BIG, "again"), image_message(SMALL)]) == 3
     # One field per distinct content, in the conversation's own hash.
-    # The bytes, and the last seq of an entry using them (for trim(): docs/lifecycle.md).
-    assert set(env.raw.hkeys(log.keys.blobs)) == {DIGEST.encode(), b"^" + DIGEST.encode()}
+    # The bytes, and the last seq of an entry using them (for trim(): docs/lifecycle.md)
+    # and the first seq of the call that stored them (for redact()).
+    assert set(env.raw.hkeys(log.keys.blobs)) == {
+        DIGEST.encode(),
+        b"^" + DIGEST.encode(),
+        b"_" + DIGEST.encode(),
+    }
     assert env.raw.hget(log.keys.blobs, DIGEST) == BIG
     first = stored_document(env, log.keys.stream, 1)["content"][1]
     assert first == {"type": "image", "media_type": "image/png", "blob": DIGEST}
@@ -125,7 +130,7 @@ def test_a_retried_append_stores_its_blob_once(env: Env) -> None:
     log = env.log(blob_threshold=THRESHOLD)
     assert log.append(image_message(BIG), idempotency_key="k") == 1
     assert log.append(image_message(BIG), idempotency_key="k") == 1  # a replay
-    assert log.count() == 1 and env.raw.hlen(log.keys.blobs) == 2
+    assert log.count() == 1 and env.raw.hlen(log.keys.blobs) == 3  # bytes, ^ and _ fields
 
 
 def test_the_event_carries_the_reference_not_the_bytes(
