@@ -17,7 +17,13 @@ from strands import Agent
 from strands.types.exceptions import SessionException
 from strands.types.session import Session, SessionAgent, SessionMessage, SessionType
 
-from redis_msglog import ConversationErasedError, MessageLog, to_openai
+from redis_msglog import (
+    ConversationErasedError,
+    MessageLog,
+    PermissionDeniedError,
+    acl_rules,
+    to_openai,
+)
 from redis_msglog.integrations.strands import (
     MessageIdConflictError,
     MessageLogSessionManager,
@@ -26,7 +32,14 @@ from redis_msglog.integrations.strands import (
 )
 from redis_msglog.testing import EphemeralServer
 
-from ..conftest import backend_server, make_env
+from ..conftest import (
+    ACL_PASSWORD,
+    ACL_USER,
+    acl_server,
+    backend_server,
+    make_env,
+    server_version,
+)
 from ..support.cluster import LocalCluster
 from ..support.strands_model import REDACTED_PROMPT, REFUSAL, ScriptedModel, weather
 
@@ -317,7 +330,23 @@ def contents(client: Any, key: str) -> bytes:
     return repr(client.get(key)).encode()
 
 
-def test_a_guardrail_redaction_leaves_no_original_content_in_redis(client: Any) -> None:
+@pytest.fixture(params=[b for b in BACKENDS if b != "acl"])
+def deleting_client(
+    request: pytest.FixtureRequest,
+    shared_server: Callable[[str], EphemeralServer],
+    shared_cluster: Callable[[], LocalCluster],
+) -> Iterator[Any]:
+    """A client whose user may redact (the ACL user's case: ``test_redaction_needs_...``)."""
+    server = backend_server(str(request.param), shared_server, shared_cluster)
+    env = make_env(str(request.param), "sync", server)
+    made = env.make_sync_client()
+    yield made
+    made.close()
+    env.close()
+
+
+def test_a_guardrail_redaction_leaves_no_original_content_in_redis(deleting_client: Any) -> None:
+    client = deleting_client
     sid = new_id()
     agent = make_agent(MessageLogSessionManager(sid, client))
     agent("hello")
@@ -334,10 +363,11 @@ def test_a_guardrail_redaction_leaves_no_original_content_in_redis(client: Any) 
     rows = MessageLog(client, f"strands.{sid}:agent:assistant").all()
     assert [r.redacted for r in rows] == [False, False, True, False, False, False]
     assert rows[2].text == REDACTED_PROMPT
-    assert [r.seq for r in rows] == [1, 2, 3, 4, 6, 7]  # seq 5: the redaction's entry
+    assert [r.seq for r in rows] == [1, 2, 3, 5, 6, 7]  # 4: the redaction, before the reply
 
 
-def test_update_message_redacts_and_the_indexes_stay_exact(client: Any) -> None:
+def test_update_message_redacts_and_the_indexes_stay_exact(deleting_client: Any) -> None:
+    client = deleting_client
     repo = MessageLogSessionRepository(client)
     sid = new_id()
     repo.create_session(Session(session_id=sid, session_type=SessionType.AGENT))
@@ -366,3 +396,34 @@ def test_update_message_redacts_and_the_indexes_stay_exact(client: Any) -> None:
         fresh.update_message(sid, "a", message("x", 9))
     with pytest.raises(MessageIdConflictError):
         repo.create_message(sid, "a", message("stale worker", 6))
+
+
+def test_redaction_needs_the_deletions_acl(
+    shared_server: Callable[[str], EphemeralServer],
+) -> None:
+    """A user of ``acl_rules()`` may not redact (``XDEL``): ``update_message`` raises
+    ``PermissionDeniedError`` and writes nothing; with ``acl_rules(deletions=True)`` it
+    redacts."""
+    server = acl_server(shared_server)
+    admin = redis.Redis.from_url(server.url)
+    rules = acl_rules(redis_version=server_version(admin), deletions=True)
+    admin.execute_command("ACL", "SETUSER", "strands-del", "reset", "on", ">pw", *rules)
+    plain = redis.Redis.from_url(server.url, username=ACL_USER, password=ACL_PASSWORD)
+    deleting = redis.Redis.from_url(server.url, username="strands-del", password="pw")
+    sid = new_id()
+    repo = MessageLogSessionRepository(plain)
+    repo.create_session(Session(session_id=sid, session_type=SessionType.AGENT))
+    repo.create_agent(sid, SessionAgent("a", {}, {}))
+    repo.create_message(sid, "a", message("SECRET", 0))
+    update = message("SECRET", 0)
+    update.redact_message = {"role": "user", "content": [{"text": "gone"}]}
+    before = MessageLog(admin, f"strands.{sid}:agent:a").all(view="physical")
+    with pytest.raises(PermissionDeniedError):
+        repo.update_message(sid, "a", update)
+    assert MessageLog(admin, f"strands.{sid}:agent:a").all(view="physical") == before
+    MessageLogSessionRepository(deleting).update_message(sid, "a", update)
+    back = repo.read_message(sid, "a", 0)
+    assert back is not None and back.to_message()["content"] == [{"text": "gone"}]
+    repo.create_message(sid, "a", message("next", 1))
+    for made in (admin, plain, deleting):
+        made.close()

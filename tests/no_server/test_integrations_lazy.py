@@ -9,7 +9,15 @@ import sys
 
 import pytest
 
-FRAMEWORKS = ("agents", "langchain", "langchain_core", "langgraph", "openai", "anthropic")
+FRAMEWORKS = (
+    "agents",
+    "langchain",
+    "langchain_core",
+    "langgraph",
+    "openai",
+    "anthropic",
+    "strands",
+)
 
 CHECK = """
 import sys
@@ -26,7 +34,7 @@ def test_the_package_imports_no_framework() -> None:
 
 @pytest.mark.parametrize(
     ("module", "framework"),
-    [("openai_agents", "agents"), ("langchain", "langchain_core")],
+    [("openai_agents", "agents"), ("langchain", "langchain_core"), ("strands", "strands")],
 )
 def test_an_integration_imports_its_framework(module: str, framework: str) -> None:
     program = (
