@@ -427,3 +427,74 @@ def test_redaction_needs_the_deletions_acl(
     repo.create_message(sid, "a", message("next", 1))
     for made in (admin, plain, deleting):
         made.close()
+
+
+# -- costs, and a stale worker -------------------------------------------------------
+
+
+def calls(client: Any) -> dict[str, int]:
+    """Calls per command so far (``INFO commandstats``)."""
+    stats = client.info("commandstats")
+    return {name.removeprefix("cmdstat_"): int(v["calls"]) for name, v in stats.items()}
+
+
+def spent(client: Any, action: Callable[[], Any]) -> dict[str, int]:
+    """The commands ``action`` sent, by name (the INFO calls themselves left out)."""
+    before = calls(client)
+    action()
+    after = calls(client)
+    used = {k: after[k] - before.get(k, 0) for k in after if after[k] != before.get(k, 0)}
+    used["info"] -= 1
+    return {k: v for k, v in used.items() if v}
+
+
+def test_reads_and_appends_cost_the_same_at_any_history_length(
+    shared_server: Callable[[str], EphemeralServer],
+) -> None:
+    """``list_messages(limit, offset)`` and ``read_message`` run the same commands on the
+    server at 20 messages as at 2,000; an append by the process that wrote the previous
+    message is one script call."""
+    client = redis.Redis.from_url(shared_server("redis").url)
+    used = []
+    for n in (20, 2000):
+        repo = MessageLogSessionRepository(client)
+        sid = new_id()
+        repo.create_session(Session(session_id=sid, session_type=SessionType.AGENT))
+        repo.create_agent(sid, SessionAgent("a", {}, {}))
+        for i in range(n - 1):
+            repo.create_message(sid, "a", message(f"m{i}", i))
+        append = spent(client, lambda: repo.create_message(sid, "a", message("last", n - 1)))
+        window = spent(client, lambda: repo.list_messages(sid, "a", limit=5, offset=n - 10))
+        one = spent(client, lambda: repo.read_message(sid, "a", n // 2))
+        assert [m.message_id for m in repo.list_messages(sid, "a", limit=5, offset=n - 10)] == [
+            *range(n - 10, n - 5)
+        ]
+        used.append((append, window, one))
+    assert used[0] == used[1]
+    # One script call (commandstats also counts the commands the script runs), and no
+    # read before it.
+    assert used[0][0]["evalsha"] == 1 and "xrange" not in used[0][0]
+    client.close()
+
+
+def test_a_stale_worker_fails_cleanly_and_a_fresh_one_goes_on(client: Any) -> None:
+    """Two workers load the session at the same point; the first one's turn commits, the
+    second's first append is refused (nothing written), and a new manager continues."""
+    sid = new_id()
+    make_agent(MessageLogSessionManager(sid, client))("hello")
+    first = make_agent(MessageLogSessionManager(sid, client))
+    second = make_agent(MessageLogSessionManager(sid, client))
+    first("from the first worker")
+    with pytest.raises(MessageIdConflictError):
+        second("from the second worker")
+    make_agent(MessageLogSessionManager(sid, client))("from a fresh worker")
+    stored = MessageLogSessionRepository(client).list_messages(sid, "assistant")
+    texts = [m.message["content"][0]["text"] for m in stored]
+    assert texts == [
+        "hello",
+        "echo: hello",
+        "from the first worker",
+        "echo: from the first worker",
+        "from a fresh worker",
+        "echo: from a fresh worker",
+    ]
