@@ -63,6 +63,7 @@ __all__ = [
 
 SyncClient = redis.Redis | redis.cluster.RedisCluster
 _LOGS = 256  # log objects kept per repository (each registers its scope once)
+_AGENTS = 4096  # agents a repository remembers it saw recorded
 
 
 class StrandsSessionError(MessageLogError, SessionException):
@@ -129,6 +130,7 @@ class MessageLogSessionRepository(SessionRepository):
         self._owned: SyncClient | None = None
         self._lock = threading.Lock()
         self._logs: OrderedDict[str, MessageLog] = OrderedDict()
+        self._agents: OrderedDict[str, None] = OrderedDict()  # agent logs seen recorded
         self._messages = AgentLogs(self._agent_log, _conflict)
 
     @classmethod
@@ -191,10 +193,14 @@ class MessageLogSessionRepository(SessionRepository):
         """Record a new agent of an existing session (:class:`StrandsSessionError` if the
         session does not exist or the agent does)."""
         self._create(session_id, "agent", session_agent.agent_id, session_agent.to_dict())
+        self._seen(self._names(session_id).agent(session_agent.agent_id))
 
     def read_agent(self, session_id: str, agent_id: str, **kwargs: Any) -> SessionAgent | None:
         record = self._record(session_id, "agent", agent_id)
-        return None if record is None else SessionAgent.from_dict(record)
+        if record is None:
+            return None
+        self._seen(self._names(session_id).agent(agent_id))
+        return SessionAgent.from_dict(record)
 
     def update_agent(self, session_id: str, session_agent: SessionAgent, **kwargs: Any) -> None:
         """Replace an agent's record, keeping its ``created_at`` (as Strands' file
@@ -208,10 +214,19 @@ class MessageLogSessionRepository(SessionRepository):
     ) -> None:
         """Append the message as its agent's next one, in one conditional append: a
         ``message_id`` that is not the next index (another worker appended first)
-        raises :class:`MessageIdConflictError` and writes nothing."""
+        raises :class:`MessageIdConflictError` and writes nothing. The agent must exist
+        (:class:`StrandsSessionError`): checked once per agent and repository (a
+        ``read_agent``, ``create_agent`` or earlier message of it is enough)."""
         check_index("message_id", session_message.message_id)
         record = session_message.to_dict()
-        self._messages.append(self._names(session_id).agent(agent_id), record)
+        conversation = self._names(session_id).agent(agent_id)
+        with self._lock:
+            known = conversation in self._agents
+        if not known:
+            if self._record(session_id, "agent", agent_id) is None:
+                raise StrandsSessionError(f"Agent {agent_id} does not exist in {session_id}")
+            self._seen(conversation)
+        self._messages.append(conversation, record)
 
     def read_message(
         self, session_id: str, agent_id: str, message_id: int, **kwargs: Any
@@ -334,8 +349,18 @@ class MessageLogSessionRepository(SessionRepository):
                 self._logs.popitem(last=False)
             return log
 
-    def _cached(self, top: str) -> list[str]:
+    def _seen(self, conversation: str) -> None:
         with self._lock:
+            self._agents[conversation] = None
+            self._agents.move_to_end(conversation)
+            while len(self._agents) > _AGENTS:
+                self._agents.popitem(last=False)
+
+    def _cached(self, top: str) -> list[str]:
+        """Forget the log objects and agents of a session (erased)."""
+        with self._lock:
+            for agent in [c for c in self._agents if c.startswith(top + ":")]:
+                del self._agents[agent]
             gone = [c for c in self._logs if c.startswith(top + ":")]
             for conversation in gone:
                 del self._logs[conversation]  # a new object registers the scope again
