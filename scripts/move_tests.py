@@ -74,6 +74,7 @@ FOLDERS: dict[str, tuple[str, ...]] = {
         "test_integration_loops",
         "test_integration_openai_agents",
         "test_integration_strands",
+        "test_integration_strands_agent",
         "test_strands_hostile",
         "test_integration_pydantic_ai",
         "test_models_parts",

@@ -1,21 +1,18 @@
 """Strands Agents on the log: ``MessageLogSessionRepository`` call by call on every
-backend, a real Strands ``Agent`` (with a scripted model) on ``MessageLogSessionManager``
-in one process and in several worker processes sharing one session, the index-exact
-appends, the seq-range reads, the guardrail redaction, and the session's erasure."""
+backend: the records, the index-exact appends, the seq-range reads and what they cost,
+``update_message`` as a redaction, and the session's erasure. A real ``Agent`` on it:
+test_integration_strands_agent.py."""
 
 from __future__ import annotations
 
-import multiprocessing
-import uuid
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
 import redis
 import redis.cluster
-from strands import Agent
 from strands.types.exceptions import SessionException
-from strands.types.session import Session, SessionAgent, SessionMessage, SessionType
+from strands.types.session import Session, SessionAgent, SessionType
 
 from redis_msglog import (
     ConversationErasedError,
@@ -26,24 +23,14 @@ from redis_msglog import (
 )
 from redis_msglog.integrations.strands import (
     MessageIdConflictError,
-    MessageLogSessionManager,
     MessageLogSessionRepository,
     StrandsSessionError,
 )
 from redis_msglog.testing import EphemeralServer
 
-from ..conftest import (
-    ACL_PASSWORD,
-    ACL_USER,
-    acl_server,
-    backend_server,
-    make_env,
-    server_version,
-)
+from ..conftest import ACL_PASSWORD, ACL_USER, acl_server, server_version
 from ..support.cluster import LocalCluster
-from ..support.strands_model import REDACTED_PROMPT, REFUSAL, ScriptedModel, weather
-
-BACKENDS = ["redis", "valkey", "fakeredis", "cluster", "acl"]  # acl: a restricted user
+from ..support.strands_env import BACKENDS, keys_of, message, new_id, sync_client
 
 
 @pytest.fixture(params=BACKENDS)
@@ -52,27 +39,19 @@ def client(
     shared_server: Callable[[str], EphemeralServer],
     shared_cluster: Callable[[], LocalCluster],
 ) -> Iterator[Any]:
-    server = backend_server(str(request.param), shared_server, shared_cluster)
-    env = make_env(str(request.param), "sync", server)
-    made = env.make_sync_client()
-    yield made
-    made.close()
-    env.close()
+    with sync_client(str(request.param), shared_server, shared_cluster) as made:
+        yield made
 
 
-def new_id() -> str:
-    return f"st-{uuid.uuid4().hex[:12]}"
-
-
-def message(text: str, index: int, role: str = "user") -> SessionMessage:
-    return SessionMessage.from_message({"role": role, "content": [{"text": text}]}, index)  # type: ignore[typeddict-item]
-
-
-def keys_of(client: Any, top: str) -> list[str]:
-    """Every key of a session (its conversations and its scope's keys), by ``SCAN``
-    (every node of a cluster)."""
-    found = client.scan_iter(match=f"*{top}*", count=1000)
-    return sorted({k.decode() if isinstance(k, bytes) else k for k in found})
+@pytest.fixture(params=[b for b in BACKENDS if b != "acl"])
+def deleting_client(
+    request: pytest.FixtureRequest,
+    shared_server: Callable[[str], EphemeralServer],
+    shared_cluster: Callable[[], LocalCluster],
+) -> Iterator[Any]:
+    """A client whose user may redact (the ACL user's case: ``test_redaction_needs_...``)."""
+    with sync_client(str(request.param), shared_server, shared_cluster) as made:
+        yield made
 
 
 # -- the repository, call by call ------------------------------------------------------
@@ -220,159 +199,7 @@ def test_delete_session_erases_everything_it_had(client: Any) -> None:
     assert keys_of(client, f"strands.{sid}") == left
 
 
-# -- a real Strands Agent ----------------------------------------------------------------
-
-
-def make_agent(manager: MessageLogSessionManager, agent_id: str = "assistant") -> Agent:
-    return Agent(
-        model=ScriptedModel(),
-        agent_id=agent_id,
-        tools=[weather],
-        session_manager=manager,
-        callback_handler=None,
-    )
-
-
-def test_an_agent_keeps_its_history_across_managers(client: Any) -> None:
-    sid = new_id()
-    agent = make_agent(MessageLogSessionManager(sid, client))
-    agent("hello")
-    agent("weather? tool:paris")
-    agent.state.set("turns", 2)
-    agent("bye")
-    assert len(agent.messages) == 8  # 3 turns, the tool turn has 4 messages
-
-    again = make_agent(MessageLogSessionManager(sid, client))  # another worker, say
-    assert again.messages == agent.messages
-    assert again.state.get("turns") == 2
-    rows = MessageLog(client, f"strands.{sid}:agent:assistant").all()
-    assert [r.seq for r in rows] == list(range(1, 9))
-    chat = to_openai(rows)
-    assert chat[3]["tool_calls"][0]["function"]["name"] == "weather"
-    assert chat[4] == {"role": "tool", "tool_call_id": "call-paris", "content": "sunny in paris"}
-
-
-def _turns(url: str | None, port: int | None, sid: str, worker: int, lock: Any) -> None:
-    client: Any = (
-        redis.cluster.RedisCluster(host="127.0.0.1", port=port)
-        if port is not None
-        else redis.Redis.from_url(url or "")
-    )
-    for turn in range(3):
-        with lock:  # one turn at a time, each by a fresh manager (a request)
-            prompt = f"w{worker}t{turn}" + (" tool:rome" if turn == 1 else "")
-            make_agent(MessageLogSessionManager(sid, client))(prompt)
-    client.close()
-
-
-@pytest.mark.parametrize("backend", ["redis", "cluster"])
-def test_worker_processes_share_a_session(
-    backend: str,
-    shared_server: Callable[[str], EphemeralServer],
-    shared_cluster: Callable[[], LocalCluster],
-) -> None:
-    """Three processes, three turns each, on one session (each turn a fresh manager
-    restoring the history): every message once, in order, with consecutive indexes."""
-    url, port = None, None
-    if backend == "cluster":
-        port = shared_cluster().port
-    else:
-        url = shared_server("redis").url
-    sid = new_id()
-    context = multiprocessing.get_context("fork")
-    lock = context.Lock()
-    workers = [context.Process(target=_turns, args=(url, port, sid, w, lock)) for w in range(3)]
-    for process in workers:
-        process.start()
-    for process in workers:
-        process.join(120)
-        assert process.exitcode == 0
-    client: Any = (
-        redis.cluster.RedisCluster(host="127.0.0.1", port=port)
-        if port
-        else redis.Redis.from_url(url or "")
-    )
-    repo = MessageLogSessionRepository(client)
-    stored = repo.list_messages(sid, "assistant")
-    assert [m.message_id for m in stored] == list(range(len(stored)))
-    assert len(stored) == 9 * 2 + 3 * 2  # nine turns, three of them with a tool call
-    prompts = [
-        m.message["content"][0]["text"]
-        for m in stored
-        if m.message["role"] == "user" and "text" in m.message["content"][0]
-    ]
-    assert sorted(prompts) == sorted(
-        f"w{w}t{t}" + (" tool:rome" if t == 1 else "") for w in range(3) for t in range(3)
-    )
-    for n, m in enumerate(stored):  # each prompt is answered right after it
-        if m.message["role"] == "user" and "text" in m.message["content"][0]:
-            assert stored[n + 1].message["role"] == "assistant"
-    client.close()
-
-
-def test_from_url_and_close(shared_server: Callable[[str], EphemeralServer]) -> None:
-    url = shared_server("redis").url
-    sid = new_id()
-    manager = MessageLogSessionManager.from_url(sid, url=url)
-    make_agent(manager)("hi")
-    manager.close()
-    repo = MessageLogSessionRepository.from_url(url=url)
-    assert [m.message_id for m in repo.list_messages(sid, "assistant")] == [0, 1]
-    repo.close()
-    with pytest.raises(ValueError):
-        MessageLogSessionRepository.from_url(url="nope://x")
-
-
 # -- update_message: a real redaction ------------------------------------------------
-
-
-def contents(client: Any, key: str) -> bytes:
-    """Everything a key holds, as bytes (by its type: no compressed DUMP payload)."""
-    kind = client.type(key)
-    kind = kind.decode() if isinstance(kind, bytes) else kind
-    if kind == "stream":
-        return repr(client.xrange(key)).encode()
-    if kind == "hash":
-        return repr(client.hgetall(key)).encode()
-    if kind == "zset":
-        return repr(client.zrange(key, 0, -1)).encode()
-    return repr(client.get(key)).encode()
-
-
-@pytest.fixture(params=[b for b in BACKENDS if b != "acl"])
-def deleting_client(
-    request: pytest.FixtureRequest,
-    shared_server: Callable[[str], EphemeralServer],
-    shared_cluster: Callable[[], LocalCluster],
-) -> Iterator[Any]:
-    """A client whose user may redact (the ACL user's case: ``test_redaction_needs_...``)."""
-    server = backend_server(str(request.param), shared_server, shared_cluster)
-    env = make_env(str(request.param), "sync", server)
-    made = env.make_sync_client()
-    yield made
-    made.close()
-    env.close()
-
-
-def test_a_guardrail_redaction_leaves_no_original_content_in_redis(deleting_client: Any) -> None:
-    client = deleting_client
-    sid = new_id()
-    agent = make_agent(MessageLogSessionManager(sid, client))
-    agent("hello")
-    agent("my card is SECRET-4111")  # the guardrail intervenes
-    assert agent.messages[2]["content"] == [{"text": REDACTED_PROMPT}]
-    assert agent.messages[3]["content"] == [{"text": REFUSAL}]
-    everything = b"".join(contents(client, k) for k in keys_of(client, f"strands.{sid}"))
-    assert b"hello" in everything and REDACTED_PROMPT.encode() in everything
-    assert b"SECRET" not in everything and b"4111" not in everything
-
-    agent("and then")  # the indexes go on past the redaction's edit entry
-    again = make_agent(MessageLogSessionManager(sid, client))
-    assert again.messages == agent.messages
-    rows = MessageLog(client, f"strands.{sid}:agent:assistant").all()
-    assert [r.redacted for r in rows] == [False, False, True, False, False, False]
-    assert rows[2].text == REDACTED_PROMPT
-    assert [r.seq for r in rows] == [1, 2, 3, 5, 6, 7]  # 4: the redaction, before the reply
 
 
 def test_update_message_redacts_and_the_indexes_stay_exact(deleting_client: Any) -> None:
@@ -487,26 +314,3 @@ def test_reads_and_appends_cost_the_same_at_any_history_length(
     # read before it.
     assert short[0]["evalsha"] == 1 and "xrange" not in short[0]
     client.close()
-
-
-def test_a_stale_worker_fails_cleanly_and_a_fresh_one_goes_on(client: Any) -> None:
-    """Two workers load the session at the same point; the first one's turn commits, the
-    second's first append is refused (nothing written), and a new manager continues."""
-    sid = new_id()
-    make_agent(MessageLogSessionManager(sid, client))("hello")
-    first = make_agent(MessageLogSessionManager(sid, client))
-    second = make_agent(MessageLogSessionManager(sid, client))
-    first("from the first worker")
-    with pytest.raises(MessageIdConflictError):
-        second("from the second worker")
-    make_agent(MessageLogSessionManager(sid, client))("from a fresh worker")
-    stored = MessageLogSessionRepository(client).list_messages(sid, "assistant")
-    texts = [m.message["content"][0]["text"] for m in stored]
-    assert texts == [
-        "hello",
-        "echo: hello",
-        "from the first worker",
-        "echo: from the first worker",
-        "from a fresh worker",
-        "echo: from a fresh worker",
-    ]
