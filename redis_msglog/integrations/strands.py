@@ -43,6 +43,7 @@ except ModuleNotFoundError as exc:  # the extra is not installed
     raise missing_extra("strands", exc) from exc
 
 from .._erase import DEFAULT_ERASED_FOR, check_erased_for
+from .._retry import DEFAULT_RETRY
 from .._scope import check_scope
 from .._shell import check_log_options
 from .._sync import Directory, MessageLog
@@ -146,7 +147,11 @@ class MessageLogSessionRepository(SessionRepository):
         Cluster node; ``redis_kwargs`` go to the client's ``from_url``); ``close()``
         closes it."""
         client = _client(url, cluster, redis_kwargs)
-        made = cls(client, **options)
+        try:
+            made = cls(client, **options)
+        except BaseException:
+            client.close()
+            raise
         made._owned = client
         return made
 
@@ -182,7 +187,11 @@ class MessageLogSessionRepository(SessionRepository):
         names = self._names(session_id)
         if "session" not in self._values(names):
             raise StrandsSessionError(f"Session {session_id} does not exist")
-        directory = Directory(self.redis, prefix=self._options.get("prefix", "msglog"))
+        directory = Directory(
+            self.redis,
+            prefix=self._options.get("prefix", "msglog"),
+            retry=self._options.get("retry", DEFAULT_RETRY),
+        )
         directory.erase(names.scope, erased_for=self.erased_for)
         for conversation in self._cached(names.top):
             self._messages.forget(conversation)
@@ -199,7 +208,7 @@ class MessageLogSessionRepository(SessionRepository):
         record = self._record(session_id, "agent", agent_id)
         if record is None:
             return None
-        self._seen(self._names(session_id).agent(agent_id))
+        self._seen(self._agent_id(session_id, agent_id))
         return SessionAgent.from_dict(record)
 
     def update_agent(self, session_id: str, session_agent: SessionAgent, **kwargs: Any) -> None:
@@ -219,7 +228,7 @@ class MessageLogSessionRepository(SessionRepository):
         ``read_agent``, ``create_agent`` or earlier message of it is enough)."""
         check_index("message_id", session_message.message_id)
         record = session_message.to_dict()
-        conversation = self._names(session_id).agent(agent_id)
+        conversation = self._agent_id(session_id, agent_id)
         with self._lock:
             known = conversation in self._agents
         if not known:
@@ -232,7 +241,7 @@ class MessageLogSessionRepository(SessionRepository):
         self, session_id: str, agent_id: str, message_id: int, **kwargs: Any
     ) -> SessionMessage | None:
         check_index("message_id", message_id)
-        conversation = self._names(session_id).agent(agent_id)
+        conversation = self._agent_id(session_id, agent_id)
         row = self._messages.row(conversation, message_id)
         return None if row is None else _session_message(row, message_id)
 
@@ -254,7 +263,7 @@ class MessageLogSessionRepository(SessionRepository):
         """The messages from index ``offset``, at most ``limit``: a seq range read."""
         check_index("limit", limit, optional=True)
         check_index("offset", offset)
-        conversation = self._names(session_id).agent(agent_id)
+        conversation = self._agent_id(session_id, agent_id)
         rows = self._messages.rows(conversation, offset, limit)
         return [_session_message(row, index) for index, row in rows]
 
@@ -280,6 +289,11 @@ class MessageLogSessionRepository(SessionRepository):
     def _names(self, session_id: str) -> Names:
         check_type("session_id", session_id, str, "a str")
         return Names(self.namespace, session_id)
+
+    def _agent_id(self, session_id: str, agent_id: str) -> str:
+        """The conversation of an agent's messages."""
+        check_type("agent_id", agent_id, str, "a str")
+        return self._names(session_id).agent(agent_id)
 
     def _values(self, names: Names) -> dict[str, str]:
         return self._log(names.records, names.scope).attrs().values
@@ -388,7 +402,7 @@ def _redacted(
     either way."""
     message_id = session_message.message_id
     check_index("message_id", message_id)
-    conversation = repository._names(session_id).agent(agent_id)
+    conversation = repository._agent_id(session_id, agent_id)
     row = repository._messages.row(conversation, message_id)
     if row is None:
         raise StrandsSessionError(f"Message {message_id} does not exist")
