@@ -219,3 +219,49 @@ def test_a_graph_keeps_its_state_in_the_session(client: Any) -> None:
     [answer] = state["node_results"]["two"]["result"]["message"]["content"]
     assert answer["text"].startswith("echo: Original Task: plan a trip")
     graph(MessageLogSessionManager(sid, client))  # restores from the record: no error
+
+
+def _racing(url: str, sid: str, worker: int, refused: Any) -> None:
+    """Turns with no lock: a turn whose append loses is refused, typed, and counted."""
+    client = redis.Redis.from_url(url)
+    for turn in range(4):
+        try:
+            make_agent(MessageLogSessionManager(sid, client))(f"w{worker}t{turn}")
+        except MessageIdConflictError:
+            with refused.get_lock():
+                refused.value += 1
+    client.close()
+
+
+def test_racing_workers_never_break_the_indexes(
+    shared_server: Callable[[str], EphemeralServer],
+) -> None:
+    """Three processes taking turns on one session with no coordination: a worker whose
+    append comes second is refused (``MessageIdConflictError``, nothing written), so the
+    agent's log stays one message per index, gap-free, whatever the interleaving."""
+    url = shared_server("redis").url
+    sid = new_id()
+    make_agent(MessageLogSessionManager(sid, redis.Redis.from_url(url)))("start")
+    context = multiprocessing.get_context("fork")
+    refused = context.Value("i", 0)
+    workers = [context.Process(target=_racing, args=(url, sid, w, refused)) for w in range(3)]
+    for process in workers:
+        process.start()
+    for process in workers:
+        process.join(120)
+        assert process.exitcode == 0
+    client = redis.Redis.from_url(url)
+    stored = MessageLogSessionRepository(client).list_messages(sid, "assistant")
+    assert [m.message_id for m in stored] == list(range(len(stored)))
+    log = MessageLog(client, f"strands.{sid}:agent:assistant")
+    assert log.count() == len(stored)  # no row without its index
+    texts = [m.message["content"][0]["text"] for m in stored]
+    assert len(texts) == len(set(texts))  # nothing twice
+    for n, text in enumerate(texts):  # every answer after its own prompt
+        if text.startswith("echo: "):
+            assert text.removeprefix("echo: ") in texts[:n]
+    # A turn that committed wrote 2 messages; a refused one 0, or 1 (its prompt went in,
+    # its answer lost the race).
+    done = 12 - refused.value
+    assert 2 + 2 * done <= len(stored) <= 2 + 2 * done + refused.value
+    client.close()
