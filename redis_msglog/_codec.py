@@ -261,7 +261,16 @@ def encode_row(row: StoredMessage | EditEntry) -> bytes:
     document, or for an edit entry ``edit``: its JSON (docs/edits.md)."""
     if isinstance(row, EditEntry):
         return orjson.dumps({"seq": row.seq, "at": row.at.isoformat(), "edit": edit_document(row)})
-    return orjson.dumps({"seq": row.seq, "at": row.at.isoformat(), **to_document(row)})
+    return orjson.dumps({"seq": row.seq, "at": row.at.isoformat(), **row_document(row)})
+
+
+def row_document(row: StoredMessage) -> dict[str, Any]:
+    """A stored row's JSON document: :func:`to_document`, and ``"redacted": true`` for a
+    row that replaces a redacted message (docs/lifecycle.md; absent otherwise)."""
+    doc = to_document(row)
+    if row.redacted:
+        doc["redacted"] = True
+    return doc
 
 
 def edit_document(entry: EditEntry) -> dict[str, Any]:
@@ -280,6 +289,7 @@ def decode_row(line: bytes | str) -> dict[str, Any]:
         raise CodecError(f"expected a JSON object, got {type(doc).__name__}")
     doc.pop("seq", None)
     doc.pop("at", None)
+    doc.pop("redacted", None)  # an imported redacted row is a plain row of the new log
     if isinstance(doc.get("content"), list):
         try:
             _binary_from_base64(doc["content"])

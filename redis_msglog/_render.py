@@ -200,6 +200,9 @@ def format_edit(entry: EditEntry) -> Text:
         what = f"archive through {entry.through_seq}"
     elif entry.op == "trim":
         what = f"trim through {entry.through_seq}: the entries up to it were removed"
+    elif entry.op == "redact":
+        what = f"redact {', '.join(map(str, entry.seqs or ()))}"
+        what += f" ({entry.reason})" if entry.reason is not None else ""
     elif entry.op == "compact":
         through = "everything" if entry.through_seq is None else entry.through_seq
         what = f"compact through {through}: the next {entry.count} messages replace it"
@@ -228,7 +231,7 @@ def format_row(row: StoredMessage | EditEntry, width: int | None = None) -> Text
     markup. An edit entry: what it changed (:func:`format_edit`)."""
     if isinstance(row, EditEntry):
         return format_edit(row)
-    text = Text()
+    text = Text("(redacted) ", style="red") if row.redacted else Text()
     if row.tool_call_id:
         text.append_text(Text.assemble("[", safe_text(row.tool_call_id), "] "))
     text.append_text(_content(row))

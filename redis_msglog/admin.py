@@ -22,6 +22,7 @@ from ._import import ImportBatchError, ImportFileError, ImportResult, import_jso
 from ._keys import ConversationKeys, conversation_of, key_pattern
 from ._scope import ScopeKeys, index_problems, member, micros_of
 from ._sync import Directory, MessageLog
+from ._verify_deletions import Redactions, check_trims, read_first
 from .edits import EditEntry, Entry, LogView, View
 from .errors import (
     CodecError,
@@ -238,10 +239,12 @@ def verify_conversation(
             report.problems.append("(more problems not shown)")
 
     report.counter = _read_counter(client, keys, problem)
-    first = _read_first(client, keys, problem)
+    first = read_first(client, keys, problem)
     view = LogView(strict=True, start=first)
-    trims = _check_stream(client, keys, page, report, problem, view, first)
-    _check_trims(keys, first, trims, problem)
+    redactions = Redactions(client, keys, problem)
+    trims = _check_stream(client, keys, page, report, problem, view, first, redactions)
+    check_trims(keys, first, trims, problem)
+    redactions.finish(first)
     _check_counter_against_stream(keys, report, problem)
     # A kept edit that cut the view at a trimmed row leaves its order out of the entries:
     # then the view keys are not compared with the fold (docs/lifecycle.md).
@@ -365,12 +368,13 @@ def _check_stream(
     report: VerifyReport,
     problem: Callable[[str], None],
     view: LogView,
-    first: int = 1,
+    first: int,
+    redactions: Redactions,
 ) -> list[int]:
     """Check every entry from the log's ``first`` seq (before it: trimmed), a page at a
     time, counting them into ``report``; fold them into ``view``, checking that every
-    edit refers to rows of the view before it. Returns the seqs each trim entry trimmed
-    through."""
+    edit refers to rows of the view before it; a gap is filled with the redacted rows
+    of its seqs. Returns the seqs each trim entry trimmed through."""
     start = "-"
     expected = first
     trims: list[int] = []
@@ -379,7 +383,11 @@ def _check_stream(
             entries: list[Any] = client.xrange(keys.stream, min=start, count=page) or []
             rows = []
             for entry_id, fields in entries:
+                for redacted in redactions.fill(expected, entry_id):
+                    _fold(view, redacted, problem)
+                    expected = redacted.seq + 1
                 seq, expected, row = _check_entry(keys, entry_id, fields, expected, problem)
+                redactions.record(row)
                 report.entries += 1
                 report.last_seq = max(report.last_seq, seq)
                 if isinstance(row, EditEntry) and row.op == "trim":
@@ -394,42 +402,6 @@ def _check_stream(
     except redis_errors.ResponseError as exc:
         problem(f"stream {keys.stream}: {exc}")
     return trims
-
-
-def _read_first(client: redis.Redis, keys: ConversationKeys, problem: Callable[[str], None]) -> int:
-    """The log's first seq, recorded by its last trim in the view hash (none: 1)."""
-    try:
-        raw = client.hget(keys.view, "first")
-    except redis_errors.ResponseError as exc:
-        problem(f"view {keys.view}: {exc}")
-        return 1
-    if raw is None:
-        return 1
-    first = parse_seq_counter(raw)
-    if first is None or first < 1:
-        problem(f"view {keys.view} holds first seq {_text(raw)!r}, not a seq")
-        return 1
-    return first
-
-
-def _check_trims(
-    keys: ConversationKeys, first: int, trims: list[int], problem: Callable[[str], None]
-) -> None:
-    """A log that starts after seq 1 was trimmed, and says so: its last trim entry (which
-    no trim removes: it comes after what it trimmed) trimmed exactly up to its first seq.
-    Any other missing entry is reported by the stream's check."""
-    if first == 1 and not trims:
-        return
-    if not trims:
-        problem(
-            f"view {keys.view} says the log starts at seq {first}, but no trim entry records "
-            "a trim (entries deleted by hand?)"
-        )
-    elif trims[-1] != first - 1:
-        problem(
-            f"the last trim entry trimmed through seq {trims[-1]}, but view {keys.view} says "
-            f"the log starts at seq {first}"
-        )
 
 
 def _check_blobs(

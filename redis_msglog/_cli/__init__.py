@@ -8,6 +8,7 @@ import click
 
 from .. import __version__
 from ._common import DEFAULT_URL, MsglogGroup, Settings
+from ._deletions import redact, trim
 from ._health import stats, verify
 from ._lifecycle import erase
 from ._read import list_command, show, tail
@@ -49,5 +50,7 @@ for _command in (
     stats,
     verify,
     erase,
+    redact,
+    trim,
 ):
     main.add_command(_command)

@@ -41,15 +41,21 @@ def at_terminal() -> bool:
     return sys.stdin.isatty()
 
 
-def confirmed(what: str, yes: bool) -> None:
+def confirmed(
+    what: str, yes: bool, verb: tuple[str, str, str] = ("erase", "erasing", "erased")
+) -> None:
     """Go on only with ``--yes``, or a "y" typed at a terminal; otherwise a
-    :class:`CliError` (exit status 1) and nothing is done."""
+    :class:`CliError` (exit status 1) and nothing is done. ``verb``: what is done, as
+    ("erase", "erasing", "erased")."""
     if yes:
         return
+    do, doing, done = verb
     if not at_terminal():
-        raise CliError(f"not erased: erasing {what} needs --yes when no terminal can confirm it")
-    if not click.confirm(f"Erase {what}? This cannot be undone", default=False, err=True):
-        raise CliError(f"not erased: {what} was left as it was")
+        raise CliError(f"not {done}: {doing} {what} needs --yes when no terminal can confirm it")
+    if not click.confirm(
+        f"{do.capitalize()} {what}? This cannot be undone", default=False, err=True
+    ):
+        raise CliError(f"not {done}: {what} was left as it was")
 
 
 @click.command()

@@ -21,7 +21,7 @@ from typing import Any
 
 import orjson
 
-from .._codec import edit_document, to_document
+from .._codec import edit_document, row_document
 from .._follow import FollowCursor
 from ..edits import EditEntry, Entry
 from ..errors import MessageLogError
@@ -35,7 +35,7 @@ def entry_data(row: Entry) -> dict[str, Any]:
     """The JSON of one committed entry: a message or an edit (contract of docs/web.md)."""
     if isinstance(row, EditEntry):
         return {"seq": row.seq, "at": row.at.isoformat(), "edit": edit_document(row)}
-    return {"seq": row.seq, "at": row.at.isoformat(), "message": to_document(row)}
+    return {"seq": row.seq, "at": row.at.isoformat(), "message": row_document(row)}
 
 
 def sse_event(row: Entry) -> bytes:

@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+import redis
 
 from redis_msglog import (
     EditEntry,
@@ -16,10 +17,14 @@ from redis_msglog import (
     InvalidEditError,
     InvalidMessageError,
     LogView,
+    MessageLog,
+    PermissionDeniedError,
     StoredMessage,
+    acl_rules,
 )
+from redis_msglog.admin import verify_conversation
 
-from ..conftest import ACL_USER, Env
+from ..conftest import ACL_PASSWORD, ACL_USER, Env, acl_server, new_id, server_version
 
 SECRET = "card 4111-1111-1111-1111 sec-7f3a"
 
@@ -225,3 +230,87 @@ def test_a_follower_sees_the_redaction(env: Env) -> None:
     fold = LogView(early)
     fold.apply(rows[3])
     assert [(r.seq, r.redacted) for r in fold.rows] == [(r.seq, r.redacted) for r in log.all()]
+
+
+def test_verify_accepts_redactions_and_reports_tampering(env: Env) -> None:
+    log = env.log()
+    log.append_many([user("m1"), user(SECRET), user("m3"), user("m4")])
+    log.redact(2, reason="card")
+    log.redact(4, user("four"))
+    log.append(user("m7"))
+    assert verify_conversation(env.raw, "msglog", log.conversation).problems == []
+    log.trim(2)  # through the redacted row: it goes too
+    assert env.raw.hget(log.keys.view, "r:2") is None
+    assert env.raw.hget(log.keys.view, "redacted") in (b"1", "1")
+    assert verify_conversation(env.raw, "msglog", log.conversation).problems == []
+    # A redacted row no redact entry records, and a recorded one whose row is gone:
+    env.raw.hset(log.keys.view, "r:3", env.raw.hget(log.keys.view, "r:4"))
+    env.raw.execute_command("XDEL", log.keys.stream, "3-0", "3-99999999999999999")
+    for entry_id, _ in env.raw.xrange(log.keys.stream, "3", "3") or []:
+        env.raw.xdel(log.keys.stream, entry_id or "")
+    env.raw.hdel(log.keys.view, "r:4")
+    problems = verify_conversation(env.raw, "msglog", log.conversation).problems
+    assert any("no redact entry records" in p and "seq 3" in p for p in problems)
+    assert any("redacted seq 4" in p and "no redacted row" in p for p in problems)
+
+
+def image(fill: bytes, text: str = "") -> dict[str, Any]:
+    parts: list[dict[str, Any]] = [{"type": "image", "data": fill * 64, "media_type": "image/png"}]
+    return {
+        "role": "user",
+        "content": [*parts, *([{"type": "text", "text": text}] if text else [])],
+    }
+
+
+def test_the_blobs_only_the_redacted_row_used_are_removed(env: Env) -> None:
+    log = env.log(blob_threshold=16)
+    log.append(image(b"a", SECRET))  # 1: blob A, only here
+    log.append_many([image(b"b"), user("m3")])  # 2: blob B, used again by 4
+    log.append(image(b"b"))  # 4
+
+    def blobs() -> set[Any]:
+        return {k for k in env.raw.hkeys(log.keys.blobs) if k[:1] not in (b"^", b"_", "^", "_")}
+
+    assert len(blobs()) == 2
+    log.redact(1)
+    assert len(blobs()) == 1  # A was the redacted row's alone
+    log.redact(2)
+    assert len(blobs()) == 1  # B is still used by seq 4
+    assert not isinstance(log.all()[-1].content, str)
+    assert log.all()[-1].content[0].data == b"b" * 64
+    assert SECRET.encode() not in everything(env, log) and b"a" * 64 not in everything(env, log)
+    with pytest.raises(InvalidMessageError, match="inline"):
+        log.redact(3, image(b"c"))  # a replacement over the blob threshold
+
+
+def test_erase_and_fork_of_a_redacted_log(env: Env) -> None:
+    log = env.log()
+    log.append_many([user("m1"), user(SECRET), user("m3")])
+    log.redact(2)
+    fork = env.log(log.fork(new_id()).conversation)  # the redacted row is copied, as it is
+    assert [r.content for r in fork.all()] == ["m1", "[redacted]", "m3"]
+    assert SECRET.encode() not in everything(env, fork)
+    log.erase()
+    assert env.raw.exists(log.keys.view) == 0 and log.all() == []
+
+
+def test_the_acl_refuses_a_redaction_without_deletions(shared_server: Any) -> None:
+    """acl_rules() without deletions=True: XDEL is refused before anything is written;
+    with it, the redaction goes through."""
+    server = acl_server(shared_server)  # the user as acl_rules() makes it: no XDEL
+    user_client = redis.Redis.from_url(server.url, username=ACL_USER, password=ACL_PASSWORD)
+    admin = redis.Redis.from_url(server.url)
+    log = MessageLog(user_client, new_id())
+    log.append_many([user("m1"), user(SECRET)])
+    keys = [log.keys.seq, log.keys.stream, log.keys.view, log.keys.hidden, log.keys.blobs]
+    before = {key: admin.dump(key) for key in keys}
+    with pytest.raises(PermissionDeniedError, match="XDEL"):
+        log.redact(2)
+    assert {key: admin.dump(key) for key in keys} == before
+    rules = acl_rules(redis_version=server_version(admin), deletions=True)
+    admin.execute_command("ACL", "SETUSER", ACL_USER, "reset", "on", f">{ACL_PASSWORD}", *rules)
+    try:
+        assert log.redact(2) == 3
+        assert log.all()[1].redacted
+    finally:
+        acl_server(shared_server)  # the user as the other tests expect it
