@@ -293,6 +293,7 @@ except MissingExtraError as exc:
         ("agents", "openai-agents", "import redis_msglog.integrations.openai_agents"),
         ("llama_index", "llama-index", "import redis_msglog.integrations.llama_index"),
         ("pydantic_ai", "pydantic-ai", "import redis_msglog.integrations.pydantic_ai"),
+        ("strands", "strands", "import redis_msglog.integrations.strands"),
     ],
 )
 def test_a_missing_framework_names_the_extra(framework: str, extra: str, code: str) -> None:

@@ -17,6 +17,8 @@ FRAMEWORKS = (
     "openai",
     "anthropic",
     "agent_framework",
+    "strands",
+    "google",
 )
 
 CHECK = """
@@ -39,6 +41,7 @@ def test_the_package_imports_no_framework() -> None:
         ("langchain", "langchain_core"),
         ("agent_framework", "agent_framework"),
         ("google_adk", "google.adk"),
+        ("strands", "strands"),
     ],
 )
 def test_an_integration_imports_its_framework(module: str, framework: str) -> None:
