@@ -40,52 +40,57 @@
 -- ARGV[3]   record_ttl_ms: how long the exactly-once record lives, in milliseconds: the
 --           idempotency record, or (with a producer) the producer's results after its
 --           last write
--- ARGV[4]   fingerprint: of the batch (ignored without an idempotency record)
--- ARGV[5]   look_up: "1": look the record up first (the idempotency record, or this pseq
+-- ARGV[4]   look_up: "1": look the record up first (the idempotency record, or this pseq
 --           among the producer's results); "0": skip that (the first try of a producer's
 --           call: nothing can have committed it yet)
--- ARGV[6]   ttl_ms: the conversation's lifetime in milliseconds, refreshed on every key
---           it owns by each append ("" for none: keys live until deleted)
--- ARGV[7]   call: a token naming this call (every try of one call sends the same token),
+-- ARGV[5]   call: a token naming this call (every try of one call sends the same token),
 --           kept in the record so a replay can tell its own commit from another's (""
 --           is a token too: a producer's own calls use it)
--- ARGV[8]   blob_count: B, the number of blobs this batch stores (0 for most appends)
--- ARGV[9]   expected_seq: the seq the log must end at for this append to commit (a
+-- ARGV[6]   producer: the producer id (12 hex digits) of the process making the call
+--           (shared by its log objects), or "" for none (a caller's key, or retries off)
+-- ARGV[7]   pseq: the producer's call number of this call, the same on every try
+-- ARGV[8]   floor: the lowest pseq of the producer's calls still in flight (none below it
+--           will be re-sent, so their results can go), or "" if the caller cannot tell
+-- ARGV[9]   rest: "1": the named arguments below follow; "" (most calls): none does,
+--           each takes its default ("", a count 0) and the tail follows at once (each
+--           argument costs the server time to read and to hand over to the script)
+-- ARGV[10]  fingerprint: of the batch (ignored without an idempotency record)
+-- ARGV[11]  ttl_ms: the conversation's lifetime in milliseconds, refreshed on every key
+--           it owns by each append ("" for none: keys live until deleted)
+-- ARGV[12]  blob_count: B, the number of blobs this batch stores (0 for most appends)
+-- ARGV[13]  expected_seq: the seq the log must end at for this append to commit (a
 --           compare-and-set: "" for none); otherwise MSGLOG_CONFLICT and nothing is
 --           written
--- ARGV[10]  op: the edit this call makes (docs/edits.md), written as one entry before the
+-- ARGV[14]  op: the edit this call makes (docs/edits.md), written as one entry before the
 --           messages: "" (none: a plain append), "retract", "pop", "compact", "archive",
 --           "fork", "attrs" (attributes changed, the view untouched), "trim" (the
 --           entries up to op_arg removed from the stream, docs/lifecycle.md) or "redact"
 --           (one message removed from the stream, its replacement kept in VIEW)
--- ARGV[11]  op_arg: the edit's argument: retract: the seqs ("7,9"); compact: the seq it
+-- ARGV[15]  op_arg: the edit's argument: retract: the seqs ("7,9"); compact: the seq it
 --           compacts through ("end": everything); archive: the watermark seq; trim:
 --           the seq it trims through; redact: "<seq> <replacement row JSON>" (no JSON:
 --           a marker); else ""
--- ARGV[12]  entry: fork, attrs and redact only, the entry's JSON (a fork is a compaction
+-- ARGV[16]  entry: fork, attrs and redact only, the entry's JSON (a fork is a compaction
 --           of an empty log)
--- ARGV[13]  producer: the producer id (12 hex digits) of the process making the call
---           (shared by its log objects), or "" for none (a caller's key, or retries off)
--- ARGV[14]  pseq: the producer's call number of this call, the same on every try
--- ARGV[15]  floor: the lowest pseq of the producer's calls still in flight (none below it
---           will be re-sent, so their results can go), or "" if the caller cannot tell
--- ARGV[16]  attr_count: A, the number of conversation attributes this call changes (0
+-- ARGV[17]  attr_count: A, the number of conversation attributes this call changes (0
 --           for most)
--- ARGV[17]  attrs_json: those changes as JSON ({"name":"value","gone":null}; "" when A is
+-- ARGV[18]  attrs_json: those changes as JSON ({"name":"value","gone":null}; "" when A is
 --           0), added to the call's edit entry as "attrs" (docs/edits.md, "Attributes")
--- ARGV[18]  blob_refs: the blob references of this call's messages to bytes it does not
+-- ARGV[19]  blob_refs: the blob references of this call's messages to bytes it does not
 --           bring ("<message>.<part>:<sha256>" separated by spaces, indexes from 0; ""
 --           for none, most calls): each must be a field of BLOBS, which is then named, or
 --           MSGLOG_BADBLOB and nothing is written (a reading worker could not hydrate it)
--- ARGV[19]  max_age_us: retention by age (docs/lifecycle.md), in microseconds: a plain
+-- ARGV[20]  max_age_us: retention by age (docs/lifecycle.md), in microseconds: a plain
 --           append (op "") trims the entries committed longer ago than that from the
 --           head, at most MAX_AGE_STEP of them, with a trim entry as its edit; "" for none
 --           (then one string compare is all it costs). Needs VIEW, HIDDEN and BLOBS.
--- ARGV[20..] the tail: B pairs of a blob's SHA-256 (hex) and its bytes, then A pairs of
---           an attribute change ("+name" to set, "-name" to delete) and its value, then
---           the encoded messages (JSON), in order; at least one unless this is an edit
+-- ARGV[21..] the tail (ARGV[10..] when rest is ""): B pairs of a blob's SHA-256 (hex)
+--           and its bytes, then A pairs of an attribute change ("+name" to set, "-name"
+--           to delete) and its value, then the encoded messages (JSON), in order; at
+--           least one unless this is an edit
 --
--- Returns {last_seq, at, replayed, call, popped}: the seq of the last entry written, the
+-- Returns "<last_seq> <at> 0 <call>" for a call that wrote and popped nothing (most), else
+-- {last_seq, at, replayed, call, popped}: the seq of the last entry written, the
 -- commit time in microseconds since the Unix epoch (a string) read once from the server's
 -- clock, 1 when the record or the producer already held this call (nothing written; the
 -- first call's result), the token of the call that wrote it ("" for a record written
@@ -109,23 +114,30 @@
 local publish = ARGV[1]
 local channel = ARGV[2]
 local record_ttl_ms = ARGV[3]
-local fingerprint = ARGV[4]
-local look_up = ARGV[5]
-local ttl_ms = ARGV[6]
-local call = ARGV[7]
-local blob_count = tonumber(ARGV[8])
-local expected_seq = ARGV[9]
-local op = ARGV[10]
-local op_arg = ARGV[11]
-local entry = ARGV[12]
-local producer = ARGV[13]
-local pseq = ARGV[14]
-local floor = ARGV[15]
-local attr_count = tonumber(ARGV[16])
-local attrs_json = ARGV[17]
-local blob_refs = ARGV[18]
-local max_age_us = ARGV[19]
-local NAMED = 19  -- the named arguments above: the tail follows them
+local look_up = ARGV[4]
+local call = ARGV[5]
+local producer = ARGV[6]
+local pseq = ARGV[7]
+local floor = ARGV[8]
+local rest = ARGV[9]
+local NAMED = 20  -- the named arguments above: the tail follows them (9 when rest is "")
+local fingerprint, ttl_ms, blob_count, expected_seq, op, op_arg = '', '', '0', '', '', ''
+local entry, attr_count, attrs_json, blob_refs, max_age_us = '', '0', '', '', ''
+if rest ~= '' then
+  fingerprint = ARGV[10]
+  ttl_ms = ARGV[11]
+  blob_count = ARGV[12]
+  expected_seq = ARGV[13]
+  op = ARGV[14]
+  op_arg = ARGV[15]
+  entry = ARGV[16]
+  attr_count = ARGV[17]
+  attrs_json = ARGV[18]
+  blob_refs = ARGV[19]
+  max_age_us = ARGV[20]
+else
+  NAMED = 9
+end
 local SEQ = KEYS[1]
 local STREAM = KEYS[2]
 local BLOBS = KEYS[3]
@@ -139,8 +151,14 @@ end
 -- The tail, by its named base indexes: blob_count pairs from blobs_from, attr_count pairs
 -- from attrs_from, then the n messages from messages_from.
 local blobs_from = NAMED + 1
-local attrs_from = blobs_from + 2 * blob_count
-local messages_from = attrs_from + 2 * attr_count
+local attrs_from, messages_from = blobs_from, blobs_from
+if blob_count == '0' and attr_count == '0' then  -- most calls: no string to convert
+  blob_count, attr_count = 0, 0
+else
+  blob_count, attr_count = tonumber(blob_count), tonumber(attr_count)
+  attrs_from = blobs_from + 2 * blob_count
+  messages_from = attrs_from + 2 * attr_count
+end
 local n = #ARGV - messages_from + 1
 
 -- @include counter_lib.lua
@@ -195,7 +213,7 @@ if publish ~= '' and redis.acl_check_cmd and not redis.acl_check_cmd(publish, ch
 end
 
 local time = redis.call('TIME')
-local at = time[1] .. string.format('%06d', tonumber(time[2]))
+local at = time[1] .. string.sub('00000' .. time[2], -6)  -- microseconds, 6 digits
 
 if type(raw) == 'table' and raw.err then
   return redis.error_reply('WRONGTYPE seq counter ' .. SEQ .. ' is not a string')
@@ -230,71 +248,51 @@ if blob_refs ~= '' then
   end
 end
 
--- The seq of a stream entry ({id, fields}) as this library writes it, or nil: ID
--- "<seq>-<at>" and a "msg" or "edit" field, or (older versions) ID "<seq>-0" and an "at"
--- field besides. An "at" field under any other ID is not ours: `XADD key *` makes IDs
--- "<ms>-<n>".
-local function entry_seq(entry)
-  local seq, tail = string.match(entry[1], '^(%d+)-(%d+)$')
-  local has_at, has_body = false, false
-  local fields = entry[2]
-  for i = 1, #fields - 1, 2 do
-    has_at = has_at or fields[i] == 'at'
-    has_body = has_body or fields[i] == 'msg' or fields[i] == 'edit'
-  end
-  if seq and has_body and has_at == (tail == '0') then
-    return tonumber(seq)
-  end
-  return nil
-end
-
--- The seq of the stream's newest entry (0 when it is empty).
-local function stream_end()
-  local newest = redis.call('XREVRANGE', STREAM, '+', '-', 'COUNT', 1)
-  if not newest[1] then
-    return 0
-  end
-  local seq = entry_seq(newest[1])
-  if not seq then
-    return redis.error_reply('MSGLOG_FOREIGN stream ' .. STREAM .. ' ends with entry ' ..
-      newest[1][1] .. ', not one of the form <seq>-<at> with a msg or edit field')
-  end
-  return seq
-end
-
 local last = 0
 if raw then
   last = counter_value(SEQ, raw)  -- see counter_lib.lua
   if type(last) == 'table' then
     return last
   end
-  -- A healthy log has one entry per seq, so XLEN == counter; only when it does not (an
-  -- operator's XDEL, a counter moved by hand) is the stream's last entry read.
-  if length ~= last then
-    local ends = stream_end()
-    if type(ends) == 'table' then
-      return ends
+end
+-- A healthy log has one entry per seq, so XLEN == counter; only when it does not (an
+-- operator's XDEL, a counter moved by hand, a trim; or no counter: a new conversation, or
+-- one whose counter was deleted or evicted while its stream remains) is the stream's last
+-- entry read. (Inline, not a function: a closure costs every append its making.)
+if length ~= last then
+  -- The seq of the newest entry (0: none), as this library writes it: ID "<seq>-<at>"
+  -- and a "msg" or "edit" field, or (older versions) ID "<seq>-0" and an "at" field
+  -- besides. An "at" field under any other ID is not ours: `XADD key *` makes IDs
+  -- "<ms>-<n>".
+  local ends = 0
+  local newest = redis.call('XREVRANGE', STREAM, '+', '-', 'COUNT', 1)[1]
+  if newest then
+    local seq, tail = string.match(newest[1], '^(%d+)-(%d+)$')
+    local has_at, has_body = false, false
+    local fields = newest[2]
+    for i = 1, #fields - 1, 2 do
+      has_at = has_at or fields[i] == 'at'
+      has_body = has_body or fields[i] == 'msg' or fields[i] == 'edit'
     end
-    if ends > last then
-      return redis.error_reply('MSGLOG_BEHIND seq counter ' .. SEQ .. ' (' .. last ..
-        ') is behind the last entry of stream ' .. STREAM .. ' (seq ' .. ends .. ')')
+    if not (seq and has_body and has_at == (tail == '0')) then
+      return redis.error_reply('MSGLOG_FOREIGN stream ' .. STREAM .. ' ends with entry ' ..
+        newest[1] .. ', not one of the form <seq>-<at> with a msg or edit field')
     end
-    if length > last then  -- more entries than seqs: a seq written twice (by hand)
-      return redis.error_reply('MSGLOG_BEHIND seq counter ' .. SEQ .. ' (' .. last ..
-        ') is behind stream ' .. STREAM .. ', which has ' .. length .. ' entries')
-    end
-    if ends < last then
-      return redis.error_reply('MSGLOG_AHEAD seq counter ' .. SEQ .. ' (' .. last ..
-        ') is ahead of the last entry of stream ' .. STREAM .. ' (seq ' .. ends ..
-        '): appending would leave a gap')
-    end
+    ends = tonumber(seq)
   end
-elseif length > 0 then
-  -- No counter: a new conversation, or one whose counter was deleted or evicted while
-  -- its stream remains. Continue after the stream's last entry instead of wedging.
-  last = stream_end()
-  if type(last) == 'table' then
-    return last
+  if not raw then
+    -- No counter: continue after the stream's last entry instead of wedging.
+    last = ends
+  elseif ends > last then
+    return redis.error_reply('MSGLOG_BEHIND seq counter ' .. SEQ .. ' (' .. last ..
+      ') is behind the last entry of stream ' .. STREAM .. ' (seq ' .. ends .. ')')
+  elseif length > last then  -- more entries than seqs: a seq written twice (by hand)
+    return redis.error_reply('MSGLOG_BEHIND seq counter ' .. SEQ .. ' (' .. last ..
+      ') is behind stream ' .. STREAM .. ', which has ' .. length .. ' entries')
+  elseif ends < last then
+    return redis.error_reply('MSGLOG_AHEAD seq counter ' .. SEQ .. ' (' .. last ..
+      ') is ahead of the last entry of stream ' .. STREAM .. ' (seq ' .. ends ..
+      '): appending would leave a gap')
   end
 end
 
@@ -342,11 +340,12 @@ if max_age_us ~= '' and op == '' then
 end
 
 -- Edits (docs/edits.md): everything is checked before the first write.
+-- (Included inside the block: a call that does not edit makes none of their closures.)
+local edit, part, redact_part = nil, nil, nil
+if op ~= '' then
 -- @include edit_lib.lua
 -- @include redact_lib.lua
-
-local edit, part = nil, nil
-if op ~= '' then
+  redact_part = redact_lib_part
   part = edit_part()
   edit = part.guarded(part.plan)
   if edit == nil then
@@ -370,7 +369,9 @@ end
 local written = n + (edit and 1 or 0)
 
 -- Entry ID "<seq>-<at>": the commit time is kept in the ID, not in a field of its own.
-local added = redis.pcall('XADD', STREAM, string.format('%d-', last + 1) .. at,
+-- (Each seq is formatted once: a number turned into text costs a sprintf.)
+local first_text = string.format('%d', last + 1)
+local added = redis.pcall('XADD', STREAM, first_text .. '-' .. at,
   first_field, first_value)
 if type(added) == 'table' and added.err then
   local err = tostring(added.err)  -- fakeredis hands over a userdata, not a string
@@ -387,6 +388,7 @@ for i = next_arg, #ARGV do
     ARGV[i])
 end
 local new_last = last + written
+local new_last_text = written == 1 and first_text or string.format('%d', new_last)
 for i = 0, blob_count - 1 do  -- content-addressed: the same bytes are stored once
   local digest = ARGV[blobs_from + 2 * i]
   if redis.call('HSETNX', BLOBS, digest, ARGV[blobs_from + 2 * i + 1]) == 1 then
@@ -441,10 +443,10 @@ if edit then
     -- "<through + 1>" is "<through + 1>-0": every entry of a seq up to `through` goes.
     redis.call('XTRIM', STREAM, 'MINID', string.format('%d', through + 1))
     redis.call('HSET', VIEW, 'first', string.format('%d', through + 1))
-    redact_lib.trimmed(first, through)  -- and the redacted rows among them
+    redact_part().trimmed(first, through)  -- and the redacted rows among them
   end
   if edit[7] then  -- a redact: the entry leaves the stream, its replacement takes its place
-    redact_lib.redact(edit[7])
+    redact_part().redact(edit[7])
   end
     for i = attrs_from, attrs_from + 2 * attr_count - 1, 2 do  -- attributes live in the view hash
     local change, name = string.sub(ARGV[i], 1, 1), 'a:' .. string.sub(ARGV[i], 2)
@@ -467,12 +469,12 @@ elseif VIEW then
 end
 
 if RECORD then
-  redis.call('SET', RECORD, string.format('%d', new_last) .. ' ' .. at .. ' ' .. n .. ' ' ..
+  redis.call('SET', RECORD, new_last_text .. ' ' .. at .. ' ' .. n .. ' ' ..
     fingerprint .. ' ' .. call, 'PX', record_ttl_ms)
 end
 if producer ~= '' then
-  local now_ms = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
-  producer_record(producer_state, new_last, now_ms)
+  local now_ms = tonumber(string.sub(at, 1, -4))  -- microseconds to milliseconds
+  producer_record(producer_state, new_last_text, now_ms)
 end
 if ttl_ms ~= '' then
   if redis.call('EXISTS', BLOBS) == 0 then
@@ -489,9 +491,8 @@ if ttl_ms ~= '' then
 end
 
 if publish ~= '' then
-  local first = string.format('%d', last + 1)
   local messages = table.concat(ARGV, ',', messages_from)
-  local payload = '{"first":' .. first .. ',"last":' .. string.format('%d', new_last) ..
+  local payload = '{"first":' .. first_text .. ',"last":' .. new_last_text ..
     ',"at":' .. at
   if edit then
     payload = payload .. ',"edit":' .. edit[1]
@@ -499,4 +500,9 @@ if publish ~= '' then
   redis.call(publish, channel, payload .. ',"messages":[' .. messages .. ']}')
 end
 
-return {new_last, at, 0, call, edit and edit[5] or 0}
+if edit and edit[5] then
+  return {new_last, at, 0, call, edit[5]}  -- a pop: the popped entry
+end
+-- Most replies: one string, which the server turns into a reply far more cheaply than
+-- a table (redis_msglog/_append_script.py reads both).
+return new_last_text .. ' ' .. at .. ' 0 ' .. call

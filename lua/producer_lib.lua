@@ -26,27 +26,10 @@
 local WINDOW = 64
 local PRUNE_SAMPLE = 4
 
--- The commit time of the entry `seq` ("0" if it is gone), or nil if STREAM is no stream:
--- the second part of its ID, or an older entry's "at" field (ID "<seq>-0").
-local function committed_at(seq)
-  local found = redis.pcall('XRANGE', STREAM, seq, seq)  -- "<seq>-0" to "<seq>-<max>"
-  if type(found) == 'table' and found.err then
-    return nil
-  end
-  if not found[1] then
-    return '0'
-  end
-  local fields = found[1][2]
-  for i = 1, #fields - 1, 2 do
-    if fields[i] == 'at' then
-      return fields[i + 1]
-    end
-  end
-  return string.match(found[1][1], '%-(%d+)$') or '0'
-end
-
 -- This producer's state: {results, count, newest pseq, kept until, dropped through}, or
--- nil (none yet); or, second, the reply to return at once: an error, or (when look_up
+-- nil (none yet; results false: the first try of a sequential caller's call, which drops
+-- them all, and then dropped through and kept until are the value's text, the latter
+-- sixth); or, second, the reply to return at once: an error, or (when look_up
 -- asks to look the call up) its held result (a replay) or MSGLOG_STALE.
 local function producer_lookup()
   local value = redis.pcall('HGET', PRODUCERS, producer)
@@ -55,6 +38,19 @@ local function producer_lookup()
   end
   if not value then
     return nil
+  end
+  if look_up == '0' and floor == pseq then
+    -- The first try of a call with no other call of the producer in flight (a sequential
+    -- caller): every held result is below the floor and goes (producer_record), so only
+    -- the expiry, the dropped marker and the newest pseq are read, in one match.
+    local expires, through, newest =
+      string.match(value, '^(%d+) %d+ (%d+),0.* (%d+),%d+,?%x*$')
+    local number = tonumber(newest)
+    if number and number < tonumber(pseq) then
+      -- (the dropped marker as text: the higher of the two, written back unconverted)
+      local dropped = tonumber(through) > number and through or newest
+      return {false, 0, number, tonumber(expires), dropped, expires}
+    end
   end
   local expires, count, results = string.match(value, '^(%d+) (%d+)( %d+,%d+,?%x*.*)$')
   local through, rest = string.match(results or '', '^ (%d+),0( %d+,.*)$')
@@ -70,6 +66,25 @@ local function producer_lookup()
   if look_up == '1' then
     local last, held_call = string.match(results, ' ' .. pseq .. ',(%d+),?(%x*)')
     if last then
+      -- The commit time of the entry `last` ("0" if it is gone), or nil if STREAM is no
+      -- stream: the second part of its ID, or an older entry's "at" field (ID "<seq>-0").
+      -- (Made here, on a replay only: a closure costs every call its making.)
+      local function committed_at(seq)
+        local found = redis.pcall('XRANGE', STREAM, seq, seq)  -- "<seq>-0" to "<seq>-<max>"
+        if type(found) == 'table' and found.err then
+          return nil
+        end
+        if not found[1] then
+          return '0'
+        end
+        local fields = found[1][2]
+        for i = 1, #fields - 1, 2 do
+          if fields[i] == 'at' then
+            return fields[i + 1]
+          end
+        end
+        return string.match(found[1][1], '%-(%d+)$') or '0'
+      end
       local at = committed_at(last)
       if not at then
         return nil, redis.error_reply('WRONGTYPE stream ' .. STREAM .. ' is not a stream')
@@ -84,50 +99,58 @@ local function producer_lookup()
   return {results, tonumber(count), tonumber(newest), tonumber(expires), dropped}
 end
 
--- Record this call's result (after the write), then prune a few idle producers.
+-- Record this call's result (new_last: its last seq, as text) after the write, then
+-- prune a few idle producers.
 local function producer_record(state, new_last, now_ms)
-  local results, count, newest, kept_until, dropped = nil, 0, 0, 0, 0
-  if state then
-    results, count, newest, kept_until, dropped = state[1], state[2], state[3], state[4],
-      state[5]
-  end
-  local number = tonumber(pseq)
-  local result = ' ' .. pseq .. ',' .. string.format('%d', new_last)
+  local result = ' ' .. pseq .. ',' .. new_last
   if call ~= '' then
     result = result .. ',' .. call
   end
-  if not results then
-    results = result
-  elseif number > newest then
-    results = results .. result
-  else  -- committed after a later call of the same producer: keep pseq order
-    local parts, placed = {}, false
-    for part, held in string.gmatch(results, '( (%d+),[^ ]*)') do
-      if not placed and tonumber(held) > number then
-        parts[#parts + 1] = result
-        placed = true
-      end
-      parts[#parts + 1] = part
-    end
-    results = table.concat(parts)
-  end
-  count = count + 1
-  local lowest_in_flight = tonumber(floor) or 0
-  while count > 1 do  -- drop the lowest pseq while below the floor or beyond the window
-    local lowest = tonumber(string.match(results, '^ (%d+),') or '')
-    local cut = string.find(results, ' ', 2, true)
-    if not cut or (count <= WINDOW and lowest and lowest >= lowest_in_flight) then
-      break
-    end
-    results = string.sub(results, cut)
-    count = count - 1
-    dropped = math.max(dropped, lowest)
-  end
   -- Kept for the longest window of its calls: one with a short window must not let a
   -- call with a longer one be forgotten early.
-  local expires = math.max(kept_until, now_ms + tonumber(record_ttl_ms))
-  redis.call('HSET', PRODUCERS, producer, string.format('%d', expires) .. ' ' .. count ..
-    ' ' .. string.format('%d', dropped) .. ',0' .. results)
+  local expires = now_ms + tonumber(record_ttl_ms)
+  local value
+  if state and not state[1] then  -- the fast path's state: every held result goes
+    local kept = expires > state[4] and string.format('%d', expires) or state[6]
+    value = kept .. ' 1 ' .. state[5] .. ',0' .. result
+  else
+    local results, count, newest, kept_until, dropped = nil, 0, 0, 0, 0
+    if state then
+      results, count, newest, kept_until, dropped = state[1], state[2], state[3], state[4],
+        state[5]
+    end
+    local number = tonumber(pseq)
+    if not results then
+      results = result
+    elseif number > newest then
+      results = results .. result
+    else  -- committed after a later call of the same producer: keep pseq order
+      local parts, placed = {}, false
+      for part, held in string.gmatch(results, '( (%d+),[^ ]*)') do
+        if not placed and tonumber(held) > number then
+          parts[#parts + 1] = result
+          placed = true
+        end
+        parts[#parts + 1] = part
+      end
+      results = table.concat(parts)
+    end
+    count = count + 1
+    local lowest_in_flight = tonumber(floor) or 0
+    while count > 1 do  -- drop the lowest pseq while below the floor or beyond the window
+      local lowest = tonumber(string.match(results, '^ (%d+),') or '')
+      local cut = string.find(results, ' ', 2, true)
+      if not cut or (count <= WINDOW and lowest and lowest >= lowest_in_flight) then
+        break
+      end
+      results = string.sub(results, cut)
+      count = count - 1
+      dropped = math.max(dropped, lowest)
+    end
+    value = string.format('%d', math.max(kept_until, expires)) .. ' ' .. count .. ' ' ..
+      string.format('%d', dropped) .. ',0' .. results
+  end
+  redis.call('HSET', PRODUCERS, producer, value)
   -- Every write prunes (never this producer: it is not idle), so producers that come and
   -- go cannot outgrow the ones pruned, whether or not new ones join.
   if redis.call('HLEN', PRODUCERS) > 1 then

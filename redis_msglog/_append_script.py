@@ -22,16 +22,22 @@ with a caller's idempotency key: a plain append sends ``KEYS[1..4]``, then ``rec
 ``blobs`` is the stream's name again when the append does not touch it, and so is
 ``producers`` when the call has no producer."""
 ARGV_NAMES = (
-    "publish", "channel", "record_ttl_ms", "fingerprint", "look_up", "ttl_ms", "call",
-    "blob_count", "expected_seq", "op", "op_arg", "entry", "producer", "pseq", "floor",
-    "attr_count", "attrs_json", "blob_refs",
-    "max_age_us",
+    "publish", "channel", "record_ttl_ms", "look_up", "call", "producer", "pseq", "floor",
+    "rest",
+    "fingerprint", "ttl_ms", "blob_count", "expected_seq", "op", "op_arg", "entry",
+    "attr_count", "attrs_json", "blob_refs", "max_age_us",
 )  # fmt: skip
 """The named ``ARGV`` of the script, in order: ``keys_and_args`` sends them so, and the
 script binds each to a local of the same name (a test checks both). The blobs (digest,
 bytes), the attribute changes (``+name``/``-name``, value) and the encoded messages
-follow."""
+follow. ``rest`` is ``""`` when every name after it holds its default (``_DEFAULTS``):
+those are then not sent at all (most appends; each argument costs the server time to
+read and hand to the script), and the tail follows ``rest``."""
 _ARGV_AT = {name: at for at, name in enumerate(ARGV_NAMES)}
+_REST = _ARGV_AT["rest"]
+_DEFAULTS: dict[str, Any] = {
+    name: 0 if name.endswith("_count") else "" for name in ARGV_NAMES[_REST + 1 :]
+}
 _PLAIN_KEYS = KEY_NAMES[:4]
 _KEY_LAYOUTS = {  # by numkeys: whether view and hidden, and a record, were sent
     4: _PLAIN_KEYS,
@@ -92,28 +98,43 @@ class AppendCall:
             keys += (self.keys.view, self.keys.hidden)
         keys += () if self.record is None else (self.record,)
         recorded = self.record is not None or bool(self.producer)
-        argv = (  # in ARGV_NAMES order: a literal tuple, on every append's path
+        common = (  # in ARGV_NAMES order: a literal tuple, on every append's path
             self.publish,
             self.keys.channel,
             self.record_ttl_ms if recorded else "",
-            self.fingerprint if self.record is not None else "",
             "1" if self.look_up else "0",
-            "" if self.ttl_ms is None else self.ttl_ms,
             self.call,
+            self.producer,
+            self.pseq if self.producer else "",
+            "" if self.floor is None else self.floor,
+        )
+        if (
+            self.record is None
+            and self.ttl_ms is None
+            and not self.blobs
+            and self.expected_seq is None
+            and not self.op
+            and not self.attrs
+            and not self.blob_refs
+            and self.max_age_us is None
+        ):  # most calls: the rest at their defaults, not sent, and only messages follow
+            return (len(keys), *keys, *common, "", *self.messages)
+        argv = (
+            *common,
+            "1",
+            self.fingerprint if self.record is not None else "",
+            "" if self.ttl_ms is None else self.ttl_ms,
             len(self.blobs),
             "" if self.expected_seq is None else self.expected_seq,
             self.op,
             self.op_arg,
             self.entry,
-            self.producer,
-            self.pseq if self.producer else "",
-            "" if self.floor is None else self.floor,
             len(self.attrs),
             self.attrs_json,
             self.blob_refs,
             "" if self.max_age_us is None else self.max_age_us,
         )
-        if not self.blobs and not self.attrs:  # most calls: only messages follow
+        if not self.blobs and not self.attrs:
             return (len(keys), *keys, *argv, *self.messages)
         stored = tuple(part for blob in self.blobs for part in blob)
         changes = tuple(
@@ -136,7 +157,10 @@ class AppendCall:
         """The argument ``name`` (one of ``ARGV_NAMES``) of a sent ``EVALSHA``/``EVAL`` of
         the script (or of a ``keys_and_args()``), as sent."""
         head = 0 if isinstance(command[0], int) else 2
-        return command[head + 1 + int(command[head]) + _ARGV_AT[name]]
+        base = head + 1 + int(command[head])
+        if _ARGV_AT[name] > _REST and command[base + _REST] == "":
+            return _DEFAULTS[name]  # not sent: its default
+        return command[base + _ARGV_AT[name]]
 
 
 _Reply = TypeVar("_Reply", bound="AppendReply")
@@ -160,6 +184,10 @@ class AppendReply:
 
     @classmethod
     def parse(cls: type[_Reply], reply: Any) -> _Reply:
+        if isinstance(reply, bytes | str):  # "<last_seq> <at> 0 <call>": most commits
+            text = reply.decode() if isinstance(reply, bytes) else reply
+            last, when, _, token = text.split(" ")
+            return cls(int(last), int(when), False, token)
         last_seq, at, replayed, writer, *rest = reply
         text = writer.decode() if isinstance(writer, bytes) else str(writer)
         popped = rest[0] if rest and isinstance(rest[0], list) else None

@@ -144,7 +144,7 @@ def test_an_append_call_sends_each_field_at_its_named_position() -> None:
     )  # fmt: skip
     command = ("EVALSHA", "sha", *call.keys_and_args())
     assert {name: AppendCall.argument(command, name) for name in ARGV_NAMES} == {
-        "publish": "PUBLISH", "channel": keys.channel, "record_ttl_ms": 111,
+        "publish": "PUBLISH", "channel": keys.channel, "record_ttl_ms": 111, "rest": "1",
         "fingerprint": "fp", "look_up": "0", "ttl_ms": 222, "call": "tok", "blob_count": 1,
         "expected_seq": 333, "op": "attrs", "op_arg": "arg", "entry": b"{}",
         "producer": "prod", "pseq": 444, "floor": 555, "attr_count": 1,
@@ -161,3 +161,10 @@ def test_an_append_call_sends_each_field_at_its_named_position() -> None:
         "seq": keys.seq, "stream": keys.stream, "blobs": keys.stream, "producers": keys.stream,
     }  # fmt: skip
     assert AppendCall.argument(plain.keys_and_args(), "look_up") == "1"
+    # A plain append sends the names up to ``rest`` only ("": the others at their
+    # defaults), then its messages.
+    sent = plain.keys_and_args()
+    assert sent[5 : 5 + ARGV_NAMES.index("rest") + 2] == (
+        "", keys.channel, "", "1", "", "", "", "", "", b"m",
+    )  # fmt: skip
+    assert AppendCall.argument(sent, "blob_count") == 0 and AppendCall.argument(sent, "op") == ""
