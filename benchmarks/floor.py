@@ -1,15 +1,20 @@
 """The floor of an append's server time (DESIGN.md decision 12): the bare commands the
 design needs, alone, against the append script and a raw ``XADD``, in one run.
 
-    python -m benchmarks.floor [--url redis://...] [--calls 20000]
+    python -m benchmarks.floor [--url redis://...] [--calls 20000] [--rounds 3]
 
 Each figure is ``INFO commandstats`` time per call (``EVALSHA`` counts the commands its
-script runs), one client calling in a loop. With no ``--url`` it starts a private server.
+script runs), one client calling in a loop: the median of ``--rounds`` rounds, each
+measuring every row in turn (so a change in the machine's speed hits all rows alike).
+The two rows ending in ``/ floor`` are the append script's time over the design's floor
+(the row "the append's commands, no checks"), each round's ratio, then the median: the
+bound of issue 28 is 1.1x. With no ``--url`` it starts a private server.
 """
 
 from __future__ import annotations
 
 import argparse
+import statistics
 import uuid
 from collections.abc import Callable
 from contextlib import ExitStack
@@ -18,7 +23,7 @@ from typing import Any
 import orjson
 import redis
 
-from benchmarks.server import server_url
+from benchmarks.server import print_costs, server_url
 from redis_msglog import NO_RETRY, MessageLog
 
 MESSAGE = {"role": "user", "content": "x" * 250}
@@ -57,28 +62,33 @@ def server_us(client: redis.Redis, call: Callable[[int], object], calls: int) ->
     return sum(float(stats[name]["usec"]) for name in names if name in stats) / calls
 
 
-def floors(client: redis.Redis, calls: int) -> dict[str, float]:
+FLOOR = "script: the append's commands, no checks"
+DEFAULT, NO_RETRY_ROW = "append script, producer (default)", "append script, NO_RETRY"
+
+
+def floors(client: redis.Redis, calls: int, rounds: int = 1) -> dict[str, float]:
     body = orjson.dumps(MESSAGE)
     tag = uuid.uuid4().hex
     keys = [f"floor:{{{tag}}}:{name}" for name in ("seq", "stream", "producers", "events")]
     smallest, design = client.register_script(SMALLEST), client.register_script(DESIGN)
-    results = {
-        "raw XADD": server_us(client, lambda i: client.xadd(f"raw:{tag}", {"msg": body}), calls),
-        "script: TIME + INCR + XADD": server_us(
-            client, lambda i: smallest(keys=keys[:2], args=[body]), calls
-        ),
-        "script: the append's commands, no checks": server_us(
-            client, lambda i: design(keys=keys, args=["producer", body]), calls
-        ),
+    calls_of: dict[str, Callable[[int], object]] = {
+        "raw XADD": lambda i: client.xadd(f"raw:{tag}", {"msg": body}),
+        "script: TIME + INCR + XADD": lambda i: smallest(keys=keys[:2], args=[body]),
+        FLOOR: lambda i: design(keys=keys, args=["producer", body]),
     }
-    variants: dict[str, dict[str, Any]] = {
-        "append script, producer (default)": {},
-        "append script, NO_RETRY": {"retry": NO_RETRY},
-    }
+    variants: dict[str, dict[str, Any]] = {DEFAULT: {}, NO_RETRY_ROW: {"retry": NO_RETRY}}
     for label, options in variants.items():
         log = MessageLog(client, f"floor-{uuid.uuid4().hex}", **options)
         log.add("user", "warm up")  # loads the script
-        results[label] = server_us(client, _appending(log), calls)
+        calls_of[label] = _appending(log)
+    figures: dict[str, list[float]] = {label: [] for label in calls_of}
+    for _ in range(rounds):  # every row in turn, each round
+        for label, call in calls_of.items():
+            figures[label].append(server_us(client, call, calls))
+    results = {label: statistics.median(values) for label, values in figures.items()}
+    for label in (DEFAULT, NO_RETRY_ROW):
+        ratios = [ours / floor for ours, floor in zip(figures[label], figures[FLOOR], strict=True)]
+        results[f"{label} / floor"] = statistics.median(ratios)
     return results
 
 
@@ -89,14 +99,13 @@ def _appending(log: MessageLog) -> Callable[[int], object]:
 def main(argv: list[str] | None = None) -> dict[str, float]:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.floor")
     parser.add_argument("--url", help="an existing server (default: start a private one)")
-    parser.add_argument("--calls", type=int, default=20_000)
+    parser.add_argument("--calls", type=int, default=20_000, help="calls per row and round")
+    parser.add_argument("--rounds", type=int, default=3)
     args = parser.parse_args(argv)
     with ExitStack() as stack:
         url = server_url(stack, args.url)
-        results = floors(redis.Redis.from_url(url), args.calls)
-    width = max(map(len, results))
-    for label, value in results.items():
-        print(f"{label:<{width}}  {value:7.2f} µs")
+        results = floors(redis.Redis.from_url(url), args.calls, args.rounds)
+    print_costs(results)
     return results
 
 

@@ -491,13 +491,11 @@ if ttl_ms ~= '' then
 end
 
 if publish ~= '' then
-  local messages = table.concat(ARGV, ',', messages_from)
-  local payload = '{"first":' .. first_text .. ',"last":' .. new_last_text ..
-    ',"at":' .. at
-  if edit then
-    payload = payload .. ',"edit":' .. edit[1]
-  end
-  redis.call(publish, channel, payload .. ',"messages":[' .. messages .. ']}')
+  -- (One message, most calls: no table.concat; one concatenation, no payload in parts.)
+  local messages = n == 1 and ARGV[messages_from] or table.concat(ARGV, ',', messages_from)
+  local edited = edit and ',"edit":' .. edit[1] or ''
+  redis.call(publish, channel, '{"first":' .. first_text .. ',"last":' .. new_last_text ..
+    ',"at":' .. at .. edited .. ',"messages":[' .. messages .. ']}')
 end
 
 if edit and edit[5] then

@@ -28,9 +28,9 @@ local PRUNE_SAMPLE = 4
 
 -- This producer's state: {results, count, newest pseq, kept until, dropped through}, or
 -- nil (none yet; results false: the first try of a sequential caller's call, which drops
--- them all, and then dropped through and kept until are the value's text, the latter
--- sixth); or, second, the reply to return at once: an error, or (when look_up
--- asks to look the call up) its held result (a replay) or MSGLOG_STALE.
+-- them all: then dropped through is the value's text, and its kept until text is sixth);
+-- or, second, the reply to return at once: an error, or (when look_up asks to look the
+-- call up) its held result (a replay) or MSGLOG_STALE.
 local function producer_lookup()
   local value = redis.pcall('HGET', PRODUCERS, producer)
   if type(value) == 'table' and value.err then
@@ -43,18 +43,17 @@ local function producer_lookup()
     -- The first try of a call with no other call of the producer in flight (a sequential
     -- caller): every held result is below the floor and goes (producer_record), so only
     -- the expiry, the dropped marker and the newest pseq are read, in one match.
+    -- (Compared as digit strings, shorter is less: no text-to-number conversion.)
     local expires, through, newest =
       string.match(value, '^(%d+) %d+ (%d+),0.* (%d+),%d+,?%x*$')
-    local number = tonumber(newest)
-    if number and number < tonumber(pseq) then
-      -- (the dropped marker as text: the higher of the two, written back unconverted)
-      local dropped = tonumber(through) > number and through or newest
-      return {false, 0, number, tonumber(expires), dropped, expires}
+    if newest and (#newest < #pseq or (#newest == #pseq and newest < pseq)) then
+      local newer = #through > #newest or (#through == #newest and through > newest)
+      return {false, 0, 0, 0, newer and through or newest, expires}  -- written back as is
     end
   end
   local expires, count, results = string.match(value, '^(%d+) (%d+)( %d+,%d+,?%x*.*)$')
-  local through, rest = string.match(results or '', '^ (%d+),0( %d+,.*)$')
-  results = rest or results
+  local through, held = string.match(results or '', '^ (%d+),0( %d+,.*)$')
+  results = held or results
   local newest = results and string.match(results, '.* (%d+),%d+,?%x*$')
   if not newest then
     return nil, redis.error_reply('MSGLOG_BADRECORD producer ' .. producer .. ' of ' ..
@@ -111,7 +110,10 @@ local function producer_record(state, new_last, now_ms)
   local expires = now_ms + tonumber(record_ttl_ms)
   local value
   if state and not state[1] then  -- the fast path's state: every held result goes
-    local kept = expires > state[4] and string.format('%d', expires) or state[6]
+    local kept, text = state[6], string.format('%d', expires)
+    if #text > #kept or (#text == #kept and text > kept) then
+      kept = text
+    end
     value = kept .. ' 1 ' .. state[5] .. ',0' .. result
   else
     local results, count, newest, kept_until, dropped = nil, 0, 0, 0, 0

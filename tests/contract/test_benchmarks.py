@@ -163,8 +163,10 @@ def test_compare_runs_both_trees_in_one_run(
 def test_floor_benchmark_runs() -> None:
     from benchmarks import floor
 
-    results = floor.main(["--calls", "20"])
-    assert len(results) == 5 and all(value > 0 for value in results.values())
+    results = floor.main(["--calls", "20", "--rounds", "1"])
+    assert len(results) == 7 and all(value > 0 for value in results.values())
+    for row in (floor.DEFAULT, floor.NO_RETRY_ROW):  # one round: exactly the quotient
+        assert results[f"{row} / floor"] == pytest.approx(results[row] / results[floor.FLOOR])
 
 
 def test_view_cost_benchmark_smoke_run() -> None:
