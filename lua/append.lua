@@ -473,7 +473,7 @@ if RECORD then
     fingerprint .. ' ' .. call, 'PX', record_ttl_ms)
 end
 if producer ~= '' then
-  local now_ms = tonumber(string.sub(at, 1, -4))  -- microseconds to milliseconds
+  local now_ms = string.sub(at, 1, -4) + 0  -- microseconds to milliseconds (one conversion)
   producer_record(producer_state, new_last_text, now_ms)
 end
 if ttl_ms ~= '' then

@@ -6,7 +6,7 @@
 -- for Lua's doubles; otherwise an error reply (a table).
 local function counter_value(counter, raw)
   if raw == '0' or (string.match(raw, '^[1-9]%d*$') and #raw <= 15) then
-    return tonumber(raw)
+    return raw + 0  -- (arithmetic converts once; tonumber converts twice)
   end
   return redis.error_reply('MSGLOG_BADSEQ seq counter ' .. counter .. ' holds ' ..
     string.format('%q', raw) .. ', not a seq')

@@ -107,7 +107,7 @@ local function producer_record(state, new_last, now_ms)
   end
   -- Kept for the longest window of its calls: one with a short window must not let a
   -- call with a longer one be forgotten early.
-  local expires = now_ms + tonumber(record_ttl_ms)
+  local expires = now_ms + record_ttl_ms  -- (digits: one conversion, not tonumber's two)
   local value
   if state and not state[1] then  -- the fast path's state: every held result goes
     local kept, text = state[6], string.format('%d', expires)
