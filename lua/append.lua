@@ -34,6 +34,9 @@
 --           "<last_seq> <at> <count> <fingerprint> <call>"; KEYS[5] when VIEW and HIDDEN
 --           are left out. (Plain appends leave them out: a key that does not exist would
 --           stall the call during a cluster slot move.)
+--           A call with neither VIEW nor RECORD sends no placeholder (each key costs
+--           the server time): 3 keys are SEQ, STREAM and PRODUCERS (BLOBS is STREAM),
+--           2 keys SEQ and STREAM (BLOBS and PRODUCERS are STREAM).
 -- ARGV[1]   publish: the publish command, "PUBLISH", "SPUBLISH" (cluster) or "" for no
 --           event
 -- ARGV[2]   channel: the channel of the post-commit event
@@ -140,8 +143,13 @@ else
 end
 local SEQ = KEYS[1]
 local STREAM = KEYS[2]
-local BLOBS = KEYS[3]
-local PRODUCERS = KEYS[4]
+local BLOBS, PRODUCERS = STREAM, STREAM  -- 2 keys: neither (NO_RETRY's plain append)
+if #KEYS == 3 then  -- 3 keys: the producers, no blobs (a plain append)
+  PRODUCERS = KEYS[3]
+elseif #KEYS > 3 then
+  BLOBS = KEYS[3]
+  PRODUCERS = KEYS[4]
+end
 local VIEW, HIDDEN, RECORD = nil, nil, KEYS[5]
 if op ~= '' or ttl_ms ~= '' or max_age_us ~= '' then  -- the view keys come before the record
   VIEW, HIDDEN, RECORD = KEYS[5], KEYS[6], KEYS[7]

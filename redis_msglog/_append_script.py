@@ -18,9 +18,11 @@ from .edits import EditCall
 KEY_NAMES = ("seq", "stream", "blobs", "producers", "view", "hidden", "record")
 """``KEYS`` of the script, in order; the script binds each to a local of the same name in
 capitals. ``view`` and ``hidden`` come only with an edit or a ``ttl``, ``record`` only
-with a caller's idempotency key: a plain append sends ``KEYS[1..4]``, then ``record``.
-``blobs`` is the stream's name again when the append does not touch it, and so is
-``producers`` when the call has no producer."""
+with a caller's idempotency key: such a call sends ``KEYS[1..4]``, then those. ``blobs``
+is the stream's name again when the append does not touch it, and so is ``producers``
+when the call has no producer; a call with neither view nor record leaves those out
+(each key costs the server time): ``seq, stream, producers`` (no blobs) or ``seq,
+stream`` (no blobs, no producer: ``NO_RETRY``)."""
 ARGV_NAMES = (
     "publish", "channel", "record_ttl_ms", "look_up", "call", "producer", "pseq", "floor",
     "rest",
@@ -40,6 +42,8 @@ _DEFAULTS: dict[str, Any] = {
 }
 _PLAIN_KEYS = KEY_NAMES[:4]
 _KEY_LAYOUTS = {  # by numkeys: whether view and hidden, and a record, were sent
+    2: KEY_NAMES[:2],  # blobs and producers: the stream again
+    3: (*KEY_NAMES[:2], "producers"),  # blobs: the stream again
     4: _PLAIN_KEYS,
     5: (*_PLAIN_KEYS, "record"),
     6: KEY_NAMES[:6],
@@ -93,10 +97,15 @@ class AppendCall:
         )
         blobs = self.keys.blobs if uses_blobs else self.keys.stream
         producers = self.keys.producers if self.producer else self.keys.stream
-        keys: tuple[str, ...] = (self.keys.seq, self.keys.stream, blobs, producers)
-        if self.op or self.ttl_ms is not None or self.max_age_us is not None:
-            keys += (self.keys.view, self.keys.hidden)
-        keys += () if self.record is None else (self.record,)
+        keys: tuple[str, ...] = (self.keys.seq, self.keys.stream)
+        views = self.op or self.ttl_ms is not None or self.max_age_us is not None
+        if uses_blobs or views or self.record is not None:
+            keys += (blobs, producers)
+            if views:
+                keys += (self.keys.view, self.keys.hidden)
+            keys += () if self.record is None else (self.record,)
+        elif self.producer:  # most calls: the stream's name not repeated
+            keys += (producers,)
         recorded = self.record is not None or bool(self.producer)
         common = (  # in ARGV_NAMES order: a literal tuple, on every append's path
             self.publish,
@@ -150,7 +159,12 @@ class AppendCall:
         ``keys_and_args()``), by name, in the order sent (for tests and tools)."""
         head = 0 if isinstance(command[0], int) else 2  # no "EVALSHA", sha in front
         numkeys = int(command[head])
-        return dict(zip(_KEY_LAYOUTS[numkeys], command[head + 1 : head + 1 + numkeys], strict=True))
+        sent = dict(zip(_KEY_LAYOUTS[numkeys], command[head + 1 : head + 1 + numkeys], strict=True))
+        if numkeys < 4:  # the keys left out, as the script binds them: the stream's name
+            stream = sent["stream"]
+            producers = sent.get("producers", stream)
+            return {"seq": sent["seq"], "stream": stream, "blobs": stream, "producers": producers}
+        return sent
 
     @staticmethod
     def argument(command: Command, name: str) -> Any:

@@ -87,7 +87,10 @@ def test_the_append_scripts_bindings_match_its_wrapper() -> None:
     assert argv == _positions(ARGV_NAMES)
     # Every key layout the wrapper sends (view and hidden, and a record, only sometimes)
     # is one the script binds; the last binding of each name is the full layout.
-    layouts = [KEY_NAMES[:4], (*KEY_NAMES[:4], "record"), KEY_NAMES[:6], KEY_NAMES]
+    layouts = [
+        KEY_NAMES[:2], (*KEY_NAMES[:2], "producers"), KEY_NAMES[:4], (*KEY_NAMES[:4], "record"),
+        KEY_NAMES[:6], KEY_NAMES,
+    ]  # fmt: skip
     assert set(keys) == {pair for layout in layouts for pair in _positions(layout, keys=True)}
     assert sorted(dict(keys).items(), key=lambda pair: pair[1]) == _positions(KEY_NAMES, keys=True)
     assert _documented("append.lua") == (_positions(ARGV_NAMES), _positions(KEY_NAMES, keys=True))
@@ -162,9 +165,10 @@ def test_an_append_call_sends_each_field_at_its_named_position() -> None:
     }  # fmt: skip
     assert AppendCall.argument(plain.keys_and_args(), "look_up") == "1"
     # A plain append sends the names up to ``rest`` only ("": the others at their
-    # defaults), then its messages.
+    # defaults), then its messages; and no placeholder key (two keys without a producer).
     sent = plain.keys_and_args()
-    assert sent[5 : 5 + ARGV_NAMES.index("rest") + 2] == (
+    assert sent[:3] == (2, keys.seq, keys.stream)
+    assert sent[3 : 3 + ARGV_NAMES.index("rest") + 2] == (
         "", keys.channel, "", "1", "", "", "", "", "", b"m",
     )  # fmt: skip
     assert AppendCall.argument(sent, "blob_count") == 0 and AppendCall.argument(sent, "op") == ""
