@@ -83,8 +83,8 @@ class AppendCall:
     blob_refs: str = ""  # "<message>.<part>:<sha256> ...": references the batch cannot store
     max_age_us: int | None = None  # trim entries older than this on a plain append (µs)
 
-    def keys_and_args(self) -> Command:
-        """``numkeys, KEYS..., ARGV...`` for ``EVALSHA``/``EVAL``."""
+    def sent_key_names(self) -> tuple[str, ...]:
+        """The ``KEYS`` this call sends, in order."""
         # Only keys that exist once the conversation does (or that the script needs):
         # during a cluster slot move a declared key that does not exist holds the
         # append up (TRYAGAIN). Unused positions repeat the stream's name.
@@ -95,17 +95,20 @@ class AppendCall:
             or self.op in ("trim", "redact")
             or self.max_age_us is not None
         )
-        blobs = self.keys.blobs if uses_blobs else self.keys.stream
-        producers = self.keys.producers if self.producer else self.keys.stream
         keys: tuple[str, ...] = (self.keys.seq, self.keys.stream)
         views = self.op or self.ttl_ms is not None or self.max_age_us is not None
         if uses_blobs or views or self.record is not None:
-            keys += (blobs, producers)
+            blobs = self.keys.blobs if uses_blobs else self.keys.stream
+            keys += (blobs, self.keys.producers if self.producer else self.keys.stream)
             if views:
                 keys += (self.keys.view, self.keys.hidden)
-            keys += () if self.record is None else (self.record,)
-        elif self.producer:  # most calls: the stream's name not repeated
-            keys += (producers,)
+            return keys if self.record is None else (*keys, self.record)
+        # Most calls: no placeholder (each key costs the server time to read).
+        return (*keys, self.keys.producers) if self.producer else keys
+
+    def keys_and_args(self) -> Command:
+        """``numkeys, KEYS..., ARGV...`` for ``EVALSHA``/``EVAL``."""
+        keys = self.sent_key_names()
         recorded = self.record is not None or bool(self.producer)
         common = (  # in ARGV_NAMES order: a literal tuple, on every append's path
             self.publish,
