@@ -83,6 +83,7 @@ async def _google_adk(url: str, key: str, ttl: Any) -> str:
     session = await service.create_session(app_name="app", user_id="u", session_id=key)
     said = types.Content(role="user", parts=[types.Part(text="hi")])
     await service.append_event(session, Event(author="user", content=said))
+    await service.close()
     return ":".join(encode_id(what, v) for what, v in (("app", "app"), ("user", "u"), ("s", key)))
 
 
