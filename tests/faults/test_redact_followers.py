@@ -104,9 +104,15 @@ def _follow(where: tuple[str, Any], conversation: str, out: Any) -> None:
 
 
 def _everything(raw: Any, conversation: str) -> bytes:
-    """Every value of every key of the conversation (a SCAN of its hash tag)."""
+    """Every value of every key of the conversation (a SCAN of its hash tag), read and as
+    an uncompressed ``DUMP`` (what an RDB snapshot would hold)."""
+    if isinstance(raw, redis.cluster.RedisCluster):
+        raw.config_set("rdbcompression", "no", target_nodes=redis.cluster.RedisCluster.ALL_NODES)
+    else:
+        raw.config_set("rdbcompression", "no")
     out = []
     for key in raw.scan_iter(match=f"*{{{conversation}}}*"):
+        out.append(repr(raw.dump(key)))
         kind = raw.type(key)
         if kind == b"stream":
             out.append(repr(raw.xrange(key)))
