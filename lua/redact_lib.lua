@@ -58,10 +58,16 @@ end
 local function rebuild_without(id)
   redis.call('XDEL', STREAM, id)
   local kept = redis.call('XRANGE', STREAM, '-', '+')
+  -- The new key would have no expiry: a log object without ttl redacting a log that has
+  -- one would otherwise keep its stream forever.
+  local ttl = redis.call('PTTL', STREAM)
   redis.call('UNLINK', STREAM)
   local unpack_ = table.unpack or unpack
   for _, e in ipairs(kept) do
     redis.call('XADD', STREAM, e[1], unpack_(e[2]))
+  end
+  if ttl > 0 then
+    redis.call('PEXPIRE', STREAM, ttl)
   end
 end
 

@@ -310,6 +310,20 @@ def test_erase_and_fork_of_a_redacted_log(env: Env) -> None:
     assert env.raw.exists(log.keys.view) == 0 and log.all() == []
 
 
+def test_the_rewrite_keeps_the_streams_expiry(env: Env) -> None:
+    """The rewritten stream is a new key: a log object without ``ttl`` redacting a log
+    written with one left the stream without an expiry (kept forever) until the script
+    carried the expiry over."""
+    from datetime import timedelta
+
+    writer = env.log(ttl=timedelta(hours=1))
+    writer.append_many([user("m1"), user(SECRET), user("m3")])
+    plain = env.log(writer.conversation)  # no ttl of its own
+    plain.redact(2)
+    assert 0 < env.raw.pttl(writer.keys.stream) <= 3_600_000
+    assert [r.redacted for r in writer.all()] == [False, True, False]
+
+
 def test_the_acl_refuses_a_redaction_without_deletions(shared_server: Any) -> None:
     """acl_rules() without deletions=True: XDEL is refused before anything is written;
     with it, the redaction goes through."""
