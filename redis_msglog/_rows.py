@@ -20,7 +20,7 @@ from datetime import datetime
 from typing import Any, get_args
 
 import orjson
-from pydantic import TypeAdapter, ValidationError
+from pydantic import BaseModel, TypeAdapter, ValidationError
 
 from ._codec import (
     _binary_from_base64,
@@ -33,7 +33,18 @@ from .models import Role, StoredMessage
 
 _ROLES = frozenset(get_args(Role))
 _new = object.__new__
-_set = object.__setattr__
+# The model's slots, set as pydantic-core sets them (their descriptors: no lookup by name).
+_set_fields = BaseModel.__dict__["__pydantic_fields_set__"].__set__
+_set_extra = BaseModel.__dict__["__pydantic_extra__"].__set__
+_set_private = BaseModel.__dict__["__pydantic_private__"].__set__
+# A row's fields in the model's order, with their defaults: immutable (None or False), so
+# one dict serves every row; a field with another default must not take this path.
+_DEFAULTS = {
+    name: None if field.is_required() else field.default
+    for name, field in StoredMessage.model_fields.items()
+}
+if any(value is not None and value is not False for value in _DEFAULTS.values()):
+    raise RuntimeError("a StoredMessage default is neither None nor False: see _rows.py")
 _validate_page = TypeAdapter(list[StoredMessage]).validator.validate_python
 _GC_PAUSE_ROWS = 100
 
@@ -80,14 +91,14 @@ def _decode_page(
             content = doc.get("content")
             if type(content) is str and type(role) is str and role in _ROLES:
                 row = _new(StoredMessage)
-                _set(row, "__dict__", {
-                    "role": role, "content": content, "name": None, "tool_calls": None,
-                    "tool_call_id": None, "id": None, "metadata": None, "extras": None,
-                    "seq": seq, "at": when, "redacted": False,
-                })  # fmt: skip
-                _set(row, "__pydantic_fields_set__", {"role", "content", "seq", "at"})
-                _set(row, "__pydantic_extra__", None)
-                _set(row, "__pydantic_private__", None)
+                fields = row.__dict__  # the instance's own, empty: filled in field order
+                fields.update(_DEFAULTS)
+                fields["role"], fields["content"], fields["seq"], fields["at"] = (
+                    role, content, seq, when,
+                )  # fmt: skip
+                _set_fields(row, {"role", "content", "seq", "at"})  # as pydantic-core sets
+                _set_extra(row, None)
+                _set_private(row, None)
                 append(row)
                 continue
         doc["seq"] = seq  # TypeError unless a dict
