@@ -36,6 +36,7 @@ import redis.asyncio.connection
 import redis.connection
 
 import redis_msglog
+from benchmarks.floor import floors
 from benchmarks.server import server_url
 
 from . import contenders as c
@@ -608,6 +609,28 @@ def server_time(url: str, sizes: Sizes, run: Runner) -> list[Workload]:
     return [commands, cpu]
 
 
+def script_floor(url: str, sizes: Sizes) -> Workload:
+    """Workload 13: the append script's server time against the design's floor, every
+    command the append needs and no checks (``benchmarks.floor``, ``INFO commandstats``
+    per call, in this run): issue 28's bound on the script's own cost."""
+    figures = floors(redis.Redis.from_url(url), max(sizes.single, 200))
+    floor_label = "script: the append's commands, no checks"
+    work = Workload(
+        "13. append script server time / the design's floor (INFO commandstats)",
+        "µs",
+        higher_is_better=False,
+        reference=("the design's floor (its commands, no checks)", figures[floor_label]),
+    )
+    names = {  # the rows named as in the other workloads where they are the same thing
+        "raw XADD": c.RAW,
+        "append script, producer (default)": c.OURS,
+        "append script, NO_RETRY": c.OURS_NO_RETRY,
+    }
+    for label, value in figures.items():
+        work.add(names.get(label, label), [value])
+    return work
+
+
 # -- entry point ----------------------------------------------------------------------------
 
 
@@ -648,6 +671,7 @@ def main(argv: list[str] | None = None) -> None:
         step(round_trips(url, run))
         for workload in server_time(url, sizes, run):
             step(workload)
+        step(script_floor(url, sizes))
         for variant, options in IMAGE_VARIANTS.items():
             for workload in images(url, sizes, run, variant, options):
                 step(workload)

@@ -14,6 +14,7 @@ local function edit_part()
 
   local MAX_RETRACT = 256  -- seqs one retract may take: it stays a short call
   local MAX_TRIM = 10000  -- entries one trim may remove: it stays a short call (~10 ms)
+  local MAX_REDACT_REBUILD = 10000  -- entries a redact rewrites (redact_lib.lua): ~10 ms
 
   local function bad_edit(text)
     return {err = 'MSGLOG_BADEDIT ' .. text}
@@ -301,6 +302,12 @@ local function edit_part()
     if is_redacted(s) then
       return bad_edit(what .. ' is already redacted')
     end
+    local length = redis.call('XLEN', STREAM)
+    if length > MAX_REDACT_REBUILD then
+      return bad_edit(what .. ': the stream holds ' .. int(length) .. ' entries, more than ' ..
+        MAX_REDACT_REBUILD .. ' (a redaction rewrites the stream to remove the bytes): trim ' ..
+        'the log first')
+    end
     local found = redis.call('XRANGE', STREAM, int(s), int(s))
     if not found[1] then
       return bad_edit(what .. ' is missing from the stream (deleted by hand?)')
@@ -321,7 +328,8 @@ local function edit_part()
     end
     -- XDEL runs after the first writes: a user the ACL refuses it is refused here, before
     -- anything is written (Redis 7+; acl_rules(deletions=True) grants it).
-    if redis.acl_check_cmd and not redis.acl_check_cmd('XDEL', STREAM, id) then
+    if redis.acl_check_cmd and not (redis.acl_check_cmd('XDEL', STREAM, id) and
+        redis.acl_check_cmd('UNLINK', STREAM)) then
       return {err = 'NOPERM this user has no permissions to redact (XDEL) in ' .. STREAM ..
         ': see acl_rules(deletions=True)'}
     end

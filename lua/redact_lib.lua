@@ -50,11 +50,32 @@ local function drop_blobs(id, body)
   end
 end
 
+-- XDEL only marks an entry deleted inside its stream node (a listpack of up to 100
+-- entries): its bytes stay in memory, in DUMP and in RDB snapshots until every entry of
+-- the node is deleted. So the stream is rebuilt: every other entry read, the key unlinked
+-- and the entries added again with the same IDs and fields, into fresh nodes (bounded:
+-- plan_redact refuses a stream of more than MAX_REDACT_REBUILD entries).
+local function rebuild_without(id)
+  redis.call('XDEL', STREAM, id)
+  local kept = redis.call('XRANGE', STREAM, '-', '+')
+  -- The new key would have no expiry: a log object without ttl redacting a log that has
+  -- one would otherwise keep its stream forever.
+  local ttl = redis.call('PTTL', STREAM)
+  redis.call('UNLINK', STREAM)
+  local unpack_ = table.unpack or unpack
+  for _, e in ipairs(kept) do
+    redis.call('XADD', STREAM, e[1], unpack_(e[2]))
+  end
+  if ttl > 0 then
+    redis.call('PEXPIRE', STREAM, ttl)
+  end
+end
+
 -- plan: {seq, entry ID, original body, "<at> <replacement JSON>"} (edit_lib.lua).
 function redact_lib.redact(plan)
   local s, id, body, value = plan[1], plan[2], plan[3], plan[4]
   drop_blobs(id, body)
-  redis.call('XDEL', STREAM, id)
+  rebuild_without(id)
   local count = tonumber(redis.call('HGET', VIEW, 'redacted') or '0') or 0
   redis.call('HSET', VIEW, 'r:' .. seq_text(s), value, 'redacted', seq_text(count + 1))
 end

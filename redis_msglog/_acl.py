@@ -25,6 +25,7 @@ _CONNECTION = (
 _SCRIPTS = ("evalsha", "eval")  # the append and view scripts (EVAL after NOSCRIPT)
 _IN_SCRIPTS = (  # what lua/*.lua call (append, view and their included libs)
     "time", "type", "exists", "get", "set", "incrby", "pexpire",
+    "pttl",  # a redaction's rewrite of the stream keeps the stream's expiry
     "xadd", "xrange", "xrevrange", "xlen",
     "hget", "hexists", "hset", "hsetnx", "hdel", "hlen", "hrandfield",
     "zadd", "zrem", "zrangebyscore", "zrevrangebyscore",

@@ -228,7 +228,7 @@ def decode_row(line: bytes | str) -> dict[str, Any]:
         raise CodecError(f"expected a JSON object, got {type(doc).__name__}")
     doc.pop("seq", None)
     doc.pop("at", None)
-    doc.pop("redacted", None)  # an imported redacted row is a plain row of the new log
+    doc.pop("redacted", None)  # imported as a row; the redact entry after it redoes it
     if isinstance(doc.get("content"), list):
         try:
             _binary_from_base64(doc["content"])

@@ -30,6 +30,7 @@ from .errors import (
     MessageLogError,
     MessageTooLargeError,
 )
+from .models import StoredMessage
 
 __all__ = ["ImportBatchError", "ImportFileError", "ImportResult", "import_jsonl"]
 
@@ -297,6 +298,8 @@ def _import_edit(
             "entries before it, so its seqs cannot mean the same here (import it into a new "
             "conversation from its first kept seq instead)"
         )
+    if op == "redact":
+        return _import_redaction(log, edit, key)
     if op == "fork":
         # The fork entry again, as fork() writes it (the source need not exist here).
         changes = None if attrs is None else AttrChanges.of(attrs)
@@ -305,6 +308,23 @@ def _import_edit(
     if "through" in edit:
         return log.compact(messages, through_seq=edit["through"], idempotency_key=key, attrs=attrs)
     return log.replace(messages, idempotency_key=key, attrs=attrs)
+
+
+def _import_redaction(log: MessageLog, edit: dict[str, Any], key: str) -> int:
+    """A redaction again: the export holds the redacted row, imported as a plain row at
+    its seq; redacting it with itself as the replacement makes the import equal its
+    source (the original is in neither)."""
+    (seq,) = edit["seqs"]
+    rows = log.read(after=seq - 1, limit=1, view="physical")
+    if not rows or not isinstance(rows[0], StoredMessage) or rows[0].seq != seq:
+        raise InvalidEditError(f"a redaction of seq {seq}, not a message of the import")
+    return log.redact(
+        seq,
+        rows[0].as_message(),
+        reason=edit.get("reason"),
+        idempotency_key=key,
+        attrs=edit.get("attrs"),
+    )
 
 
 def _import_unit(log: MessageLog, source: _Source, unit: _Unit, index: int) -> tuple[int, bool]:

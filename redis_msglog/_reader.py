@@ -6,6 +6,7 @@ run of seqs without a gap or a repeat, a cursor beyond the end, missing blobs)."
 from __future__ import annotations
 
 from collections.abc import Callable
+from operator import itemgetter
 from typing import Any, TypeVar
 
 from . import _append_script as script
@@ -22,6 +23,7 @@ from .models import StoredMessage
 R = TypeVar("R", bound=Entry)
 _NO_EDITS = (None, b"0", "0")
 _MAX_FILL = 10_000  # gaps one read fills at most: a longer one is not redactions
+_first_item = itemgetter(0)
 
 
 def _seq_of(entry_id: bytes | str) -> int:
@@ -198,10 +200,11 @@ class Reader:
         if span <= len(entries) and (not seqs or (seqs[0] == low and seqs[-1] == high)):
             return entries
         try:
-            held = {_seq_of(entry[0]) for entry in entries}
+            held = list(map(_seq_of, map(_first_item, entries)))  # once each, in C loops
         except ValueError:
             return entries
-        missing = [s for s in range(low, high + step, step) if s not in held][:_MAX_FILL]
+        present = set(held)
+        missing = [s for s in range(low, high + step, step) if s not in present][:_MAX_FILL]
         if not missing:
             return entries
         (values,) = yield from self.read(("HMGET", self.keys.view, *(f"r:{s}" for s in missing)))
@@ -209,9 +212,10 @@ class Reader:
         if not found:
             return entries
         as_bytes = isinstance(entries[0][0], bytes) if entries else isinstance(found[0][1], bytes)
-        merged = entries + [redacted_entry(s, v, as_bytes) for s, v in found]
-        merged.sort(key=lambda entry: _seq_of(entry[0]) * step)
-        return merged
+        pairs = list(zip(held, entries, strict=True))
+        pairs += [(s, redacted_entry(s, v, as_bytes)) for s, v in found]
+        pairs.sort(key=_first_item, reverse=step < 0)  # by seq: an int compare each
+        return [entry for _, entry in pairs]
 
     def contiguous(self, rows: list[R], first: int | None, *, step: int = 1) -> list[R]:
         """``rows`` if their seqs run ``first, first + step, ...`` (``first`` None: from

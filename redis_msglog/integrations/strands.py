@@ -45,10 +45,10 @@ except ModuleNotFoundError as exc:  # the extra is not installed
 from .._erase import DEFAULT_ERASED_FOR, check_erased_for
 from .._retry import DEFAULT_RETRY
 from .._scope import check_scope
-from .._shell import check_log_options
 from .._sync import Directory, MessageLog
 from ..errors import InvalidArgumentError, MessageLogError, SeqConflictError
 from ._clients import from_url
+from ._log_options import integration_options
 from ._strands_messages import TRIES, AgentLogs, check_index
 from ._strands_rows import Names, attr_name, carried, dumps, foreign, loads
 
@@ -116,7 +116,7 @@ class MessageLogSessionRepository(SessionRepository):
         for refused in ("scope", "max_age"):
             if refused in log_options:
                 raise InvalidArgumentError(f"{refused} is not an option of the repository")
-        check_log_options(log_options)
+        log_options = integration_options(log_options)  # ttl: int seconds or a timedelta
         check_type("namespace", namespace, str, "a str")
         if not namespace or len(namespace) > 100 or not namespace.isascii():
             raise InvalidArgumentError(

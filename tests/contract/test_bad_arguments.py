@@ -122,6 +122,7 @@ VALID: dict[str, Callable[[Ctx], Any]] = {
     "turns": lambda c: [],
     "seqs": lambda c: [1],
     "through_seq": lambda c: 1,
+    "seq": lambda c: 1,
     "new_conversation": lambda c: f"fork-{uuid.uuid4().hex[:8]}",
     "n": lambda c: 1,
     "budget": lambda c: 10,

@@ -6,6 +6,7 @@ show the redacted row marked."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 import orjson
 import pytest
@@ -77,3 +78,24 @@ def test_trim_asks_at_a_terminal(url: str, answer: str, monkeypatch: pytest.Monk
     else:
         assert done.exit_code == 1
         assert log.count() == 3 and [r.seq for r in log.all()] == [1, 2, 3]
+
+
+def test_an_export_of_a_redacted_log_imports_as_its_source(url: str, tmp_path: Any) -> None:
+    log = kept(url)
+    log.redact(2, {"role": "user", "content": "card [removed]"}, reason="pci")
+    log.add("user", "after")
+    path = tmp_path / "export.jsonl"
+    assert msglog(url, "export", log.conversation, "-o", str(path)).returncode == 0
+    target = new_id()
+    done = msglog(url, "import", str(path), target)
+    assert done.returncode == 0, done.stderr
+    copy = MessageLog(redis.Redis.from_url(url), target)
+
+    def shown(rows: list[Any]) -> list[tuple[Any, ...]]:
+        return [(r.seq, getattr(r, "content", r), getattr(r, "redacted", None)) for r in rows]
+
+    assert [r.content for r in copy.all()] == ["hi", "card [removed]", "ok", "after"]
+    assert shown(copy.all()) == shown(log.all())
+    edits = [r for r in copy.all(view="physical") if not hasattr(r, "content")]
+    assert [(e.op, e.seqs, e.reason) for e in edits] == [("redact", (2,), "pci")]
+    assert SECRET.encode() not in path.read_bytes()

@@ -56,7 +56,7 @@ def test_stored_rows_carry_seq_and_server_time(env: Env) -> None:
         # The server's clock, not ours: same machine here, so within a few seconds.
         assert abs(row.at - before) < timedelta(seconds=30)
     assert rows[0].at == rows[1].at  # one commit, one timestamp
-    assert rows[1].model_dump(exclude={"seq", "at"}) == {
+    assert rows[1].model_dump(exclude={"seq", "at", "redacted"}) == {
         "role": "tool",
         "content": '{"hits": 3}',
         "name": "search",

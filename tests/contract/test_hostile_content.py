@@ -5,7 +5,8 @@ Messages a model or an attacker could produce (deep and huge JSON values, tool-c
 and unknown, ids and names of lone surrogates, NULs, controls and astral characters)
 go through every write path: ``append``, ``append_many``, ``compact``, ``replace``,
 ``msglog import``, the LangChain history and the Agents SDK session, and the lifecycle
-writes (a trim under the hostile rows, ``max_age`` trimming in the same call, a
+writes (a trim under the hostile rows, a redaction of one and a hostile replacement
+for another, ``max_age`` trimming in the same call, a
 ``before_append`` filter returning them, an erasure after them). Each case is
 either refused at write with a :class:`MessageLogError` and nothing written (``DUMP`` of
 every key under the case's prefix is the same before and after), or readable by every
@@ -201,6 +202,8 @@ WRITES = [
     "llama_index",
     # the lifecycle writes (issue 25): each must leave every reader working
     "trim",
+    "redact",
+    "redact_with",
     "before_append",
     "erase",
 ]
@@ -277,6 +280,11 @@ def _lifecycle_write(case: Case, how: str, msgs: list[dict[str, Any]]) -> None:
     if how == "trim":
         log.append_many(msgs)
         log.trim(2)
+    elif how == "redact":  # the first hostile row redacted, the others kept
+        first = log.append_many(msgs) - len(msgs) + 1
+        log.redact(first, reason="hostile")
+    elif how == "redact_with":  # a hostile replacement for the seed row "ok"
+        log.redact(2, msgs[0])
     elif how == "max_age":
         time.sleep(1.05)  # the seeds are older than max_age (1 s at least) when these come
         aged = MessageLog(

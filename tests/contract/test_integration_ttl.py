@@ -83,10 +83,26 @@ async def _google_adk(url: str, key: str, ttl: Any) -> str:
     session = await service.create_session(app_name="app", user_id="u", session_id=key)
     said = types.Content(role="user", parts=[types.Part(text="hi")])
     await service.append_event(session, Event(author="user", content=said))
+    await service.close()
     return ":".join(encode_id(what, v) for what, v in (("app", "app"), ("user", "u"), ("s", key)))
 
 
+async def _strands(url: str, key: str, ttl: Any) -> str:
+    from strands.types.session import Session, SessionAgent, SessionMessage, SessionType
+
+    from redis_msglog.integrations.strands import MessageLogSessionRepository
+
+    repo = MessageLogSessionRepository.from_url(url=url, ttl=ttl)
+    repo.create_session(Session(session_id=key, session_type=SessionType.AGENT))
+    repo.create_agent(key, SessionAgent("a", {}, {}))
+    said = {"role": "user", "content": [{"text": "hi"}]}
+    repo.create_message(key, "a", SessionMessage(said, 0))  # type: ignore[arg-type]
+    repo.close()
+    return f"strands.{key}:agent:a"
+
+
 WRITERS: dict[str, Callable[[str, str, Any], Any]] = {
+    "strands": _strands,
     "agent_framework": _agent_framework,
     "google_adk": _google_adk,
     "openai_agents": _agents,
@@ -127,6 +143,7 @@ def test_nonsense_ttl_is_a_typed_error_at_construction(ttl: Any) -> None:
         lambda: RedisConversationStore(aclient, ttl=ttl),
         lambda: _agent_framework_provider(aclient, ttl),
         lambda: _adk_service(aclient, ttl),
+        lambda: _strands_repository(client, ttl),
     ]
     for make in makers:
         with pytest.raises(InvalidArgumentError, match="ttl"):
@@ -143,6 +160,12 @@ def _adk_service(client: Any, ttl: Any) -> Any:
     from redis_msglog.integrations.google_adk import MessageLogSessionService
 
     return MessageLogSessionService(client, ttl=ttl)
+
+
+def _strands_repository(client: Any, ttl: Any) -> Any:
+    from redis_msglog.integrations.strands import MessageLogSessionRepository
+
+    return MessageLogSessionRepository(client, ttl=ttl)
 
 
 def test_ttl_none_and_timedelta_pass_through() -> None:

@@ -12,6 +12,7 @@ import pytest
 import redis
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from redis.cluster import RedisCluster
 
 from redis_msglog import (
     EditEntry,
@@ -58,9 +59,17 @@ def snapshot(env: Env, log: Any) -> dict[str, Any]:
 
 
 def everything(env: Env, log: Any) -> bytes:
-    """Every value of every key of the conversation, as one byte string."""
+    """Every value of every key of the conversation, as one byte string: read, and as
+    ``DUMP`` serialises it uncompressed (what an RDB snapshot or a replica's full sync
+    would carry: an entry only marked deleted inside a stream node is still there)."""
     out = []
+    if env.backend == "cluster":  # DUMP's strings as they are, on every node
+        env.raw.config_set("rdbcompression", "no", target_nodes=RedisCluster.ALL_NODES)
+    elif env.backend != "fakeredis":
+        env.raw.config_set("rdbcompression", "no")
     for key in keys_of(log):
+        dumped = env.raw.dump(key)
+        out.append(repr(dumped) if dumped is not None else "")
         kind = env.raw.type(key)
         kind = kind.decode() if isinstance(kind, bytes) else kind
         if kind == "stream":
@@ -97,8 +106,10 @@ def follow_rows(env: Env, log: Any, after: int, n: int) -> list[Any]:
 def test_redact_replaces_the_row_in_every_read(env: Env) -> None:
     log = env.log()
     log.append_many([user("m1"), user(SECRET), {"role": "assistant", "content": "ok"}])
+    assert SECRET.encode() in everything(env, log)  # the scan of the keys sees it...
     assert log.redact(2, reason="a card number") == 4
-    assert SECRET.encode() not in everything(env, log)
+    assert SECRET.encode() not in everything(env, log)  # ...and then no more
+    assert b"[redacted]" in everything(env, log)
     assert env.raw.xlen(log.keys.stream) == 3  # 1, 3 and the redact entry
     assert log.count() == 4
     rows = log.all()
@@ -299,6 +310,20 @@ def test_erase_and_fork_of_a_redacted_log(env: Env) -> None:
     assert env.raw.exists(log.keys.view) == 0 and log.all() == []
 
 
+def test_the_rewrite_keeps_the_streams_expiry(env: Env) -> None:
+    """The rewritten stream is a new key: a log object without ``ttl`` redacting a log
+    written with one left the stream without an expiry (kept forever) until the script
+    carried the expiry over."""
+    from datetime import timedelta
+
+    writer = env.log(ttl=timedelta(hours=1))
+    writer.append_many([user("m1"), user(SECRET), user("m3")])
+    plain = env.log(writer.conversation)  # no ttl of its own
+    plain.redact(2)
+    assert 0 < env.raw.pttl(writer.keys.stream) <= 3_600_000
+    assert [r.redacted for r in writer.all()] == [False, True, False]
+
+
 def test_the_acl_refuses_a_redaction_without_deletions(shared_server: Any) -> None:
     """acl_rules() without deletions=True: XDEL is refused before anything is written;
     with it, the redaction goes through."""
@@ -408,3 +433,21 @@ def test_redactions_among_edits_match_a_followers_fold(
             assert seqs(log.read(after=first, limit=3, view="physical")) == seqs(physical)[1:4]
     if fold.last_seq:
         assert verify_conversation(client, "msglog", log.conversation).problems == []
+
+
+def test_a_stream_over_10000_entries_is_refused_until_trimmed(shared_server: Any) -> None:
+    """A redaction rewrites the stream (to remove the bytes XDEL leaves in its node), so
+    a stream of more than 10,000 entries is refused, nothing written; after a trim it is
+    redacted."""
+    client = redis.Redis.from_url(shared_server("valkey").url)
+    log = MessageLog(client, new_id())
+    for start in range(0, 10_001, 1000):
+        log.append_many([user(f"m{start + k}") for k in range(min(1000, 10_001 - start))])
+    keys = [log.keys.seq, log.keys.stream, log.keys.view, log.keys.hidden, log.keys.blobs]
+    before = {key: client.dump(key) for key in keys}
+    with pytest.raises(InvalidEditError, match="more than 10000"):
+        log.redact(10_001)
+    assert {key: client.dump(key) for key in keys} == before
+    log.trim(100)
+    assert log.redact(10_001) == 10_003
+    assert log.last(1)[0].redacted

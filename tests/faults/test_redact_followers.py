@@ -13,7 +13,9 @@ import random
 import time
 from typing import Any
 
+import pytest
 import redis
+import redis.cluster
 
 from redis_msglog import EditEntry, InvalidEditError, LogView, MessageLog, StoredMessage
 
@@ -23,17 +25,24 @@ WRITERS, FOLLOWERS, PER_WRITER = 3, 3, 40
 END = "END"
 
 
-def _write(url: str, conversation: str, worker: int) -> None:
-    log = MessageLog(redis.Redis.from_url(url), conversation)
+def _client(where: tuple[str, Any]) -> Any:
+    kind, address = where
+    if kind == "cluster":
+        return redis.cluster.RedisCluster(host="127.0.0.1", port=address)
+    return redis.Redis.from_url(address)
+
+
+def _write(where: tuple[str, Any], conversation: str, worker: int) -> None:
+    log = MessageLog(_client(where), conversation)
     for i in range(PER_WRITER):
         batch = [{"role": "user", "content": f"secret-{worker}-{i}-{k}"} for k in range(1 + i % 2)]
         log.append_many(batch)
         time.sleep(random.random() / 200)
 
 
-def _redact(url: str, conversation: str, stop: Any, out: Any) -> None:
+def _redact(where: tuple[str, Any], conversation: str, stop: Any, out: Any) -> None:
     """Redact random messages (not yet redacted) until told to stop; report their text."""
-    log = MessageLog(redis.Redis.from_url(url), conversation)
+    log = MessageLog(_client(where), conversation)
     gone: list[str] = []
     try:
         while not stop.is_set():
@@ -53,9 +62,9 @@ def _redact(url: str, conversation: str, stop: Any, out: Any) -> None:
     out.put(("redactor", gone))
 
 
-def _read(url: str, conversation: str, stop: Any, out: Any) -> None:
+def _read(where: tuple[str, Any], conversation: str, stop: Any, out: Any) -> None:
     """Read every way, over and over, until told to stop; report the reads or the error."""
-    log = MessageLog(redis.Redis.from_url(url), conversation, page_size=5)
+    log = MessageLog(_client(where), conversation, page_size=5)
     reads = 0
     try:
         while not stop.is_set():
@@ -76,9 +85,9 @@ def _read(url: str, conversation: str, stop: Any, out: Any) -> None:
     out.put(("reader", reads))
 
 
-def _follow(url: str, conversation: str, out: Any) -> None:
+def _follow(where: tuple[str, Any], conversation: str, out: Any) -> None:
     """Fold every entry of a follow until the END message; report the fold's rows."""
-    log = MessageLog(redis.Redis.from_url(url), conversation)
+    log = MessageLog(_client(where), conversation)
     view = LogView()
     edits = 0
     try:
@@ -94,10 +103,16 @@ def _follow(url: str, conversation: str, out: Any) -> None:
     out.put(("follower", ([(r.seq, r.content, r.redacted) for r in view.rows], edits)))
 
 
-def _everything(raw: redis.Redis, conversation: str) -> bytes:
-    """Every value of every key of the conversation (a SCAN of its hash tag)."""
+def _everything(raw: Any, conversation: str) -> bytes:
+    """Every value of every key of the conversation (a SCAN of its hash tag), read and as
+    an uncompressed ``DUMP`` (what an RDB snapshot would hold)."""
+    if isinstance(raw, redis.cluster.RedisCluster):
+        raw.config_set("rdbcompression", "no", target_nodes=redis.cluster.RedisCluster.ALL_NODES)
+    else:
+        raw.config_set("rdbcompression", "no")
     out = []
     for key in raw.scan_iter(match=f"*{{{conversation}}}*"):
+        out.append(repr(raw.dump(key)))
         kind = raw.type(key)
         if kind == b"stream":
             out.append(repr(raw.xrange(key)))
@@ -110,25 +125,32 @@ def _everything(raw: redis.Redis, conversation: str) -> bytes:
     return "".join(out).encode()
 
 
+@pytest.mark.parametrize("kind", ["redis", "cluster"])
 def test_followers_agree_with_a_fresh_read_while_messages_are_redacted(
-    shared_server: Any,
+    kind: str, shared_server: Any, shared_cluster: Any
 ) -> None:
-    url = shared_server("redis").url
+    where: tuple[str, Any] = (
+        ("cluster", shared_cluster().port)
+        if kind == "cluster"
+        else ("plain", shared_server(kind).url)
+    )
     conversation = new_id()
-    raw = redis.Redis.from_url(url)
+    raw = _client(where)
     log = MessageLog(raw, conversation)
     log.add("system", "start")
     context = multiprocessing.get_context("spawn")
     stop, out = context.Event(), context.Queue()
     followers = [
-        context.Process(target=_follow, args=(url, conversation, out)) for _ in range(FOLLOWERS)
+        context.Process(target=_follow, args=(where, conversation, out)) for _ in range(FOLLOWERS)
     ]
     for follower in followers:
         follower.start()
     assert [out.get(timeout=60)[0] for _ in followers] == ["ready"] * FOLLOWERS
-    writers = [context.Process(target=_write, args=(url, conversation, w)) for w in range(WRITERS)]
-    redactor = context.Process(target=_redact, args=(url, conversation, stop, out))
-    reader = context.Process(target=_read, args=(url, conversation, stop, out))
+    writers = [
+        context.Process(target=_write, args=(where, conversation, w)) for w in range(WRITERS)
+    ]
+    redactor = context.Process(target=_redact, args=(where, conversation, stop, out))
+    reader = context.Process(target=_read, args=(where, conversation, stop, out))
     for process in (*writers, redactor, reader):
         process.start()
     for writer in writers:
@@ -152,5 +174,6 @@ def test_followers_agree_with_a_fresh_read_while_messages_are_redacted(
         assert rows == fresh
         assert edits == len(gone)
     everything = _everything(raw, conversation)
+    assert b"[redacted]" in everything and END.encode() in everything  # the scan saw it all
     for text in gone:
         assert text.encode() not in everything, text
