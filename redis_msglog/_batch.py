@@ -15,6 +15,7 @@ from . import errors
 from ._blobs import blob_references, offload
 from ._codec import encode_message
 from ._depth import MAX_JSON_DEPTH, too_deep_field
+from ._plain import encode_plain
 from ._views import AttrChanges, Edit
 from .models import AgentMessage, describe_errors
 
@@ -25,7 +26,7 @@ from .models import AgentMessage, describe_errors
 class Batch:
     """Validated, encoded messages ready to append."""
 
-    messages: tuple[AgentMessage, ...]
+    messages: tuple[AgentMessage, ...]  # empty when encoded without models (_plain.py)
     encoded: tuple[bytes, ...]  # as stored: large binaries replaced by references
     blobs: tuple[tuple[str, bytes], ...] = ()  # (SHA-256 hex, bytes) to store off the rows
     edit: Edit | None = None  # the edit written before the messages (docs/edits.md)
@@ -74,11 +75,15 @@ class BatchRules:
         attrs: Mapping[str, str | None] | None = None,
         *,
         filtered: bool = True,
+        models: bool = False,
     ) -> Batch:
         """Validate and encode ``msgs`` (written after ``edit``, if any, which also
         changes ``attrs``); raise before anything is sent if any is bad. ``filtered``:
         the messages go through the log's ``before_append`` (after their validation; a
-        fork's copied rows and ``validate()`` do not)."""
+        fork's copied rows and ``validate()`` do not). ``models``: the batch carries
+        the validated messages; without it, and with no ``before_append`` to see them, a
+        batch of plain messages is encoded without building any (:mod:`._plain`), and
+        its ``messages`` is empty."""
         changes = None if attrs is None else AttrChanges.of(attrs)
         if changes is not None and edit is None:
             edit = changes.entry()
@@ -88,7 +93,12 @@ class BatchRules:
             raise errors.InvalidMessageError(
                 f"expected a sequence of messages, got {type(msgs).__name__}"
             )
-        messages = _coerce_all(msgs)
+        items = msgs if type(msgs) is tuple or type(msgs) is list else tuple(msgs)
+        if not models and (self.before_append is None or not filtered):
+            plain = encode_plain(items, self.max_message_bytes)
+            if plain is not None:
+                return Batch((), plain, (), edit, changes)
+        messages = _coerce_all(items)
         if not (filtered and messages and self.before_append is not None):
             return self._encoded(messages, edit, changes)
         messages = _filtered(self.before_append, messages)
@@ -157,11 +167,12 @@ def _filtered(
 _validate_many = TypeAdapter(list[AgentMessage]).validator.validate_python
 
 
-def _coerce_all(msgs: Iterable[AgentMessage | Mapping[str, Any]]) -> tuple[AgentMessage, ...]:
+def _coerce_all(
+    items: Sequence[AgentMessage | Mapping[str, Any]],
+) -> tuple[AgentMessage, ...]:
     """Every message validated. A batch of dicts (and messages) goes through pydantic-core
     in one call (0.75 µs a message against 1.3 for a call each); anything else, and any
     batch that fails, message by message, which names the first bad one."""
-    items = msgs if type(msgs) is list or type(msgs) is tuple else list(msgs)
     if len(items) > 1 and all(type(m) is dict or isinstance(m, AgentMessage) for m in items):
         try:
             return tuple(_validate_many(items))

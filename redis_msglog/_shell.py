@@ -180,4 +180,4 @@ class ShellBase:
         """Check ``msgs`` exactly as :meth:`append_many` would, sending nothing: the
         validated messages, or the error the append would raise (bad message, no exact
         JSON form, over ``max_message_bytes``). The log's ``before_append`` is not run."""
-        return list(self._core.batch(msgs, filtered=False).messages)
+        return list(self._core.batch(msgs, filtered=False, models=True).messages)

@@ -30,7 +30,9 @@ class Read:
     route: str | None = None
 
 
-@dataclass(frozen=True, slots=True)
+# Not frozen (one per append: a frozen dataclass's __init__ costs ~0.15 µs a field);
+# never changed after construction.
+@dataclass(slots=True)
 class Write:
     """One command to send exactly once (a blind re-send of an append writes it twice;
     re-sends are the core's decision). The reply is the raw server reply.

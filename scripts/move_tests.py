@@ -88,6 +88,7 @@ FOLDERS: dict[str, tuple[str, ...]] = {
         "test_models_parts",
         "test_older_format",
         "test_packaging",
+        "test_plain_lane",
         "test_poisoned_writes",
         "test_read_cache",
         "test_redact",

@@ -513,11 +513,13 @@ def test_a_batch_is_validated_as_each_of_its_messages_would_be() -> None:
     one call each, given messages are kept as they are, and other mappings and
     iterables take the message-by-message path."""
     log = core()
-    given = AgentMessage(role="assistant", content="b")
+    # metadata: not the plain lane (role and text only, encoded without models), which
+    # carries no messages; test_plain_lane.py checks it stores the same bytes
+    given = AgentMessage(role="assistant", content="b", metadata={"k": 1})
     msgs: list[Any] = [
-        {"role": "user", "content": "a"},
+        {"role": "user", "content": "a", "metadata": {"k": 1}},
         given,
-        {"role": "tool", "content": "c", "toolCallId": "t"},
+        {"role": "tool", "content": "c", "toolCallId": "t", "metadata": {"k": 1}},
     ]
     one_by_one = tuple(log.batch([m]).messages[0] for m in msgs)
     assert log.batch(msgs).messages == one_by_one

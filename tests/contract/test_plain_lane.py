@@ -1,0 +1,145 @@
+"""The plain lane (redis_msglog/_plain.py) against the model route it short-cuts: for any
+batch, both store byte-identical rows or refuse it with the same typed error."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+import pytest
+import redis
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from redis_msglog import AgentMessage, MessageLog, MessageLogError
+from redis_msglog._batch import Batch, BatchRules
+from redis_msglog._blobs import DEFAULT_BLOB_THRESHOLD
+from redis_msglog._codec import encode_message
+
+# Near the plain shape, and just outside it: other roles and types, None, both spellings
+# of the tool call id, unknown keys, lone surrogates, a str subclass, a dict subclass.
+texts = st.text(max_size=12) | st.sampled_from(["\ud800", "a\udfffb", "", "\x00"])
+
+
+class _Str(str):
+    pass
+
+
+class _OrderedDict(dict[str, Any]):
+    pass
+
+
+def _valid(msg: dict[str, Any]) -> AgentMessage | None:
+    try:
+        return AgentMessage.model_validate(msg)
+    except ValueError:
+        return None
+
+
+values = texts | st.none() | st.integers() | st.builds(_Str, st.text(max_size=3))
+plain_dicts = st.fixed_dictionaries(
+    {
+        "role": st.sampled_from(["system", "user", "assistant", "tool", "robot", "User"])
+        | st.none(),
+        "content": texts | st.none() | st.integers() | st.just([{"type": "text", "text": "t"}]),
+    },
+    optional={
+        "name": values,
+        "toolCallId": values,
+        "tool_call_id": values,
+        "id": values,
+        "metadata": st.none() | st.just({"k": 1}),
+        "extra": texts,
+    },
+)
+# Valid plain messages (the lane's own), often: the batch must be valid throughout to
+# compare the stored bytes.
+plain_shaped = st.builds(
+    lambda role, content, spelling, fields: (
+        {"role": role, "content": content}
+        | {spelling if key == "call" else key: value for key, value in fields.items()}
+    ),
+    st.sampled_from(["system", "user", "assistant", "tool"]),
+    texts,
+    st.sampled_from(["toolCallId", "tool_call_id"]),
+    st.fixed_dictionaries({}, optional={k: st.none() | texts for k in ("name", "call", "id")}),
+)
+inputs = (
+    plain_dicts
+    | plain_shaped
+    | plain_shaped.map(_OrderedDict)
+    | plain_shaped.map(_valid).filter(lambda m: m is not None)
+)
+
+
+def _outcome(rules: BatchRules, batch: list[Any], models: bool) -> tuple[Any, ...]:
+    try:
+        made = rules.batch(batch, models=models)
+    except MessageLogError as exc:
+        return type(exc), str(exc), getattr(exc, "index", None)
+    return made.encoded, made.blobs, made.blob_refs
+
+
+@given(st.lists(inputs, max_size=4), st.sampled_from([1 << 20, 1 << 20, 60, 30]))
+@settings(max_examples=600, suppress_health_check=[HealthCheck.too_slow])
+def test_lane_and_model_route_agree_byte_for_byte(batch: list[Any], limit: int) -> None:
+    rules = BatchRules(limit, 1024)
+    assert _outcome(rules, batch, models=False) == _outcome(rules, batch, models=True)
+
+
+@given(plain_shaped | plain_shaped.map(_valid))
+@settings(max_examples=300)
+def test_one_plain_message_agrees(msg: Any) -> None:
+    rules = BatchRules(1 << 20, 1024)
+    assert _outcome(rules, [msg], models=False) == _outcome(rules, [msg], models=True)
+
+
+@pytest.mark.parametrize(
+    "msg",
+    [
+        {"role": "user", "content": "hi"},
+        {"role": "tool", "content": "42", "tool_call_id": "c1", "name": "add", "id": None},
+        {"toolCallId": "c1", "content": 'é\n"', "role": "tool", "id": "m1", "name": "f"},
+        AgentMessage(role="assistant", content="ok", name="bot"),
+    ],
+)
+def test_plain_messages_take_the_lane(msg: Any) -> None:
+    """The lane is taken (no model built: the batch carries none) and stores what the
+    model route stores; a ``validate()``-style batch still carries the models."""
+    rules = BatchRules(1 << 20, 1024)
+    lane, route = rules.batch([msg]), rules.batch([msg], models=True)
+    assert lane.messages == () and route.messages == (AgentMessage.model_validate(msg),)
+    assert lane.encoded == route.encoded == (encode_message(route.messages[0]),)
+
+
+def test_a_before_append_still_sees_models() -> None:
+    seen: list[Any] = []
+
+    def hook(msgs: list[AgentMessage]) -> list[AgentMessage]:
+        seen.extend(msgs)
+        return msgs
+
+    batch = BatchRules(1 << 20, 1024, hook).batch([{"role": "user", "content": "hi"}])
+    assert seen == [AgentMessage(role="user", content="hi")]
+    assert isinstance(batch, Batch) and batch.messages == tuple(seen)
+
+
+@given(st.lists(plain_dicts | plain_shaped, min_size=1, max_size=3))
+@settings(
+    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+def test_stored_bytes_are_the_model_routes(shared_server: Any, batch: list[Any]) -> None:
+    """What reaches the server: the rows in the stream are the model route's bytes, or
+    nothing is written and the model route's error is raised."""
+    client = redis.Redis.from_url(shared_server("redis").url)
+    log = MessageLog(client, uuid.uuid4().hex, max_message_bytes=60)
+    expected = _outcome(BatchRules(60, DEFAULT_BLOB_THRESHOLD), batch, models=True)
+    try:
+        log.append_many(batch)
+    except MessageLogError as exc:
+        assert (type(exc), str(exc), getattr(exc, "index", None)) == expected
+        assert client.exists(log.keys.seq, log.keys.stream) == 0
+        return
+    entries: Any = client.xrange(log.keys.stream)
+    stored = tuple(fields[b"msg"] for _id, fields in entries)
+    assert stored == expected[0]
