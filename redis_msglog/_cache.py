@@ -38,6 +38,7 @@ import weakref
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
+from itertools import chain
 from operator import itemgetter
 from typing import Any, Literal
 
@@ -84,7 +85,7 @@ class _Entry:
     def with_new(self, rows: list[StoredMessage], decoded: _Decoded) -> _Entry:
         chunks = (*self.chunks, tuple(rows))
         if len(chunks) > _MAX_CHUNKS:  # now and then, one copy to keep rows() quick
-            chunks = (tuple(row for chunk in chunks for row in chunk),)
+            chunks = (tuple(chain.from_iterable(chunks)),)  # C speed: no bytecode a row
         refers = self.refers or bool(references(rows))
         size = self.size + decoded.size
         return _Entry(chunks, self.version, size, refers, decoded.stored_last)

@@ -20,13 +20,11 @@ newer one) is a :class:`CorruptEntryError` naming its seq, never a silent drop.
 
 from __future__ import annotations
 
-import gc
-from collections.abc import Sequence
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
 import orjson
-from pydantic import TypeAdapter, ValidationError
+from pydantic import ValidationError
 
 from ._depth import MAX_JSON_DEPTH, value_too_deep
 from .edits import EditEntry
@@ -160,65 +158,6 @@ def decode_entry(seq: int, at_micros: bytes | str, body: bytes | str) -> StoredM
         raise CorruptEntryError(
             f"stream entry {seq} does not decode to a message: {exc}", seq=seq
         ) from exc
-
-
-_validate_page = TypeAdapter(list[StoredMessage]).validator.validate_python
-
-
-def decode_page(
-    seqs: list[int], ats: Sequence[bytes | str], bodies: Sequence[bytes | str]
-) -> list[StoredMessage]:
-    """``[decode_entry(s, a, b) for s, a, b in zip(seqs, ats, bodies)]``, with the same
-    rows and the same error, but validated in one pydantic-core call for the page: the
-    Python work per row is one ``orjson.loads`` and two dict stores (plus the base64 of
-    binary parts). Any failure is left to :func:`decode_entry`, row by row, which raises
-    the error naming the first bad row's seq.
-
-    The cyclic garbage collector is paused while a large page is built (no I/O, no
-    await, no user code runs meanwhile): each row is three container objects (the model,
-    its ``__dict__`` and its fields set), none in a cycle, and letting the collector scan
-    them, and everything read before them, every few hundred rows was ~40% of the time
-    of ``all()`` over 100,000 rows (measured: 490 ms paused per row vs 365 ms per page)."""
-    pause = len(bodies) >= _GC_PAUSE_ROWS and gc.isenabled()
-    if pause:
-        gc.disable()
-    try:
-        return _decode_page(seqs, ats, bodies)
-    finally:
-        if pause:
-            gc.enable()
-
-
-_GC_PAUSE_ROWS = 100
-
-
-def _decode_page(
-    seqs: list[int], ats: Sequence[bytes | str], bodies: Sequence[bytes | str]
-) -> list[StoredMessage]:
-    try:
-        docs = list(map(orjson.loads, bodies))
-        times: dict[bytes | str, datetime] = {}  # the rows of one append share their time
-        free = []  # rows with more than a role and a text: they may hold deep JSON values
-        for index, (doc, seq, at) in enumerate(zip(docs, seqs, ats, strict=True)):
-            doc["seq"] = seq  # TypeError unless a dict: left to the row path
-            when = times.get(at)
-            if when is None:
-                when = times[at] = micros_to_datetime(int(at))
-            doc["at"] = when
-            content = doc.get("content")
-            if type(content) is list:
-                _binary_from_base64(content)
-                free.append(index)
-            elif len(doc) > 4:  # role, content, seq, at
-                free.append(index)
-        rows: list[StoredMessage] = _validate_page(docs)
-        for index in free:
-            if _many_brackets(bodies[index]):
-                _check_depth(rows[index])
-        return rows
-    except (ValidationError, ValueError, TypeError, OverflowError, AttributeError):
-        pass
-    return [decode_entry(s, a, b) for s, a, b in zip(seqs, ats, bodies, strict=True)]
 
 
 def _many_brackets(body: bytes | str) -> bool:

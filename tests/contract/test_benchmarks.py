@@ -154,18 +154,44 @@ def test_client_path_runs(shared_server: Any, capsys: pytest.CaptureFixture[str]
         assert f"| {name} |" in table
 
 
+def test_read_path_runs(shared_server: Any, capsys: pytest.CaptureFixture[str]) -> None:
+    from benchmarks.read_path import main
+
+    url = shared_server("redis").url
+    main(["--url", url, "--size", "120", "--calls", "2", "--turns", "2", "--rounds", "1"])
+    rows = [line.split("|") for line in capsys.readouterr().out.splitlines()[2:]]
+    named = {cells[1].strip(): cells[5].strip() for cells in rows}
+    assert named == {
+        "raw XREVRANGE + orjson.loads, last 50": "",
+        "msglog last(50), cold": "raw XREVRANGE + orjson.loads, last 50",
+        "raw XRANGE paging + orjson.loads, 120": "",
+        "msglog all() of 120, cold": "raw XRANGE paging + orjson.loads, 120",
+        "msglog count()": "",
+        "msglog all() after one new message, warm": "msglog count()",
+    }
+
+
 def test_compare_runs_both_trees_in_one_run(
     shared_server: Any, capsys: pytest.CaptureFixture[str]
 ) -> None:
     from benchmarks.compare import main
 
-    main(["HEAD", "--url", shared_server("redis").url, "--appends", "5", "--rounds", "2"])
-    rows = [line.split("|") for line in capsys.readouterr().out.splitlines()[2:]]
+    url = shared_server("redis").url
+    main(["HEAD", "--url", url, "--appends", "5", "--size", "120", "--rounds", "2"])
+    appends, reads = capsys.readouterr().out.split("\n\n")
+    rows = [line.split("|") for line in appends.splitlines()[2:]]
     named = {cells[1].strip(): cells for cells in rows}
     assert {"raw redis-py XADD", "msglog sync", "msglog async"} <= set(named)
     # Both trees measured every row: a figure in each column, raw XADD over itself 1.00.
     assert all(cell.strip() for cells in rows for cell in cells[1:-1])
     assert [cell.strip() for cell in named["raw redis-py XADD"][6:10]] == ["1.00"] * 4
+    # The reads: both trees' figures, and each measured row over its baseline.
+    rows = [line.split("|") for line in reads.strip().splitlines()[2:]]
+    named = {cells[1].strip(): cells for cells in rows}
+    assert len(named) == 6 and all(cell.strip() for cells in rows for cell in cells[2:6])
+    for name in ("msglog last(50), cold", "msglog all() of 120, cold"):
+        assert all(float(cell) > 0 for cell in named[name][6:10])
+    assert named["msglog all() after one new message, warm"][10].strip() == "msglog count()"
 
 
 def test_floor_benchmark_runs() -> None:

@@ -10,6 +10,7 @@ import pytest
 import redis
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from pydantic import ValidationError
 
 from redis_msglog import AgentMessage, LogRewoundError, MessageLog, MessageLogError
 from redis_msglog._codec import decode_entry, encode_message
@@ -190,8 +191,17 @@ _VALID_BODIES = [
     b'{"role":"tool","content":"r","toolCallId":"c1","metadata":{"k":[1,null,true]}}',
     b'{"role":"assistant","content":"x","toolCalls":[{"id":"c","name":"f","arguments":"{\\"a\\":1}"}]}',
     b'{"role":"user","content":"hi","seq":99,"at":"nope"}',  # overwritten, as row by row
+    b'{"content":"hi","role":"system"}',  # a role and a text in the other order
 ]
 _BAD_BODIES = [
+    # Two keys, as a role and a text are, but not those (the rows built without pydantic).
+    b'{"role":["user"],"content":"hi"}',
+    b'{"role":1,"content":"hi"}',
+    b'{"role":"User","content":"hi"}',
+    b'{"role":"user","content":null}',
+    b'{"role":"user","name":"hi"}',
+    b'"ab"',
+    b"[1,2]",
     b"",
     b"{",
     b"[]",
@@ -257,6 +267,22 @@ def test_a_page_decodes_exactly_as_its_rows_do(page: list[Any], as_str: bool) ->
     assert got == expected
     if isinstance(got, list):
         assert [type(r.at.tzinfo) for r in got] == [type(r.at.tzinfo) for r in expected]
+        # Rows of a role and a text are built without the model's constructor: the same
+        # object as pydantic makes, field for field, in the same order, and as frozen.
+        assert [list(r.__dict__.items()) for r in got] == [
+            list(r.__dict__.items()) for r in expected
+        ]
+        assert [r.model_fields_set for r in got] == [r.model_fields_set for r in expected]
+        assert [(r.__pydantic_extra__, r.__pydantic_private__) for r in got] == [
+            (r.__pydantic_extra__, r.__pydantic_private__) for r in expected
+        ]
+        assert [repr(r) for r in got] == [repr(r) for r in expected]
+        assert [r.model_dump() for r in got] == [r.model_dump() for r in expected]
+        for row, reference in zip(got, expected, strict=True):
+            with pytest.raises(ValidationError):
+                row.content = "changed"
+            if len(row.model_fields_set) == 4 and type(row.content) is str:  # hashable
+                assert hash(row) == hash(reference)
 
 
 def test_a_large_page_is_decoded_in_one_piece_and_leaves_the_collector_on() -> None:
