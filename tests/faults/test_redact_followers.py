@@ -70,7 +70,9 @@ def _read(where: tuple[str, Any], conversation: str, stop: Any, out: Any) -> Non
         while not stop.is_set():
             for rows in (
                 log.all(),
-                log.read(after=3),
+                # after=1: seq 1 is written before the reader starts; a later cursor may
+                # be beyond the end while the writers have not reached it (LogRewoundError)
+                log.read(after=1),
                 log.last(7),
                 log.all(view="physical"),
                 log.last(9, view="physical"),
