@@ -95,7 +95,7 @@ def check_targets(workloads: list[Workload]) -> list[Target]:
     (many,) = _find(workloads, "4.")
     small, large = _find(workloads, "5.")
     (everything,) = _find(workloads, "6.")
-    (mem,) = _find(workloads, "7.")
+    (mem,) = _find(workloads, "7. ")
     (cpu,) = _find(workloads, "11.")
     (warm,) = _find(workloads, "12.")
     floor = _find(workloads, "13.")
