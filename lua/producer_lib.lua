@@ -46,9 +46,13 @@ if producer ~= '' then
     -- The first try of a call with no other call of the producer in flight (a sequential
     -- caller): every held result is below the floor and goes, so only the expiry, the
     -- dropped marker and the newest pseq are read, in one match. (Compared as digit
-    -- strings, shorter is less: no text-to-number conversion.)
-    local expires, through, newest =
-      string.match(value, '^(%d+) %d+ (%d+),0.* (%d+),%d+,?%x*$')
+    -- strings, shorter is less: no text-to-number conversion.) A value this path wrote
+    -- holds one result: matched first with no `.*`, whose backtracking over the value
+    -- cost ~4,800 instructions (callgrind); any other, as before.
+    local expires, through, newest = string.match(value, '^(%d+) 1 (%d+),0 (%d+),%d+,?%x*$')
+    if not expires then
+      expires, through, newest = string.match(value, '^(%d+) %d+ (%d+),0.* (%d+),%d+,?%x*$')
+    end
     if newest and (#newest < #pseq or (#newest == #pseq and newest < pseq)) then
       local newer = #through > #newest or (#through == #newest and through > newest)
       producer_kept, producer_through = expires, newer and through or newest
