@@ -169,15 +169,13 @@ else
 end
 local n = #ARGV - messages_from + 1
 
--- @include counter_lib.lua
-
 -- The counter is read first: an erased conversation's tombstone (counter_lib.lua) refuses
 -- every call before anything else is looked at, a replay of a record or a producer's
 -- result included (lua/erase.lua deletes those, but one written just before it may not be
 -- gone yet).
 local raw = redis.pcall('GET', SEQ)
-if raw == ERASED then
-  return erased_reply(SEQ)
+if raw == 'erased' then
+  return redis.error_reply('MSGLOG_ERASED ' .. SEQ .. ': the conversation was erased')
 end
 
 if RECORD and look_up == '1' then
@@ -203,15 +201,6 @@ end
 -- The idempotent producer: exactly-once without a caller's key.
 -- @include producer_lib.lua
 
-local producer_state = nil
-if producer ~= '' then
-  local answer
-  producer_state, answer = producer_lookup()
-  if answer then
-    return answer
-  end
-end
-
 -- The event is published after the writes, and Redis checks a script's channels only when
 -- it publishes (its keys it checks before running it): refuse a user who may not publish
 -- here, before anything is written, rather than commit and then fail (Redis 7+).
@@ -221,7 +210,11 @@ if publish ~= '' and redis.acl_check_cmd and not redis.acl_check_cmd(publish, ch
 end
 
 local time = redis.call('TIME')
-local at = time[1] .. string.sub('00000' .. time[2], -6)  -- microseconds, 6 digits
+local micros = time[2]
+if #micros < 6 then  -- (9 times in 10 it has 6 digits: no padding to make)
+  micros = string.sub('00000' .. micros, -6)
+end
+local at = time[1] .. micros  -- microseconds, 6 digits
 
 if type(raw) == 'table' and raw.err then
   return redis.error_reply('WRONGTYPE seq counter ' .. SEQ .. ' is not a string')
@@ -258,10 +251,7 @@ end
 
 local last = 0
 if raw then
-  last = counter_value(SEQ, raw)  -- see counter_lib.lua
-  if type(last) == 'table' then
-    return last
-  end
+-- @include counter_lib.lua
 end
 -- A healthy log has one entry per seq, so XLEN == counter; only when it does not (an
 -- operator's XDEL, a counter moved by hand, a trim; or no counter: a new conversation, or
@@ -480,9 +470,39 @@ if RECORD then
   redis.call('SET', RECORD, new_last_text .. ' ' .. at .. ' ' .. n .. ' ' ..
     fingerprint .. ' ' .. call, 'PX', record_ttl_ms)
 end
-if producer ~= '' then
+if producer ~= '' then  -- this call's result (see producer_lib.lua)
   local now_ms = string.sub(at, 1, -4) + 0  -- microseconds to milliseconds (one conversion)
-  producer_record(producer_state, new_last_text, now_ms)
+  local value
+  if producer_kept then  -- the fast path: every held result goes
+    -- Kept for the longest window of its calls: one with a short window must not let a
+    -- call with a longer one be forgotten early.
+    local kept, text = producer_kept, string.format('%d', now_ms + record_ttl_ms)
+    if #text > #kept or (#text == #kept and text > kept) then
+      kept = text
+    end
+    value = kept .. ' 1 ' .. producer_through .. ',0 ' .. pseq .. ',' .. new_last_text
+    if call ~= '' then
+      value = value .. ',' .. call
+    end
+  else
+    value = producer_value(producer_state, new_last_text, now_ms)
+  end
+  -- Idle producers are pruned (never this one: it is not idle) when this write adds a
+  -- field, so producers that come and go cannot outgrow the ones pruned, and when its
+  -- seqs pass a multiple of PRUNE_EVERY, so the idle ones go with no new writer too: not
+  -- on every write (an HLEN on every append cost ~2,000 instructions).
+  if redis.call('HSET', PRODUCERS, producer, value) == 1 or new_last % PRUNE_EVERY < written then
+    local sample, idle = redis.call('HRANDFIELD', PRODUCERS, PRUNE_SAMPLE, 'WITHVALUES'), {}
+    for i = 1, #sample, 2 do
+      local idle_after = tonumber(string.match(sample[i + 1], '^(%d+) '))
+      if idle_after and idle_after < now_ms then
+        idle[#idle + 1] = sample[i]
+      end
+    end
+    if idle[1] then  -- one HDEL for them all
+      redis.call('HDEL', PRODUCERS, unpack(idle))
+    end
+  end
 end
 if ttl_ms ~= '' then
   if redis.call('EXISTS', BLOBS) == 0 then

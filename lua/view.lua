@@ -45,19 +45,15 @@ local VIEW = KEYS[3]
 local HIDDEN = KEYS[4]
 -- == End of the binding block ==
 
--- @include counter_lib.lua
 -- @include view_lib.lua
 
 local raw = redis.call('GET', SEQ)
-if raw == ERASED then  -- an erased conversation (counter_lib.lua): an empty view
+if raw == 'erased' then  -- an erased conversation (counter_lib.lua): an empty view
   return {0, 0, mode == 'count' and 0 or {}, 0, 0, 0}
 end
 local last
 if raw then
-  last = counter_value(SEQ, raw)
-  if type(last) == 'table' then
-    return last
-  end
+-- @include counter_lib.lua
 else
   local newest = redis.call('XREVRANGE', STREAM, '+', '-', 'COUNT', 1)
   last = newest[1] and tonumber(string.match(newest[1][1], '^(%d+)')) or 0

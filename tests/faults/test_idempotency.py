@@ -201,12 +201,13 @@ def test_a_producer_keeps_at_most_64_results_and_refuses_to_guess(env: Env) -> N
 
 def test_idle_producers_are_pruned_by_every_write(env: Env) -> None:
     """No new writer joins: the one writer's own appends drop the idle producers (each
-    looks at 4 fields, at most one of them its own), and never a live one."""
+    write whose seq passes a multiple of 10 looks at 40 fields, at most one of them its
+    own), and never a live one."""
     log = env.log()
     log.add("user", "first")
     idle: dict[Any, Any] = {f"{i:012x}": "1 1 1,1" for i in range(60)}  # expired long ago
     env.raw.hset(log.keys.producers, mapping=idle)
-    for _ in range(20):  # at least 3 idle ones dropped per write, all once 3 are left
+    for _ in range(20):  # seqs 2-21: pruned at 10 (40 of the 61) and 20 (the rest)
         env.log(log.conversation).add("user", "x")
     assert len(env.raw.hkeys(log.keys.producers)) == 1  # only this process's
     live: dict[Any, Any] = {f"{i:012x}": "99999999999999 1 1,1" for i in range(100, 103)}
