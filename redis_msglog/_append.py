@@ -27,6 +27,7 @@ from ._preflight import check_durability_support, eviction_risk
 from ._producer import Producer, ProducerSlot
 from ._reader import Reader
 from ._retry import RetryPolicy
+from ._routing import pack_split
 from ._steps import Plan, Write
 from .models import StoredMessage
 
@@ -155,8 +156,11 @@ class Appends:
         if batch.edit is not None:
             call = _with_edit(call, batch)
         then = None if self.durability is None else self.durability.command()
-        first = Write(("EVALSHA", self._reader.runner.scripts["append.lua"].sha,
-                       *call.keys_and_args()), then)  # fmt: skip
+        command = ("EVALSHA", self._reader.runner.scripts["append.lua"].sha, *call.keys_and_args())
+        # Packed now, all but its numbers and messages from a cache (pack_split): not a
+        # call with a record, whose key is among the cached head's and differs call by call.
+        packed = None if then or record else pack_split(command, _HEAD + int(command[2]))
+        first = Write(command, then, packed)
         prepared = PreparedAppend(
             call, batch, idempotency_key, window, first_try_new, numbered_by, first
         )
@@ -254,6 +258,7 @@ _CALL_FIELDS = (
 if tuple(field.name for field in dataclasses.fields(script.AppendCall)) != _CALL_FIELDS:
     raise ImportError("AppendCall's fields changed: update _append._CALL_FIELDS and prepare()")
 _new_call = script.AppendCall
+_HEAD = 9  # EVALSHA, sha, numkeys; then the keys; publish, channel, ttl, look_up, call, producer
 
 
 def _with_edit(call: script.AppendCall, batch: Batch) -> script.AppendCall:

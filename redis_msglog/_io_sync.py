@@ -22,7 +22,18 @@ def call_hook(hook: Callable[[Any], object], rows: Any) -> None:
     hook(rows)
 
 
-def send(conn: Any, packed: list[bytes]) -> None:
-    """``conn.send_packed_command(packed)`` (the asyncio twin writes to the stream when
-    that cannot block, to skip ``asyncio.wait_for``; a socket's ``sendall`` has none)."""
+def write_now(conn: Any, packed: list[bytes]) -> bool:
+    """``conn.send_packed_command(packed)``: always written (the asyncio twin writes to
+    the stream when that cannot block, to skip ``asyncio.wait_for``)."""
     conn.send_packed_command(packed)
+    return True
+
+
+def send(conn: Any, packed: list[bytes]) -> None:
+    """``conn.send_packed_command(packed)`` (:func:`write_now` always writes first)."""
+    conn.send_packed_command(packed)
+
+
+def read_reply(conn: Any) -> Any:
+    """``conn.read_response()`` (the asyncio twin bounds it with a shared timer)."""
+    return conn.read_response()

@@ -262,7 +262,17 @@ async def take_async(pool: Any, waiting: AsyncWaiting, within: float) -> Any:
     if conn is None:
         conn = await wait_async(lambda: grab_async(pool), waiting, within, pool)
     try:
-        await ready_async(conn, within)
+        # What ready() checks, inline (a coroutine less on every call's path).
+        stale = True
+        if conn.is_connected:
+            try:
+                stale = await conn.can_read()
+            except _CONNECTION_FAILURES:
+                stale = True
+        if stale:
+            if conn.is_connected:
+                await conn.disconnect()
+            await connect_within_async(conn, within)
     except BaseException:
         await conn.disconnect(nowait=True)
         give_back_async(pool, waiting, conn)
@@ -300,18 +310,6 @@ async def wait_async(
             future.cancel()  # leaves the line
         elif conn is None and not future.cancelled():
             waiting.wake_one()  # woken, and leaving without a connection: pass it on
-
-
-async def ready_async(conn: Any, within: float) -> None:
-    """The asyncio twin of :func:`ready`."""
-    if conn.is_connected:
-        try:
-            if not await conn.can_read():
-                return
-        except _CONNECTION_FAILURES:
-            pass
-        await conn.disconnect()
-    await connect_within_async(conn, within)
 
 
 async def connect_within_async(conn: Any, within: float) -> None:

@@ -1,7 +1,8 @@
 """Every use of redis-py's private attributes, in one place: a pool's own lists of idle
 and in-use connections (taken from and given back directly, see ``_pool``), a sync
 connection's socket and reply parser (its read timeout put back after a bounded
-connect), and an asyncio connection's stream writer (written to when that cannot block).
+connect), and an asyncio connection's stream writer (written to when that cannot block)
+and the slot of its read timeout (where a maintenance push finds the read's deadline).
 
 These are not redis-py's API and may change in any release: ``tests/contract/test_redis_private.py``
 checks that each attribute named here still exists on the installed redis-py's objects,
@@ -14,6 +15,7 @@ from __future__ import annotations
 from typing import Any
 
 import redis
+import redis.asyncio.connection
 
 CHECKED_WITH = ("8.0.0", "8.1.0")
 """The redis-py versions this module's attributes were checked against."""
@@ -26,7 +28,7 @@ SYNC_CONNECTION_ATTRIBUTES = ("_sock", "_parser")
 """Of a connected ``redis.Connection``."""
 PARSER_ATTRIBUTES = {"_HiredisParser": "_socket_timeout", "_RESP2Parser": "_buffer"}
 """Of a connected sync connection's parser, by parser class (hiredis's, or redis-py's)."""
-ASYNC_CONNECTION_ATTRIBUTES = ("_writer",)
+ASYNC_CONNECTION_ATTRIBUTES = ("_writer", "_active_read_timeout")
 """Of a connected ``redis.asyncio.Connection``."""
 
 
@@ -102,6 +104,17 @@ def put_back_async(pool: Any, conn: Any) -> None:
     """The asyncio twin of :func:`put_back`."""
     pool._in_use_connections.discard(conn)
     pool._available_connections.append(conn)
+
+
+def set_read_deadline(conn: Any, deadline: Any) -> None:
+    """Give an asyncio connection the deadline of the read in flight (``None``: none),
+    where redis-py keeps its own read timeout: a maintenance push that relaxes the
+    connection's timeout reschedules it (``deadline.reschedule(when)``)."""
+    if _READ_TIMEOUT_SLOT:  # a redis-py without it: nothing relaxes a read's timeout
+        conn._active_read_timeout = deadline
+
+
+_READ_TIMEOUT_SLOT = hasattr(redis.asyncio.connection.AbstractConnection, "_active_read_timeout")
 
 
 def stream_writer(conn: Any) -> Any | None:

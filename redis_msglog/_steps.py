@@ -43,6 +43,7 @@ class Write:
 
     command: Command
     then: Command | None = None
+    packed: bytes | None = None  # ``command`` packed beforehand (UTF-8), when it was
 
 
 @dataclass(frozen=True, slots=True)

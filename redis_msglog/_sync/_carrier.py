@@ -100,16 +100,20 @@ class LogCarrier(ShellBase):
 
     def _write_once(self, step: Write, within: float) -> Any:
         # Never through redis-py's retry policy: a blind re-send of an append writes twice.
-        then = step.then
+        then, packed = step.then, step.packed
         commands = (step.command,) if then is None else (step.command, then)
         replies = self._router.run(
-            lambda conn, asking: _pipeline(conn, commands, asking), within
+            lambda conn, asking: _pipeline(conn, commands, asking, None, packed), within
         )
         return replies[0] if then is None else (replies[0], replies[1])
 
 
 def _pipeline(
-    conn: Any, commands: Sequence[Command], asking: bool, kept: dict[int, Any] | None = None
+    conn: Any,
+    commands: Sequence[Command],
+    asking: bool,
+    kept: dict[int, Any] | None = None,
+    packed: bytes | None = None,
 ) -> list[Any]:
     """Send ``commands`` in one write (each after ``ASKING`` on the target of an ``ASK``)
     and read every reply, an error reply as its exception, before raising anything: the
@@ -123,23 +127,24 @@ def _pipeline(
     A read fills ``kept`` (replies by index) and raises the first error reply. A reply
     kept from an earlier try is not asked for again after a redirection: during a slot
     migration it came from the node that still held its key, and the importing node,
-    which has not received that key yet, would answer as if it did not exist."""
-    sent: Sequence[Command] = commands
-    todo: list[int] | None = None
-    if kept:  # a read tried again after a redirection: only the replies still missing
-        todo = [i for i in range(len(commands)) if i not in kept]
-        sent = [commands[i] for i in todo]
-    packed = asking_before_each(sent, asking)
+    which has not received that key yet, would answer as if it did not exist.
+
+    ``packed``: a write's one command packed beforehand (``Write.packed``), sent as it is
+    where :func:`pack` would pack it so."""
+    sent, todo = _missing(commands, kept)
+    asked = asking_before_each(sent, asking)
     try:
         # A cancel honoured mid-exchange leaves replies unread: the router discards conn.
-        io.send(conn, pack(conn, packed))
-        if len(packed) == 1:  # most writes: one reply (an error reply raises here)
-            raw = [io.honouring_cancel(conn.read_response())]
+        sending = pack(conn, asked, packed)  # packed: a write's one command, if it was
+        if not io.write_now(conn, sending):  # most writes: no coroutine, no await
+            io.send(conn, sending)
+        if len(asked) == 1:  # most writes: one reply (an error reply raises here)
+            raw = [io.read_reply(conn)]
         else:
             raw = []
-            for _ in packed:
+            for _ in asked:
                 try:
-                    raw.append(io.honouring_cancel(conn.read_response()))
+                    raw.append(io.read_reply(conn))
                 except redis_errors.ResponseError as exc:
                     raw.append(exc)
     except REFUSALS:
@@ -156,6 +161,17 @@ def _pipeline(
         return replies
     _keep(kept, range(len(commands)) if todo is None else todo, replies)
     return replies
+
+
+def _missing(
+    commands: Sequence[Command], kept: dict[int, Any] | None
+) -> tuple[Sequence[Command], list[int] | None]:
+    """The commands to send, and their indexes (``None``: all of them): after a
+    redirection, a read sends only the commands whose replies it has not kept."""
+    if not kept:
+        return commands, None
+    todo = [i for i in range(len(commands)) if i not in kept]
+    return [commands[i] for i in todo], todo
 
 
 def _keep(kept: dict[int, Any], todo: Sequence[int], replies: list[Any]) -> None:

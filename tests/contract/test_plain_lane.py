@@ -4,14 +4,16 @@ batch, both store byte-identical rows or refuse it with the same typed error."""
 from __future__ import annotations
 
 import uuid
+from datetime import timedelta
 from typing import Any
 
+import hiredis
 import pytest
 import redis
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from redis_msglog import AgentMessage, MessageLog, MessageLogError
+from redis_msglog import NO_RETRY, AgentMessage, MessageLog, MessageLogError
 from redis_msglog._batch import Batch, BatchRules
 from redis_msglog._blobs import DEFAULT_BLOB_THRESHOLD
 from redis_msglog._codec import encode_message
@@ -143,3 +145,36 @@ def test_stored_bytes_are_the_model_routes(shared_server: Any, batch: list[Any])
     entries: Any = client.xrange(log.keys.stream)
     stored = tuple(fields[b"msg"] for _id, fields in entries)
     assert stored == expected[0]
+
+
+@given(
+    st.text(min_size=1, max_size=8),
+    st.sampled_from([{}, {"retry": NO_RETRY}, {"ttl": timedelta(hours=1)}]),
+    st.none() | st.integers(0, 10**6),
+    st.none() | st.text(min_size=1, max_size=4),
+    st.lists(plain_dicts, min_size=1, max_size=2),
+)
+@settings(max_examples=60, deadline=None)
+def test_a_first_try_packed_beforehand_is_what_hiredis_packs(
+    conversation: str, options: dict[str, Any], expected: int | None, key: str | None, batch: Any
+) -> None:
+    """An append's first try is packed when it is made, its head from a cache
+    (``_routing.pack_split``): the bytes hiredis makes of its command, or none at all
+    (a call with a record, or an argument hiredis refuses: then packed when sent)."""
+    log = MessageLog(redis.Redis.from_url("redis://127.0.0.1:1"), conversation, **options)
+    core = log._core
+    try:
+        made = core.batch(batch)
+    except MessageLogError:
+        return
+    for _ in range(2):  # the second: its head from the cache
+        prepared = core.prepare(made, key, expected)
+        first = prepared.first_try
+        prepared.settle()
+        if key is not None:
+            assert first.packed is None
+            continue
+        try:
+            assert first.packed == hiredis.pack_command(first.command)  # type: ignore[arg-type]
+        except UnicodeEncodeError:
+            assert first.packed is None

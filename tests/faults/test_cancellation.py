@@ -15,6 +15,7 @@ A second group holds the reply back with ``DEBUG SLEEP`` and cancels while it is
 from __future__ import annotations
 
 import asyncio
+import math
 import sys
 import threading
 import time
@@ -27,6 +28,7 @@ import redis
 import redis.asyncio
 
 from redis_msglog import AsyncMessageLog, AsyncSubscription, Entry, StoredMessage
+from redis_msglog import _io_async as io
 from redis_msglog.testing import EphemeralServer
 
 from ..conftest import new_id
@@ -345,3 +347,47 @@ def test_a_cancel_while_the_reply_is_held_back_ends_at_once(
         await client.aclose()
 
     asyncio.run(scenario())
+
+
+class _HeldReply:
+    """A connection, as ``_io_async.read_reply`` uses it, whose reply comes after
+    ``delay`` seconds (never, by default)."""
+
+    protocol = 3
+
+    def __init__(self, socket_timeout: float, delay: float = 60.0) -> None:
+        self.socket_timeout, self.delay = socket_timeout, delay
+        self._active_read_timeout: Any = None
+
+    async def read_response(self, timeout: float | None = None) -> str:
+        assert timeout == math.inf  # read_reply's watchdog bounds the read, not redis-py
+        await asyncio.sleep(self.delay)
+        return "reply"
+
+
+def test_a_read_past_its_socket_timeout_is_a_timeout_and_a_cancel_stays_a_cancel() -> None:
+    """``read_reply`` bounds a read as redis-py does (its ``TimeoutError``), with one
+    timer per loop for every read in flight: a shorter timeout begun later expires
+    first, a maintenance push's relaxed timeout moves the deadline, and a cancel from
+    elsewhere is raised as a cancel (the task's cancel count as it was)."""
+
+    async def main() -> None:
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        slow = asyncio.ensure_future(io.read_reply(_HeldReply(5.0)))
+        with pytest.raises(redis.TimeoutError):
+            await io.read_reply(_HeldReply(0.05))
+        assert loop.time() - started < 1.0 and not slow.done()
+        slow.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await slow
+        assert await io.read_reply(_HeldReply(0.2, delay=0.01)) == "reply"
+        relaxed = _HeldReply(0.05, delay=0.3)
+        reading = asyncio.ensure_future(io.read_reply(relaxed))
+        await asyncio.sleep(0.01)
+        relaxed._active_read_timeout.reschedule(loop.time() + 1.0)  # a maintenance push
+        assert await reading == "reply" and relaxed._active_read_timeout is None
+        task: Any = asyncio.current_task()  # Any: cancelling() is 3.11's
+        assert task.cancelling() == 0
+
+    asyncio.run(main())
