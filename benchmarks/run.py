@@ -312,8 +312,10 @@ def _dataset_bytes(client: redis.Redis) -> int:
     earlier, those swing the figure by tens of bytes a message either way."""
     time.sleep(QUERY_BUFFERS_SETTLE)
     info: Any = client.info("memory")
-    return int(info["used_memory"]) - int(info.get("mem_clients_normal", 0)) - int(
-        info.get("mem_clients_slaves", 0)
+    return (
+        int(info["used_memory"])
+        - int(info.get("mem_clients_normal", 0))
+        - int(info.get("mem_clients_slaves", 0))
     )
 
 
