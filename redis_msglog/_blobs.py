@@ -11,7 +11,8 @@ asked for references. I/O-free: the core carries the commands.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
+from operator import attrgetter
 from typing import Literal
 
 from ._args import shown
@@ -24,6 +25,8 @@ BlobMode = Literal["hydrate", "refs"]
 """How a read returns offloaded binaries: ``"hydrate"`` (the bytes, in ``data``) or
 ``"refs"`` (``blob`` holds the SHA-256; ``data`` is ``None``)."""
 BLOB_MODES = ("hydrate", "refs")
+_content = attrgetter("content")
+_TEXT_ONLY = frozenset((str,))
 
 
 def check_blob_mode(mode: object) -> None:
@@ -50,8 +53,11 @@ def offload(msg: AgentMessage, threshold: int | None) -> tuple[AgentMessage, dic
     return msg.model_copy(update={"content": parts}), blobs
 
 
-def references(rows: Iterable[AgentMessage]) -> list[str]:
+def references(rows: Sequence[AgentMessage]) -> list[str]:
     """The distinct SHA-256s the rows refer to, in order of first use."""
+    # Most pages are all text: told in C loops, without a Python loop per row.
+    if set(map(type, map(_content, rows))) <= _TEXT_ONLY:
+        return []
     seen: dict[str, None] = {}
     for row in rows:
         if not isinstance(row.content, str):

@@ -93,9 +93,11 @@ def _decode_page(
                 row = _new(StoredMessage)
                 fields = row.__dict__  # the instance's own, empty: filled in field order
                 fields.update(_DEFAULTS)
-                fields["role"], fields["content"], fields["seq"], fields["at"] = (
-                    role, content, seq, when,
-                )  # fmt: skip
+                # One store each: a tuple assignment of four builds and unpacks a tuple.
+                fields["role"] = role
+                fields["content"] = content
+                fields["seq"] = seq
+                fields["at"] = when
                 _set_fields(row, {"role", "content", "seq", "at"})  # as pydantic-core sets
                 _set_extra(row, None)
                 _set_private(row, None)
