@@ -365,10 +365,12 @@ ASYNC_NAMES = frozenset(x.name for x in ASYNC + ASYNC_MANY)
 """Contenders compared with raw ``redis.asyncio`` rather than raw sync redis-py."""
 
 
-def cold_reads(handle: Any, cold: bool) -> None:
+def cold_reads(handle: Any, cold: bool, max_bytes: int | None = None) -> None:
     """Turn the warm-read cache of one of our handles off (``cold``: every read is a
-    process's first) or back to its default; other contenders have none."""
+    process's first) or on, with ``max_bytes`` (default: the library's default budget);
+    other contenders have none."""
     # getattr: the harness also runs versions from before the cache (A/B comparisons)
     configure = getattr(redis_msglog, "configure_read_cache", None)
     if configure is not None and isinstance(handle, (OursSync, OursAsync)):
-        configure(handle.redis, 0 if cold else redis_msglog.DEFAULT_READ_CACHE_BYTES)
+        budget = max_bytes or redis_msglog.DEFAULT_READ_CACHE_BYTES
+        configure(handle.redis, 0 if cold else budget)
