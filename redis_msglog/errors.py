@@ -16,8 +16,8 @@ and every docstring opens with the answer:
 
 The two outcome errors get no common base class of their own: they call for opposite
 actions (re-send with the key / do not re-send), so one ``except`` for both would be the
-same mistake again. Until issue 24, :class:`AppendInDoubtError` subclassed
-:class:`ServerUnavailableError`; see the CHANGELOG.
+same mistake again. In earlier versions :class:`AppendInDoubtError` subclassed
+:class:`ServerUnavailableError`; see the changelog.
 
 Bad input is also a :class:`ValueError`, so code that already guards against bad values
 keeps working. Server-side failures keep redis-py's exception as ``__cause__``.
@@ -87,8 +87,8 @@ class AppendInDoubtError(MessageLogError):
     """It may have been written. The connection failed after an append was sent, and
     kept failing through every retry: it may or may not have committed.
 
-    Not a :class:`StorageError` (nor a :class:`ServerUnavailableError`, as it was before
-    issue 24): those mean nothing was written, and an ``except`` for them must not catch
+    Not a :class:`StorageError` (nor a :class:`ServerUnavailableError`, as it was in
+    earlier versions): those mean nothing was written, and an ``except`` for them must not catch
     a maybe-committed append.
 
     ``idempotency_key`` is the key to call again with, from any log object of the

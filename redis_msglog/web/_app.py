@@ -38,7 +38,7 @@ STATUS = {  # the library's errors as HTTP statuses; anything else of ours is a 
     errors.MessageTooLargeError: 413,
     errors.ConversationErasedError: 410,  # Gone: erased, its tombstone stands (lifecycle.md)
     errors.StorageError: 503,
-    errors.AppendInDoubtError: 503,  # not a StorageError since issue 24; still a 503
+    errors.AppendInDoubtError: 503,  # not a StorageError (it may have committed); still a 503
     errors.NotDurableError: 503,
 }
 
