@@ -19,8 +19,11 @@ from ._lifecycle import confirmed
 def redact(settings: Settings, conversation: str, seq: int, reason: str | None, yes: bool) -> None:
     """Redact message SEQ of CONVERSATION: its content is removed from Redis (and the
     blobs only it used) and a row marked redacted, content "[redacted]", takes its place,
-    recorded by one redact entry (docs/lifecycle.md). Asks first, unless --yes; without
-    a terminal to ask on, --yes is required."""
+    recorded by one redact entry. Asks first, unless --yes; without a terminal to ask
+    on, --yes is required.
+
+    \b
+    Docs: https://github.com/redis-msglog/redis-msglog/blob/main/docs/lifecycle.md"""
     log = settings.log(conversation)  # the id and the prefix checked before asking
     what = f"seq {seq} of conversation {visible(conversation)!r}"
     confirmed(what, yes, ("redact", "redacting", "redacted"))
@@ -36,8 +39,10 @@ def redact(settings: Settings, conversation: str, seq: int, reason: str | None, 
 def trim(settings: Settings, conversation: str, through_seq: int, yes: bool) -> None:
     """Trim CONVERSATION through THROUGH_SEQ: every entry up to it is removed from Redis
     (and the blobs only they used), recorded by one trim entry; reads then start after
-    it (docs/lifecycle.md). Asks first, unless --yes; without a terminal to ask on,
-    --yes is required."""
+    it. Asks first, unless --yes; without a terminal to ask on, --yes is required.
+
+    \b
+    Docs: https://github.com/redis-msglog/redis-msglog/blob/main/docs/lifecycle.md"""
     log = settings.log(conversation)
     what = f"the entries up to seq {through_seq} of conversation {visible(conversation)!r}"
     confirmed(what, yes, ("trim", "trimming", "trimmed"))

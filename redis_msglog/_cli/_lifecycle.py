@@ -79,8 +79,11 @@ def erase(
 ) -> None:
     """Erase CONVERSATION (every key it has, in one atomic call, leaving a tombstone that
     refuses writes into it for --erased-for), or with --scope every conversation of a
-    scope and its sub-scopes and then its index (docs/lifecycle.md). Asks first, unless
-    --yes; without a terminal to ask on, --yes is required."""
+    scope and its sub-scopes and then its index. Asks first, unless --yes; without a
+    terminal to ask on, --yes is required.
+
+    \b
+    Docs: https://github.com/redis-msglog/redis-msglog/blob/main/docs/lifecycle.md"""
     if (conversation is None) == (scope_text is None):
         raise CliError("give a CONVERSATION or --scope SCOPE (one of them)")
     lifetime = parse_duration(erased_for)

@@ -107,9 +107,12 @@ def show(
     as_json: bool,
     physical: bool,
 ) -> None:
-    """A conversation's messages as its view shows them (docs/edits.md: retracted and
-    compacted messages left out), or with --physical every entry, edits included;
-    readable or as JSON lines."""
+    """A conversation's messages as its view shows them (retracted and compacted
+    messages left out), or with --physical every entry, edits included; readable or as
+    JSON lines.
+
+    \b
+    Docs: https://github.com/redis-msglog/redis-msglog/blob/main/docs/edits.md"""
     if last_n is not None and after is not None:
         raise click.UsageError("--last and --after cannot be combined")
     log = existing_log(settings, conversation)

@@ -37,8 +37,11 @@ def demo(settings: Settings, workers: int, turns: int) -> None:
 @click.option("--allow", is_flag=True, help="Listen on a non-loopback address (no login!).")
 @connection_options
 def serve(settings: Settings, host: str, port: int, allow: bool) -> None:
-    """The viewer page and the HTTP API (docs/web.md) for an operator, on loopback: every
-    request is allowed, so a non-loopback --host needs --allow. Needs the `web` extra."""
+    """The viewer page and the HTTP API for an operator, on loopback: every request is
+    allowed, so a non-loopback --host needs --allow. Needs the `web` extra.
+
+    \b
+    Docs: https://github.com/redis-msglog/redis-msglog/blob/main/docs/web.md"""
     if not allow and not _is_loopback(host):
         raise CliError(
             f"{host} is not a loopback address: the viewer lets anyone who reaches it read "
