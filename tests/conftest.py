@@ -10,12 +10,14 @@ cluster clients. A backend whose binary is missing is skipped locally and fails 
 from __future__ import annotations
 
 import asyncio
+import importlib.util
 import inspect
 import os
 import socket
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from fnmatch import fnmatch
 from pathlib import Path
 from typing import Any
 
@@ -277,3 +279,81 @@ def tls_server(
          "--tls-auth-clients", "no"],
     )  # fmt: skip
     return server, tls_port, ca_pem
+
+
+# -- the tiers (docs/testing.md, "Tiers") -----------------------------------------------------
+
+#: Markers a file or test sets itself, each also ``slow``. ``cluster`` is set here too, on
+#: every test that runs on a local cluster (a ``cluster`` parameter, or a cluster fixture it
+#: asks for by name).
+SLOW_TIERS = ("hostile", "cluster", "browser", "frameworks")
+CLUSTER_FIXTURES = {"shared_cluster", "private_cluster"}
+SERVER_FIXTURES = {"shared_server", "private_server", "shared_cluster", "env", "real_backend"}
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        _refuse_a_server_in_the_no_server_tier(item)
+        callspec = getattr(item, "callspec", None)
+        params = callspec.params.values() if callspec is not None else ()
+        asked = set(item._fixtureinfo.argnames) if hasattr(item, "_fixtureinfo") else set()
+        if "cluster" in [p for p in params if isinstance(p, str)] or asked & CLUSTER_FIXTURES:
+            item.add_marker(pytest.mark.cluster)
+        if any(item.get_closest_marker(tier) for tier in SLOW_TIERS):
+            item.add_marker(pytest.mark.slow)
+
+
+def _refuse_a_server_in_the_no_server_tier(item: pytest.Item) -> None:
+    """``tests/no_server/`` is the tier that starts no server: a test there that asks for
+    one is a collection error, not a slow surprise."""
+    if "no_server" not in item.path.parts:
+        return
+    wanted = SERVER_FIXTURES & set(getattr(item, "fixturenames", ()))
+    if wanted:
+        raise pytest.UsageError(f"{item.nodeid} is in tests/no_server but asks for {wanted}")
+
+
+#: The files that import agent frameworks as they are collected (the ``test-frameworks``
+#: extra), and the frameworks' top modules. Without them (``pip install -e '.[test-core]'``)
+#: these files are left out of a local run, which says so in its header; under ``CI=true``
+#: they are collected, and fail.
+NEEDS_FRAMEWORKS = (
+    "test_integration_*.py",
+    "test_strands_hostile.py",
+    "test_hostile_content.py",
+    "test_bad_arguments.py",
+)
+FRAMEWORK_MODULES = (
+    "agents", "langchain", "llama_index.core", "strands", "pydantic_ai", "agent_framework",
+    "google.adk",
+)  # fmt: skip
+
+
+def frameworks_missing() -> list[str]:
+    missing = []
+    for name in FRAMEWORK_MODULES:
+        try:
+            found = importlib.util.find_spec(name) is not None
+        except ModuleNotFoundError:  # a parent package (google) is not there
+            found = False
+        if not found:
+            missing.append(name)
+    return missing
+
+
+def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
+    if not any(fnmatch(collection_path.name, pattern) for pattern in NEEDS_FRAMEWORKS):
+        return None
+    if os.environ.get("CI") == "true" or not frameworks_missing():
+        return None
+    return True
+
+
+def pytest_report_header(config: pytest.Config) -> str | None:
+    missing = frameworks_missing()
+    if not missing:
+        return None
+    return (
+        f"frameworks not installed ({', '.join(missing)}): the files that import them are "
+        "not collected; pip install -e '.[test]' runs everything"
+    )

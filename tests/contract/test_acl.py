@@ -44,6 +44,8 @@ from redis_msglog.testing import EphemeralServer
 
 from ..conftest import REAL_BACKENDS, new_id, server_version
 
+pytestmark = pytest.mark.slow  # every operation and command under the rules, per tenant
+
 PASSWORD = "acl-suite-password"
 PERMISSION = r"(?i)permission"
 PNG = b"\x89PNG\r\n\x1a\n" + bytes(range(256)) * 40  # over the default blob threshold

@@ -12,6 +12,8 @@ import orjson
 import pytest
 import redis
 
+pytestmark = pytest.mark.slow  # the benchmark harness end to end
+
 
 def test_benchmarks_smoke_run(tmp_path: Path) -> None:
     out = tmp_path / "results.json"

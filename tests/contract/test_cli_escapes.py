@@ -20,6 +20,8 @@ from redis_msglog.testing import EphemeralServer
 from ..conftest import new_id
 from .test_cli import msglog
 
+pytestmark = pytest.mark.slow  # a real process writing to a terminal
+
 # (stored, as shown): the stand-ins are written out here, not computed by the code under test.
 CONTENT = [
     ("clear\x1b[2Jscreen", "clear␛[2Jscreen"),

@@ -24,6 +24,8 @@ from redis_msglog.testing import EphemeralServer
 
 from ..conftest import new_id, tls_server
 
+pytestmark = pytest.mark.slow  # each test runs `msglog` in a real subprocess
+
 LINES = [{"role": "user", "content": f"m{i}"} for i in range(16)]
 
 

@@ -9,10 +9,14 @@ import sys
 import zlib
 from collections.abc import Callable
 
+import pytest
+
 from redis_msglog._demo import thinking, tiny_png
 from redis_msglog.testing import EphemeralServer
 
 from ..conftest import require_binary
+
+pytestmark = pytest.mark.slow  # the demo: worker processes
 
 
 def _demo(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:

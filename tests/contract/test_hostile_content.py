@@ -51,6 +51,10 @@ from redis_msglog.integrations.openai_agents import MessageLogSession
 from redis_msglog.models import _FEW_BRACKETS, AgentMessage
 from redis_msglog.testing import EphemeralServer
 
+from ..conftest import SERVER_ARGS, require_binary
+
+pytestmark = [pytest.mark.hostile, pytest.mark.frameworks]
+
 EXAMPLES = int(os.environ.get("HOSTILE_EXAMPLES", "30"))
 SETTINGS = settings(
     max_examples=EXAMPLES,
@@ -66,8 +70,13 @@ PNG_DIGEST = hashlib.sha256(PNG).hexdigest()
 
 
 @pytest.fixture(scope="module")
-def server(shared_server: Callable[[str], EphemeralServer]) -> EphemeralServer:
-    return shared_server(os.environ.get("HOSTILE_BACKEND", "redis"))
+def server() -> Iterator[EphemeralServer]:
+    """A server of this module's own, emptied by each case (``Case``): a case's ``DUMP`` of
+    every key scans its own few keys, never a shared keyspace that grows with the suite."""
+    kind = os.environ.get("HOSTILE_BACKEND", "redis")
+    server = EphemeralServer(require_binary(kind), SERVER_ARGS).start()
+    yield server
+    server.stop()
 
 
 # -- strategies ------------------------------------------------------------------------
@@ -221,6 +230,7 @@ class Case:
         self.prefix = f"hc-{uuid.uuid4().hex[:10]}"
         self.conversation = f"c-{uuid.uuid4().hex[:8]}"
         self.raw = redis.Redis.from_url(url)
+        self.raw.flushall()  # the module's own server (the fixture above)
         self.log = self.new_log()
         image = {"type": "image", "data": PNG, "media_type": "image/png"}
         self.log.append_many(

@@ -35,6 +35,8 @@ from ..conftest import Env, backend_server, make_env
 from ..support.agent_framework_client import ScriptedClient, weather
 from ..support.cluster import LocalCluster
 
+pytestmark = pytest.mark.frameworks
+
 BACKENDS = ["redis", "valkey", "fakeredis", "cluster", "acl"]
 PNG = b"\x89PNG\r\n\x1a\n" + bytes(range(24))
 

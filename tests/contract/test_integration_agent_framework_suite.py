@@ -20,6 +20,8 @@ from redis_msglog.testing import EphemeralServer
 
 from ..conftest import Env, make_env, new_id
 
+pytestmark = pytest.mark.frameworks
+
 
 @pytest.fixture
 def env(shared_server: Callable[[str], EphemeralServer]) -> Iterator[Env]:

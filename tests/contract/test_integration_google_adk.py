@@ -32,6 +32,8 @@ from redis_msglog.testing import EphemeralServer
 from ..conftest import backend_server, make_env
 from ..support.cluster import LocalCluster
 
+pytestmark = pytest.mark.frameworks
+
 BACKENDS = ["redis", "valkey", "fakeredis", "cluster", "acl"]  # acl: a restricted user
 SETTINGS = settings(
     max_examples=25,

@@ -28,6 +28,8 @@ from redis_msglog.testing import EphemeralServer
 
 from ..support.cluster import LocalCluster
 
+pytestmark = pytest.mark.frameworks
+
 
 class Echo(BaseLlm):
     """Replies ``echo <the last message's text>`` after ``delay`` seconds, and sets a

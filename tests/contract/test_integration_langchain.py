@@ -36,9 +36,12 @@ from ..support.cluster import LocalCluster
 
 BACKENDS = ["redis", "valkey", "fakeredis", "cluster", "acl"]  # acl: a restricted user
 # BaseChatMessageHistory's users still run RunnableWithMessageHistory (deprecated in 1.3.3).
-pytestmark = pytest.mark.filterwarnings(
-    "ignore:RunnableWithMessageHistory is deprecated:DeprecationWarning"
-)
+pytestmark = [
+    pytest.mark.frameworks,
+    pytest.mark.filterwarnings(
+        "ignore:RunnableWithMessageHistory is deprecated:DeprecationWarning"
+    ),
+]
 PNG = base64.b64encode(b"\x89PNG\r\n\x1a\n" + bytes(range(24))).decode()
 
 

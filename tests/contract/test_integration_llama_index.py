@@ -43,6 +43,8 @@ from redis_msglog.testing import EphemeralServer
 from ..conftest import new_id
 from ..support.cluster import LocalCluster
 
+pytestmark = pytest.mark.frameworks
+
 T = TypeVar("T")
 ACTIVE, ARCHIVED = MessageStatus.ACTIVE, MessageStatus.ARCHIVED
 

@@ -17,9 +17,10 @@ from redis_msglog.integrations.llama_index import MessageLogBaseChatStore
 
 from ..conftest import Env, new_id
 
-pytestmark = pytest.mark.parametrize(
-    "backend", ["redis", "valkey", "fakeredis", "cluster"], indirect=True
-)
+pytestmark = [
+    pytest.mark.frameworks,
+    pytest.mark.parametrize("backend", ["redis", "valkey", "fakeredis", "cluster"], indirect=True),
+]
 
 
 def words(text: str) -> list[str]:

@@ -30,6 +30,8 @@ from redis_msglog.testing import EphemeralServer
 from ..conftest import new_id
 from ..support.cluster import LocalCluster
 
+pytestmark = pytest.mark.frameworks
+
 TAGS = ["first-run", "second-run", "thread-0", "thread-1"]
 
 

@@ -48,6 +48,8 @@ from redis_msglog.testing import EphemeralServer
 from ..conftest import new_id
 from ..support.cluster import LocalCluster
 
+pytestmark = pytest.mark.frameworks
+
 ITEMS: list[Any] = [
     {"role": "user", "content": "weather in Paris?"},
     {"type": "reasoning", "id": "rs_1", "summary": [], "encrypted_content": "gAAA=="},

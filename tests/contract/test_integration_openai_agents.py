@@ -46,6 +46,8 @@ from ..conftest import backend_server, make_env
 from ..support.cluster import LocalCluster
 from ..support.sdk_check import ANTHROPIC, OPENAI, strict_validate
 
+pytestmark = pytest.mark.frameworks
+
 BACKENDS = ["redis", "valkey", "fakeredis", "cluster", "acl"]  # acl: a restricted user
 HOSTED = {"web_search_call", "compaction"}  # items no neutral message holds
 

@@ -45,6 +45,8 @@ from redis_msglog.testing import EphemeralServer
 from ..conftest import new_id
 from ..support.cluster import LocalCluster
 
+pytestmark = pytest.mark.frameworks
+
 T = TypeVar("T")
 
 

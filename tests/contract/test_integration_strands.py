@@ -32,6 +32,8 @@ from ..conftest import ACL_PASSWORD, ACL_USER, acl_server, server_version
 from ..support.cluster import LocalCluster
 from ..support.strands_env import BACKENDS, keys_of, message, new_id, sync_client
 
+pytestmark = pytest.mark.frameworks
+
 
 @pytest.fixture(params=BACKENDS)
 def client(

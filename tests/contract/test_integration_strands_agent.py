@@ -27,6 +27,8 @@ from ..support.cluster import LocalCluster
 from ..support.strands_env import BACKENDS, contents, keys_of, new_id, sync_client
 from ..support.strands_model import REDACTED_PROMPT, REFUSAL, ScriptedModel, weather
 
+pytestmark = pytest.mark.frameworks
+
 
 @pytest.fixture(params=BACKENDS)
 def client(

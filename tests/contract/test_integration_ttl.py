@@ -30,6 +30,8 @@ from redis_msglog.testing import EphemeralServer
 
 from ..conftest import new_id
 
+pytestmark = pytest.mark.frameworks
+
 
 async def _agents(url: str, key: str, ttl: Any) -> None:
     session = MessageLogSession.from_url(key, url=url, ttl=ttl)

@@ -13,6 +13,8 @@ import pytest
 
 from redis_msglog.testing import EphemeralServer
 
+pytestmark = pytest.mark.slow  # builds and installs the wheel
+
 ROOT = Path(__file__).resolve().parents[2]
 
 

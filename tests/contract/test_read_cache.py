@@ -25,6 +25,8 @@ from redis_msglog.testing import EphemeralServer
 
 from ..conftest import entry_id, new_id
 
+pytestmark = pytest.mark.slow  # tracemalloc over every row shape's budget
+
 
 def _msgs(tag: str, n: int) -> list[dict[str, str]]:
     return [{"role": "user", "content": f"{tag}{i}"} for i in range(n)]

@@ -18,6 +18,8 @@ from redis_msglog import MessageLogError
 from redis_msglog.integrations.strands import MessageLogSessionRepository
 from redis_msglog.testing import EphemeralServer
 
+pytestmark = [pytest.mark.hostile, pytest.mark.frameworks]
+
 # Any code point, lone surrogates included; ids as short as one character.
 CHARS = st.characters(codec=None, exclude_categories=())
 IDS = st.one_of(

@@ -10,10 +10,15 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+pytestmark = pytest.mark.slow  # a user's pytest run in a subprocess
+
 ROOT = Path(__file__).resolve().parents[2]
 PLUGIN = "redis_msglog.testing"
 USER_CONFTEST = 'pytest_plugins = ["redis_msglog.testing"]\n'
 USER_TESTS = """
+import pytest
 import redis
 from redis_msglog import MessageLog
 

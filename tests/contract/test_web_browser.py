@@ -39,6 +39,8 @@ from redis_msglog.parts import (
 )
 from redis_msglog.testing import EphemeralServer
 
+pytestmark = pytest.mark.browser
+
 ROOT = Path(__file__).resolve().parents[2]
 CHROMIUM = "/usr/bin/chromium"
 ARTIFACTS = ROOT / "test-artifacts" / "browser"

@@ -34,9 +34,12 @@ from redis_msglog.testing import EphemeralServer
 from ..conftest import new_id
 
 # Before 3.11 a cancel lost inside redis-py leaves no trace (no Task.cancelling()).
-pytestmark = pytest.mark.skipif(
-    sys.version_info < (3, 11), reason="needs Task.cancelling() to honour lost cancels"
-)
+pytestmark = [
+    pytest.mark.slow,  # every await point cancelled in turn
+    pytest.mark.skipif(
+        sys.version_info < (3, 11), reason="needs Task.cancelling() to honour lost cancels"
+    ),
+]
 
 NAME = "under-test"  # client name of the connections of the client under test
 BOUND = 1.0  # seconds a cancelled task may take to end; an idle XREAD blocks 2.5 s

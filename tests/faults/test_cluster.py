@@ -30,6 +30,8 @@ from ..conftest import new_id, require_binary
 from ..support.cluster import LocalCluster
 from ..support.history import Append, History, Summary
 
+pytestmark = pytest.mark.cluster
+
 HOSTILE_IDS = ["plain", "{", "}", "{a}", "}{", "a{b}c", "%7B", "x:{y}:seq", "{}" * 50, "é🎉{"]
 
 

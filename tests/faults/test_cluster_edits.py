@@ -10,6 +10,7 @@ import time
 from collections.abc import Callable
 from datetime import timedelta
 
+import pytest
 from redis.crc import key_slot
 
 from redis_msglog import LogView, MessageLog, RetryPolicy, StoredMessage
@@ -17,6 +18,8 @@ from redis_msglog import LogView, MessageLog, RetryPolicy, StoredMessage
 from ..conftest import new_id
 from ..support.cluster import LocalCluster
 from .test_cluster_faults import held_move
+
+pytestmark = pytest.mark.cluster
 
 
 def user(text: str) -> dict[str, str]:

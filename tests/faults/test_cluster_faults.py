@@ -29,6 +29,8 @@ from redis_msglog.testing import EphemeralServer
 from ..conftest import new_id, require_binary
 from ..support.cluster import LocalCluster
 
+pytestmark = pytest.mark.cluster
+
 Call = Callable[[Any], Any]  # the value of a sync call, or the awaited coroutine of an async one
 
 

@@ -8,6 +8,7 @@ import multiprocessing
 from collections.abc import Callable
 from typing import Any
 
+import pytest
 import redis
 
 from redis_msglog import MessageLog
@@ -15,6 +16,8 @@ from redis_msglog.testing import EphemeralServer
 
 from ..conftest import new_id
 from ..support.history import History
+
+pytestmark = pytest.mark.slow  # 8 processes at once
 
 WORKERS = 8
 ROUNDS = 40  # each round: one append, then an append_many of 2

@@ -42,6 +42,8 @@ from redis_msglog.testing import EphemeralServer
 from ..conftest import new_id, server_version
 from ..support.cluster import LocalCluster
 
+pytestmark = pytest.mark.slow  # retry deadlines waited out, closed ports, TLS
+
 CALLS = 500  # five times redis-py's default max_connections (100)
 MESSAGES = [{"role": "user", "content": f"message {i}"} for i in range(CALLS)]
 

@@ -37,6 +37,8 @@ from ..conftest import Env, new_id, tls_server
 from ..support.history import History
 from ..support.proxy import ReplyDroppingProxy
 
+pytestmark = pytest.mark.slow  # kill -9 under load, frozen replicas, failovers
+
 
 def test_a_deleted_seq_counter_heals_on_the_next_append(env: Env) -> None:
     log = env.log()
@@ -182,6 +184,14 @@ def _crash_writer(port: int, conversation: str, worker: int, stop: Any, out: Any
     out.put(history.records)
 
 
+def _wait_for_appends(client: redis.Redis, conversation: str, at_least: int) -> None:
+    counter = MessageLog(client, conversation).keys.seq
+    deadline = time.monotonic() + 120
+    while int(client.get(counter) or 0) < at_least:
+        assert time.monotonic() < deadline, "the writers never started appending"
+        time.sleep(0.05)
+
+
 def test_kill_9_twenty_times_under_load_loses_nothing_acknowledged(
     real_backend: str, private_server: Callable[..., EphemeralServer]
 ) -> None:
@@ -195,7 +205,10 @@ def test_kill_9_twenty_times_under_load_loses_nothing_acknowledged(
     ]
     for writer in writers:
         writer.start()
-    time.sleep(1.0)  # writers up and appending
+    # Writers up and appending before the first kill: a spawned process imports the test
+    # module first, which took over 5 s on a loaded CI machine (all 20 kills landed before
+    # any writer had started, and nothing was recorded).
+    _wait_for_appends(redis.Redis(port=server.port), conversation, at_least=30)
     for _ in range(20):
         server.kill()
         time.sleep(0.05)

@@ -22,6 +22,8 @@ from redis_msglog.testing import EphemeralServer
 
 from ..conftest import new_id
 
+pytestmark = pytest.mark.slow  # 8 processes at once
+
 WORKERS = 8
 
 

@@ -41,6 +41,8 @@ from redis_msglog.testing import EphemeralServer
 from .. import conftest
 from ..conftest import Env, SyncView, make_env, new_id
 
+pytestmark = pytest.mark.hostile
+
 PREFIX = "hostile"
 SEEDED = 5  # messages appended through the library before the damage
 Raw = redis.Redis
@@ -273,7 +275,7 @@ def _truth(raw: Raw, keys: ConversationKeys) -> Truth:
     if raw.type(keys.stream) == b"stream":
         entries = [(i.decode(), f) for i, f in _raw_entries(raw, keys.stream)]
     counter = _raw_bytes(raw.get(keys.seq)) if raw.type(keys.seq) == b"string" else None
-    names = sorted(raw.scan_iter(match=f"{PREFIX}:*"))
+    names = sorted(raw.scan_iter(match=f"{PREFIX}:*", count=1000))  # an emptied server
     mine = keys.seq.removesuffix(":seq").encode()
     # Every key of the conversation: counter, stream, blobs, producers, idempotency records.
     dump = {name: raw.dump(name) for name in names if name.startswith(mine)}
@@ -283,17 +285,44 @@ def _truth(raw: Raw, keys: ConversationKeys) -> Truth:
 # -- fixtures ---------------------------------------------------------------------------------
 
 
-@pytest.fixture(params=["redis", "fakeredis"])
-def hostile_backend(request: pytest.FixtureRequest) -> str:
-    return str(request.param)
+# One client style per backend: the sync client is generated from the asyncio one, byte for
+# byte (scripts/unasync.py --check, in tests/no_server/test_static.py), so running every
+# damage through both on both backends ran one code path twice. Follow and subscribe,
+# whose I/O is written twice by hand (a thread and a task), still run both, on redis.
+STYLES = [("redis", "sync"), ("fakeredis", "async")]
+FOLLOW_STYLES = [("redis", "sync"), ("redis", "async")]
+
+
+@pytest.fixture(scope="module")
+def hostile_server() -> Iterator[EphemeralServer]:
+    """A server of this module's own, emptied before each example: what an example reads
+    back (every key, with SCAN) is its own few keys, never a shared keyspace that grows
+    with the suite."""
+    server = EphemeralServer(conftest.require_binary("redis"), conftest.SERVER_ARGS).start()
+    yield server
+    server.stop()
 
 
 @pytest.fixture
-def hostile_env(
-    hostile_backend: str, flavor: str, shared_server: Callable[[str], EphemeralServer]
-) -> Iterator[Env]:
-    server = None if hostile_backend == "fakeredis" else shared_server(hostile_backend)
-    environment = make_env(hostile_backend, flavor, server)
+def empty_server(hostile_server: EphemeralServer) -> EphemeralServer:
+    redis.Redis.from_url(hostile_server.url).flushall()
+    return hostile_server
+
+
+@pytest.fixture(params=STYLES, ids=lambda style: "-".join(style))
+def hostile_style(request: pytest.FixtureRequest) -> tuple[str, str]:
+    backend, flavor = request.param
+    return backend, flavor
+
+
+@pytest.fixture
+def hostile_env(hostile_style: tuple[str, str], hostile_server: EphemeralServer) -> Iterator[Env]:
+    backend, flavor = hostile_style
+    server = None
+    if backend == "redis":
+        server = hostile_server
+        redis.Redis.from_url(server.url).flushall()
+    environment = make_env(backend, flavor, server)
     yield environment
     environment.close()
 
@@ -527,7 +556,7 @@ async def _subscribe_async(
 @pytest.mark.parametrize("operation", ["follow", "subscribe"])
 # A real server only: fakeredis emulates a blocking XREAD with tasks that leak when
 # cancelled, and answers XREAD on a hash with AttributeError instead of WRONGTYPE.
-@pytest.mark.parametrize("hostile_backend", ["redis"])
+@pytest.mark.parametrize("hostile_style", FOLLOW_STYLES, ids=lambda style: "-".join(style))
 def test_follow_and_subscribe_deliver_a_sound_prefix_or_raise(
     hostile_env: Env, damage: Damage, operation: str
 ) -> None:
@@ -571,9 +600,9 @@ CLI_COMMANDS = {
 @pytest.mark.parametrize("damage", DAMAGES, ids=lambda d: d.name)
 @pytest.mark.parametrize("command", list(CLI_COMMANDS))
 def test_cli_reports_damage_without_a_traceback(
-    shared_server: Callable[[str], EphemeralServer], damage: Damage, command: str
+    empty_server: EphemeralServer, damage: Damage, command: str
 ) -> None:
-    server = shared_server("redis")
+    server = empty_server
     raw = redis.Redis.from_url(server.url)
     prefix = f"{PREFIX}-{new_id()}"  # ls and verify --all see this conversation alone
     conversation = new_id()

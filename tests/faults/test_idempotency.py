@@ -33,6 +33,8 @@ from ..conftest import Env, new_id
 from ..support.history import Append, History
 from ..support.proxy import ReplyDroppingProxy
 
+pytestmark = pytest.mark.slow  # lost replies through a proxy, many processes
+
 FAST_RETRY = RetryPolicy(attempts=5, backoff=0.01, max_backoff=0.05)
 
 

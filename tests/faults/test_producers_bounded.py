@@ -24,6 +24,8 @@ from redis_msglog.testing import EphemeralServer
 from ..conftest import new_id
 from ..support.proxy import ReplyDroppingProxy
 
+pytestmark = pytest.mark.slow  # 10,000 short-lived log objects
+
 FAST_RETRY = RetryPolicy(attempts=25, backoff=0.001, max_backoff=0.01)  # > the drops
 
 

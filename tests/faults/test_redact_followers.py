@@ -21,6 +21,8 @@ from redis_msglog import EditEntry, InvalidEditError, LogView, MessageLog, Store
 
 from ..conftest import new_id
 
+pytestmark = pytest.mark.slow  # followers in threads while messages are redacted
+
 WRITERS, FOLLOWERS, PER_WRITER = 3, 3, 40
 END = "END"
 

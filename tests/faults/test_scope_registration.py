@@ -17,6 +17,8 @@ from redis_msglog.testing import EphemeralServer
 
 from ..support.proxy import ReplyDroppingProxy
 
+pytestmark = pytest.mark.slow  # processes racing a scope erase
+
 
 @pytest.mark.parametrize("flavor", ["sync", "async"])
 @pytest.mark.parametrize("after_execute", [True, False])

@@ -32,6 +32,8 @@ from redis_msglog.testing import EphemeralServer
 from ..conftest import Env, new_id
 from ..support.history import History
 
+pytestmark = pytest.mark.slow  # stalled, stopped and out-of-memory servers
+
 
 def test_noscript_after_script_flush_is_transparent(env: Env) -> None:
     log = env.log()

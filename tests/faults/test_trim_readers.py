@@ -8,11 +8,14 @@ import multiprocessing
 import time
 from typing import Any
 
+import pytest
 import redis
 
 from redis_msglog import MessageLog
 
 from ..conftest import new_id
+
+pytestmark = pytest.mark.slow  # readers in threads while the log is trimmed
 
 ROUNDS = 40
 
