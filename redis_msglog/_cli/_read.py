@@ -21,6 +21,7 @@ from ._common import (
     existing_log,
     out,
     print_row,
+    require_readable,
 )
 
 
@@ -136,7 +137,7 @@ def tail(settings: Settings, conversation: str, count: int, follow: bool, as_jso
     client = settings.client()
     log = settings.log(conversation, client)
     if not follow:  # -f may wait for a conversation that does not exist yet
-        admin.require_conversation(client, log.keys, conversation)
+        require_readable(client, log.keys, conversation)
     rows = log.last(count, view="physical")  # edits too: the log as it grows
     for row in rows:
         print_row(row, as_json)

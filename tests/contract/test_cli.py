@@ -479,3 +479,24 @@ def test_export_and_import_carry_the_edits(url: str, prefix: str, tmp_path: Path
     refused = msglog(url, prefix, "import", str(out), other.conversation)
     assert refused.exit_code == 1 and "import it into an empty conversation" in refused.output
     assert other.count() == 1
+
+
+# -- issue 35: erased conversations ---------------------------------------------------------
+
+
+@pytest.mark.parametrize("command", ["show", "tail", "export"])
+def test_reading_an_erased_conversation_says_so(url: str, prefix: str, command: str) -> None:
+    """``show`` of an erased conversation printed nothing and exited 0 (its tombstone
+    reads as an empty log); now it fails as for an unknown one, saying why."""
+    log = seeded(url, prefix)
+    log.erase()
+    result = msglog(url, prefix, command, log.conversation)
+    assert result.exit_code == 1
+    assert result.stdout == ""
+    said = result.stderr.strip()
+    assert said.startswith(f"msglog: conversation {log.conversation!r} was erased"), said
+    assert f"its tombstone {log.keys.seq} refuses writes into it for another " in said
+    assert said.endswith("seconds (23:59:59)") or said.endswith("seconds (1 day, 0:00:00)")
+    unknown = msglog(url, prefix, command, new_id())  # the same, for an unknown one
+    assert unknown.exit_code == 1 and unknown.stdout == ""
+    assert "not found" in unknown.stderr
