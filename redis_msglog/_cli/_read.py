@@ -24,6 +24,9 @@ from ._common import (
     require_readable,
 )
 
+DAMAGED = "damaged counter"
+"""What ``ls`` shows for a seq counter that is missing or not a seq (``verify`` says which)."""
+
 
 @click.command("ls")
 @click.option("--match", default="*", show_default=True, help="Glob over conversation ids.")
@@ -44,7 +47,8 @@ def list_command(
         return
     infos = admin.list_conversations(settings.client(), settings.prefix, match=match)
     shown = 0
-    table = Table("conversation", "messages", "last activity (UTC)", box=None)
+    # The seq counter: every entry ever appended, edits included; a trim does not lower it.
+    table = Table("conversation", "last seq", "last activity (UTC)", box=None)
     for info in infos:
         if limit is not None and shown >= limit:
             break
@@ -55,14 +59,15 @@ def list_command(
             click.echo(json_line(orjson.dumps(doc)))
         else:
             when = f"{info.last_at:%Y-%m-%d %H:%M:%S}" if info.last_at else "-"
-            table.add_row(safe_text(info.conversation), str(info.count), when)
+            seq = DAMAGED if info.count < 0 else str(info.count)
+            table.add_row(safe_text(info.conversation), seq, when)
     if not as_json:
         out.print(table if shown else "no conversations")
 
 
 def _list_scope(settings: Settings, scope: Scope, limit: int | None, as_json: bool) -> None:
     directory = Directory(settings.client(), prefix=settings.prefix)
-    table = Table("conversation", "scope", "messages", "created (UTC)", box=None)
+    table = Table("conversation", "scope", "last seq", "created (UTC)", box=None)
     shown = 0
     page = directory.list(scope, limit=min(limit or MAX_LIST_LIMIT, MAX_LIST_LIMIT))
     while True:
