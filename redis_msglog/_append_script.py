@@ -252,27 +252,45 @@ def _code_of(refused: Refused) -> str:
     return code
 
 
+_AFTER: dict[type[errors.MessageLogError], str] = {
+    errors.IdempotencyConflictError: " of messages. Nothing was written.",
+    # The log's keys are not what this library writes.
+    errors.CorruptLogError: ". Nothing was written; `msglog verify` lists what is wrong.",
+}
+"""What follows a refusal's words in the error's message, by the error's type."""
+
+
+def _said(refused: Refused, code: str) -> str:
+    """What a refusal says in words: its text without the script's error code (and
+    without what wraps it on some servers, ``ERR Error running script ...``); the codes
+    name the cases for the client, not for the person reading the error."""
+    if not code.startswith("MSGLOG_"):
+        return refused.text
+    return refused.text.partition(code)[2].strip() or refused.text
+
+
 def error_for(refused: Refused, keys: ConversationKeys) -> errors.MessageLogError:
     """This library's error for a refusal of the append script or of a read."""
-    kind = ERRORS.get(_code_of(refused))
+    code = _code_of(refused)
+    kind, said = ERRORS.get(code), _said(refused, code)
     if kind is errors.WrongTypeError:
         return kind(f"a key of {keys.stream!r}'s conversation: {refused.text}")
     if kind is errors.OutOfMemoryError:
         return kind(f"Redis refused the write (maxmemory reached): {refused.text}")
     if kind is errors.SeqConflictError:
-        current = int(refused.text.split(" ")[1])
+        current = int(said.split(" ")[0])
         return errors.SeqConflictError(
-            f"{refused.text.split(' ', 1)[1]}: another writer appended first. Nothing was "
+            f"{said}: another writer appended first. Nothing was "
             "written; read what changed and decide again.",
             current_seq=current,
         )
     if kind is errors.InvalidEditError:
-        return kind(f"{refused.text.split(' ', 1)[1]}. Nothing was written.")
+        return kind(f"{said}. Nothing was written.")
     if kind is errors.InvalidMessageError:
         return _missing_blob(refused.text, keys)
     if kind is errors.AppendInDoubtError:
         return kind(
-            f"{refused.text}: an earlier try of this append may have committed, and the server "
+            f"{said}: an earlier try of this append may have committed, and the server "
             "no longer remembers (more than 64 calls of this process were in flight, "
             "or it was idle past the retry window). This try wrote nothing; read the log to "
             "find out whether the first did."
@@ -286,7 +304,7 @@ def error_for(refused: Refused, keys: ConversationKeys) -> errors.MessageLogErro
     if kind in _DENIED:
         return kind(_DENIED[kind].format(refused.text))
     if kind is not None:
-        return kind(refused.text)
+        return kind(said + _AFTER.get(kind, ""))
     return errors.StorageError(f"Redis error: {refused.text}")
 
 

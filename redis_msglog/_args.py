@@ -1,13 +1,15 @@
 """Checks of public calls' arguments: one place, one error type
 (:class:`~redis_msglog.errors.InvalidArgumentError`), each raised before anything is sent.
 
-Messages format values with ``repr`` cut short (an argument may be huge) and integers
-exactly (never ``1e+20``).
+Messages format values with ``repr`` cut short (an argument may be huge), integers
+exactly (never ``1e+20``), and durations and times in words (never a repr such as
+``datetime.timedelta(0)``).
 """
 
 from __future__ import annotations
 
 import reprlib
+from datetime import date, datetime, timedelta
 from typing import Any
 
 from .errors import InvalidArgumentError, MissingExtraError
@@ -17,19 +19,48 @@ MAX_SEQ = 10**15 - 1
 doubles). A seq argument above it names no entry of any log."""
 
 
-_REPR = reprlib.Repr()
+class _Repr(reprlib.Repr):
+    """``repr`` cut short, with durations and times in words (in a list too)."""
+
+    def repr_timedelta(self, value: timedelta, level: int) -> str:
+        return duration(value)
+
+    def repr_datetime(self, value: datetime, level: int) -> str:
+        return value.isoformat(sep=" ") + (" (no time zone)" if value.tzinfo is None else "")
+
+    def repr_date(self, value: date, level: int) -> str:
+        return value.isoformat()
+
+    def repr_instance(self, value: object, level: int) -> str:
+        if type(value).__repr__ is object.__repr__:  # "<module.Kind object at 0x...>"
+            return f"an object of type {type(value).__qualname__}"
+        return super().repr_instance(value, level)
+
+
+_REPR = _Repr()
 _REPR.maxlevel, _REPR.maxstring, _REPR.maxother = 3, 60, 60
 
 
 def shown(value: object, limit: int = 80) -> str:
     """``value`` for an error message: an int exactly (never ``1e+20``; one too long to
-    print, by its size), anything else by ``repr`` cut short, nesting included (a
-    deeply nested argument must not raise ``RecursionError`` here)."""
+    print, by its size), a duration in seconds, a time in ISO 8601, an object without a
+    repr of its own by its type, anything else by ``repr`` cut short, nesting included
+    (a deeply nested argument must not raise ``RecursionError`` here)."""
     if isinstance(value, int) and not isinstance(value, bool):
         bits = value.bit_length()
         return str(value) if bits < 10_000 else f"an int of {bits} bits"
     text = _REPR.repr(value)
     return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def duration(value: timedelta) -> str:
+    """A duration for a message, exactly: ``"0 seconds"``, ``"1 second"``, ``"1.5
+    seconds"``, ``"5400 seconds (1:30:00)"``."""
+    micros = value // timedelta(microseconds=1)
+    whole, fraction = divmod(abs(micros), 1_000_000)
+    number = f"{'-' if micros < 0 else ''}{whole}" + f".{fraction:06d}".rstrip("0").rstrip(".")
+    text = f"{number} {'second' if number in ('1', '-1') else 'seconds'}"
+    return f"{text} ({value})" if micros >= 60_000_000 else text
 
 
 def is_int(value: object) -> bool:

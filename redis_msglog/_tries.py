@@ -13,6 +13,7 @@ from typing import Any
 from . import _append_script as script
 from . import errors
 from ._append import Commit, PreparedAppend
+from ._args import duration
 from ._keys import ConversationKeys
 from ._producer import Producer, ProducerSlot
 from ._retry import RetryPolicy
@@ -141,8 +142,8 @@ class Tries:
             self.producers.retire(prepared.producer)
         if maybe_committed:
             advice = (
-                f"Retrying with idempotency_key={key!r} within {prepared.window} of the first "
-                "try is safe."
+                f"Retrying with idempotency_key={key!r} within {duration(prepared.window)} of "
+                "the first try is safe."
                 if key is not None
                 else "It was not re-sent (retries are off and no idempotency_key was given)."
             )

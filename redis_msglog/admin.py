@@ -54,8 +54,10 @@ class ConversationNotFoundError(MessageLogError, LookupError):
 
 @dataclass(frozen=True, slots=True)
 class ConversationInfo:
-    """One line of ``msglog ls``. ``count`` is -1 when the seq counter is missing or
-    holds something other than a seq (``msglog verify`` says which)."""
+    """One line of ``msglog ls``. ``count`` is the conversation's last seq, what its seq
+    counter holds: every entry ever appended, edits included (a trim does not lower it),
+    not a count of messages. It is -1 when the seq counter is missing or holds something
+    other than a seq (a damaged counter: ``msglog verify`` says which)."""
 
     conversation: str
     count: int
@@ -64,9 +66,13 @@ class ConversationInfo:
 
 @dataclass(frozen=True, slots=True)
 class ConversationStats:
-    """What ``msglog stats CONV`` reports. Memory is ``MEMORY USAGE`` of the counter, the
-    stream and the blobs stored off the rows, and separately of the exactly-once records
-    (the idempotency records still remembered, and the producers hash)."""
+    """What ``msglog stats CONV`` reports. ``count`` is the last seq (as in
+    :class:`ConversationInfo`; -1: a damaged counter, missing or not a seq, beside a
+    stream); the log holds seqs ``first_seq`` to ``count``, as ``entries`` stream entries
+    and ``redacted`` redacted rows (docs/lifecycle.md). Memory is ``MEMORY USAGE`` of the
+    counter, the stream and the blobs stored off the rows, and separately of the
+    exactly-once records (the idempotency records still remembered, and the producers
+    hash)."""
 
     conversation: str
     count: int
@@ -78,11 +84,20 @@ class ConversationStats:
     #: The conversation was erased and its tombstone stands (docs/lifecycle.md): an
     #: empty log whose id refuses writes until the tombstone expires.
     erased: bool = False
+    #: The log's first seq: 1, or after a trim the one after the trimmed seqs.
+    first_seq: int = 1
+    #: The entries the stream holds (``XLEN``).
+    entries: int = 0
+    #: The seqs of the log redacted: their entries are gone, a marker row stands in.
+    redacted: int = 0
 
 
 @dataclass(slots=True)
 class VerifyReport:
-    """The result of :func:`verify_conversation`; ``problems`` is empty when it is sound."""
+    """The result of :func:`verify_conversation`; ``problems`` is empty when it is sound.
+    ``counter`` is the seq counter (``None``: missing or not a seq), ``entries`` the
+    stream entries checked, of seqs ``first_seq`` (after a trim, past the trimmed ones)
+    to ``last_seq``, the ``redacted`` seqs among them held as marker rows."""
 
     conversation: str
     counter: int | None
@@ -91,6 +106,9 @@ class VerifyReport:
     problems: list[str] = field(default_factory=list)
     scope: tuple[str, ...] | None = None  # the scope it was created with, if any
     missing_indexes: list[str] = field(default_factory=list)  # repair: Directory.register
+    first_seq: int = 1
+    redacted: int = 0
+    erased: bool = False  # an erasure's tombstone stands (an empty log)
 
     @property
     def ok(self) -> bool:
@@ -200,6 +218,7 @@ def conversation_stats(
         if _text(key).startswith(keys.idempotency_record(""))
     ]
     producers = client.memory_usage(keys.producers) or 0
+    first_seq, redacted = _first_and_redacted(client, keys)
     return ConversationStats(
         conversation=conversation,
         count=_stats_count(raw_count),
@@ -209,12 +228,28 @@ def conversation_stats(
         idempotency_records=len(records),
         idempotency_bytes=producers + sum(client.memory_usage(k) or 0 for k in records),
         erased=is_tombstone(raw_count),
+        first_seq=first_seq,
+        entries=int(client.xlen(keys.stream)),
+        redacted=redacted,
     )
 
 
+def _first_and_redacted(client: redis.Redis, keys: ConversationKeys) -> tuple[int, int]:
+    """The log's first seq and its redacted rows, as its view hash records them (1 and 0
+    when it does not: never trimmed or redacted, or a view hash ``verify`` reports)."""
+    try:
+        first, redacted = client.hmget(keys.view, ["first", "redacted"])
+    except redis_errors.ResponseError:
+        return 1, 0
+    first_seq = parse_seq_counter(first) if isinstance(first, (bytes, str)) else None
+    count = parse_seq_counter(redacted) if isinstance(redacted, (bytes, str)) else None
+    return first_seq or 1, count or 0
+
+
 def _stats_count(raw: Any) -> int:
-    """0 for no counter or a tombstone, -1 for one that is not a seq (verify says why)."""
-    if raw is None or is_tombstone(raw):
+    """0 for a tombstone, -1 for a counter missing beside the stream (the conversation
+    exists) or holding something other than a seq (verify says why)."""
+    if is_tombstone(raw):
         return 0
     parsed = parse_seq_counter(raw) if isinstance(raw, (bytes, str)) else None
     return -1 if parsed is None else parsed
@@ -250,13 +285,14 @@ def verify_conversation(
         elif len(report.problems) == max_problems:
             report.problems.append("(more problems not shown)")
 
-    report.counter = _read_counter(client, keys, problem)
-    first = read_first(client, keys, problem)
+    report.counter = _read_counter(client, keys, problem, report)
+    first = report.first_seq = read_first(client, keys, problem)
     view = LogView(strict=True, start=first)
     redactions = Redactions(client, keys, problem)
     trims = _check_stream(client, keys, page, report, problem, view, first, redactions)
     check_trims(keys, first, trims, problem)
     redactions.finish(first)
+    report.redacted = len(redactions.rows)
     _check_counter_against_stream(keys, report, problem)
     # A kept edit that cut the view at a trimmed row leaves its order out of the entries:
     # then the view keys are not compared with the fold (docs/lifecycle.md).
@@ -356,12 +392,16 @@ def _check_view_keys(
 
 
 def _read_counter(
-    client: redis.Redis, keys: ConversationKeys, problem: Callable[[str], None]
+    client: redis.Redis,
+    keys: ConversationKeys,
+    problem: Callable[[str], None],
+    report: VerifyReport,
 ) -> int | None:
     """The seq counter's value; ``None`` when it is missing or unreadable (reported)."""
     try:
         raw = client.get(keys.seq)
         if is_tombstone(raw):
+            report.erased = True
             return 0  # erased (docs/lifecycle.md): an empty log, nothing to report
         if raw is not None:
             counter = parse_seq_counter(raw)

@@ -99,8 +99,8 @@ class AppendInDoubtError(MessageLogError):
     them once. A retry key is good for the retry policy's ``generated_key_ttl`` (2
     minutes by default) after the first try, a caller's key for the log's
     ``idempotency_window``. It is ``None`` when there is nothing to retry with: retries
-    off and no key given, or the server no longer remembers the call (``MSGLOG_STALE``:
-    read the log to find out).
+    off and no key given, or the server no longer remembers the call (the message says it
+    "no longer holds the result": read the log to find out).
     """
 
     def __init__(self, message: str, *, idempotency_key: str | None = None) -> None:

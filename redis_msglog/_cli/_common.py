@@ -13,6 +13,7 @@ import sys
 import urllib.parse
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import IO, Any, NoReturn, TypeVar, cast
 
 import click
@@ -23,7 +24,10 @@ from redis.exceptions import RedisClusterException
 from rich.console import Console
 
 from .. import admin
+from .._args import duration
 from .._codec import encode_row
+from .._entries import is_tombstone
+from .._keys import ConversationKeys
 from .._render import format_row, json_line, visible
 from .._retry import RetryPolicy
 from .._sync import MessageLog
@@ -180,8 +184,29 @@ def connection_options(command: F) -> F:
 def existing_log(settings: Settings, conversation: str) -> MessageLog:
     client = settings.client()
     log = settings.log(conversation, client)
-    admin.require_conversation(client, log.keys, conversation)
+    require_readable(client, log.keys, conversation)
     return log
+
+
+def require_readable(client: redis.Redis, keys: ConversationKeys, conversation: str) -> None:
+    """An error, as for an unknown conversation, unless the conversation has keys and is
+    not erased: an erased one reads as an empty log (docs/lifecycle.md), which ``show``
+    printed as nothing at all, with exit status 0."""
+    admin.require_conversation(client, keys, conversation)
+    if not is_tombstone(client.get(keys.seq)):
+        return
+    left = client.pttl(keys.seq)
+    stands = (
+        f" for another {duration(timedelta(seconds=round(left / 1000)))}"
+        if left >= 0
+        else " until it is deleted"
+        if left == -1
+        else ""
+    )
+    raise CliError(
+        f"conversation {conversation!r} was erased: it holds nothing, and its tombstone "
+        f"{keys.seq} refuses writes into it{stands}"
+    )
 
 
 def entry_pages(log: MessageLog, after: int) -> Iterator[Entry]:

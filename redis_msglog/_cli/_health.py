@@ -23,6 +23,7 @@ from ._common import (
     out,
     shown_url,
 )
+from ._read import DAMAGED
 
 
 @click.command()
@@ -35,7 +36,7 @@ def stats(settings: Settings, conversation: str | None) -> None:
     if conversation is not None:
         found = admin.conversation_stats(client, settings.prefix, conversation)
         table.add_row("conversation", safe_text(found.conversation))
-        table.add_row("messages", str(found.count))
+        table.add_row("entries", _held(found))
         if found.erased:
             table.add_row("erased", "yes: a tombstone refuses writes until it expires")
         table.add_row("first commit (UTC)", f"{found.first_at or '-'}")
@@ -46,10 +47,11 @@ def stats(settings: Settings, conversation: str | None) -> None:
             f"{found.idempotency_records} ({human_bytes(found.idempotency_bytes)})",
         )
     else:
-        conversations = messages = 0
+        conversations = appended = damaged = 0
         for info in admin.list_conversations(client, settings.prefix):
             conversations += 1
-            messages += max(info.count, 0)
+            appended += max(info.count, 0)
+            damaged += info.count < 0
         server = client.info("server")
         if settings.cluster:  # one INFO per primary, keyed by node
             per_node: Any = cast(Any, client).info("memory", target_nodes="primaries")
@@ -58,7 +60,9 @@ def stats(settings: Settings, conversation: str | None) -> None:
             memories = [client.info("memory")]
         used = sum(int(m["used_memory"]) for m in memories)
         table.add_row("conversations", str(conversations))
-        table.add_row("messages", str(messages))
+        # The last seqs summed: what was appended, not what the logs hold after trims.
+        not_counted = f" ({_count(damaged, 'damaged counter')} not counted)" if damaged else ""
+        table.add_row("entries appended (edits included)", f"{appended}{not_counted}")
         where_url = shown_url(settings.url or DEFAULT_URL)
         table.add_row("server", f"{server.get('redis_version')} ({safe_text(where_url)})")
         where = f"{len(memories)} primaries" if settings.cluster else "whole server"
@@ -105,15 +109,51 @@ def verify(settings: Settings, conversation: str | None, check_all: bool, repair
             out.print(Text.assemble("fixed ", safe_text(name), ": added to its scope's indexes"))
             report = admin.verify_conversation(client, settings.prefix, name)
         if report.ok:
-            summary = f": {report.entries} messages, seqs 1..{report.last_seq}"
-            out.print(Text.assemble("ok    ", safe_text(name), summary))
+            out.print(Text.assemble("ok    ", safe_text(name), ": ", _verified(report)))
         else:
             failed += 1
-            summary = f": {report.entries} entries, counter {report.counter}"
+            counter = DAMAGED if report.counter is None else f"seq counter {report.counter}"
+            summary = f": {_count(report.entries, 'entry', 'entries')}, {counter}"
             out.print(Text.assemble("FAIL  ", safe_text(name), summary))
             for problem in report.problems:
                 out.print(Text.assemble("      - ", safe_text(problem)))
     if check_all:
-        out.print(f"{checked} conversations checked, {failed} with problems")
+        out.print(f"{_count(checked, 'conversation')} checked, {failed} with problems")
     if failed:
         sys.exit(1)
+
+
+def _count(n: int, one: str, many: str | None = None) -> str:
+    """``"1 entry"``, ``"12 entries"``."""
+    return f"{n} {one if n == 1 else many or one + 's'}"
+
+
+def _seqs(first: int, last: int, redacted: int) -> str:
+    """The seqs a log holds: ``"seqs 1..18"``, ``"seqs 7..18, 1..6 trimmed"``, and how
+    many of them are redacted (their entries gone, marker rows in their place)."""
+    if last < first:
+        return "no seqs"
+    held = f"seq {last}" if first == last else f"seqs {first}..{last}"
+    if first == 2:
+        held += ", seq 1 trimmed"
+    elif first > 2:
+        held += f", 1..{first - 1} trimmed"
+    return held + (f", {redacted} redacted" if redacted else "")
+
+
+def _verified(report: admin.VerifyReport) -> str:
+    """What a sound log holds: ``"12 entries (seqs 7..18, 1..6 trimmed)"``."""
+    if report.erased:
+        return "erased (its tombstone stands; no entries)"
+    held = _seqs(report.first_seq, report.last_seq, report.redacted)
+    return f"{_count(report.entries, 'entry', 'entries')} ({held})"
+
+
+def _held(found: admin.ConversationStats) -> str:
+    """The ``entries`` line of ``stats CONV``: how many the stream holds, and their seqs
+    (the last seq is the counter: every entry ever appended, edits included)."""
+    if found.erased:
+        return "0 (erased)"
+    if found.count < 0:
+        return f"{DAMAGED}; {found.entries} in the stream (see verify)"
+    return f"{found.entries} ({_seqs(found.first_seq, found.count, found.redacted)})"

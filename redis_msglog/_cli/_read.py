@@ -21,7 +21,11 @@ from ._common import (
     existing_log,
     out,
     print_row,
+    require_readable,
 )
+
+DAMAGED = "damaged counter"
+"""What ``ls`` shows for a seq counter that is missing or not a seq (``verify`` says which)."""
 
 
 @click.command("ls")
@@ -43,7 +47,8 @@ def list_command(
         return
     infos = admin.list_conversations(settings.client(), settings.prefix, match=match)
     shown = 0
-    table = Table("conversation", "messages", "last activity (UTC)", box=None)
+    # The seq counter: every entry ever appended, edits included; a trim does not lower it.
+    table = Table("conversation", "last seq", "last activity (UTC)", box=None)
     for info in infos:
         if limit is not None and shown >= limit:
             break
@@ -54,14 +59,15 @@ def list_command(
             click.echo(json_line(orjson.dumps(doc)))
         else:
             when = f"{info.last_at:%Y-%m-%d %H:%M:%S}" if info.last_at else "-"
-            table.add_row(safe_text(info.conversation), str(info.count), when)
+            seq = DAMAGED if info.count < 0 else str(info.count)
+            table.add_row(safe_text(info.conversation), seq, when)
     if not as_json:
         out.print(table if shown else "no conversations")
 
 
 def _list_scope(settings: Settings, scope: Scope, limit: int | None, as_json: bool) -> None:
     directory = Directory(settings.client(), prefix=settings.prefix)
-    table = Table("conversation", "scope", "messages", "created (UTC)", box=None)
+    table = Table("conversation", "scope", "last seq", "created (UTC)", box=None)
     shown = 0
     page = directory.list(scope, limit=min(limit or MAX_LIST_LIMIT, MAX_LIST_LIMIT))
     while True:
@@ -139,7 +145,7 @@ def tail(settings: Settings, conversation: str, count: int, follow: bool, as_jso
     client = settings.client()
     log = settings.log(conversation, client)
     if not follow:  # -f may wait for a conversation that does not exist yet
-        admin.require_conversation(client, log.keys, conversation)
+        require_readable(client, log.keys, conversation)
     rows = log.last(count, view="physical")  # edits too: the log as it grows
     for row in rows:
         print_row(row, as_json)

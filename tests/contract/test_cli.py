@@ -479,3 +479,96 @@ def test_export_and_import_carry_the_edits(url: str, prefix: str, tmp_path: Path
     refused = msglog(url, prefix, "import", str(out), other.conversation)
     assert refused.exit_code == 1 and "import it into an empty conversation" in refused.output
     assert other.count() == 1
+
+
+# -- issue 35: what the numbers are, erased and damaged conversations ---------------------
+
+
+def test_ls_stats_and_verify_say_what_they_count(url: str, prefix: str) -> None:
+    """The seq counts every entry, edits included, and a trim does not lower it: ``ls``,
+    ``stats`` and ``verify`` called it "messages", and ``verify`` said "seqs 1..8" of a
+    log that starts at seq 4 after a trim."""
+    log = MessageLog(redis.Redis.from_url(url), new_id(), prefix=prefix)
+    log.append_many([{"role": "user", "content": f"m{i}"} for i in range(1, 7)])
+    log.pop()  # 7: an edit entry, one seq more, one message less
+    assert "ok    " + log.conversation + ": 7 entries (seqs 1..7)\n" in (
+        msglog(url, prefix, "verify", log.conversation).output
+    )
+    log.trim(3)  # 8: the trim entry; seqs 1..3 gone
+    listed = msglog(url, prefix, "ls")
+    assert listed.exit_code == 0, listed.output
+    assert listed.output.split()[:6] == ["conversation", "last", "seq", "last", "activity", "(UTC)"]
+    assert listed.output.split()[6:8] == [log.conversation, "8"]
+    one = msglog(url, prefix, "stats", log.conversation)
+    assert one.exit_code == 0, one.output
+    assert " entries                          5 (seqs 4..8, 1..3 trimmed) " in one.output
+    every = msglog(url, prefix, "stats")
+    assert " entries appended (edits included)  8 " in every.output
+    verified = msglog(url, prefix, "verify", log.conversation)
+    assert verified.exit_code == 0, verified.output
+    assert verified.output == f"ok    {log.conversation}: 5 entries (seqs 4..8, 1..3 trimmed)\n"
+    log.redact(5)  # 9: its entry gone, a marker row in its place
+    verified = msglog(url, prefix, "verify", log.conversation)
+    expected = f"ok    {log.conversation}: 5 entries (seqs 4..9, 1..3 trimmed, 1 redacted)\n"
+    assert verified.output == expected
+    stats_line = "5 (seqs 4..9, 1..3 trimmed, 1 redacted)"
+    assert stats_line in msglog(url, prefix, "stats", log.conversation).output
+    checked = msglog(url, prefix, "verify", "--all").output
+    assert checked.endswith("\n1 conversation checked, 0 with problems\n")
+    for output in (listed.output, one.output, every.output, verified.output, checked):
+        assert "messages" not in output
+
+
+@pytest.mark.parametrize("command", ["show", "tail", "export"])
+def test_reading_an_erased_conversation_says_so(url: str, prefix: str, command: str) -> None:
+    """``show`` of an erased conversation printed nothing and exited 0 (its tombstone
+    reads as an empty log); now it fails as for an unknown one, saying why."""
+    log = seeded(url, prefix)
+    log.erase()
+    result = msglog(url, prefix, command, log.conversation)
+    assert result.exit_code == 1
+    assert result.stdout == ""
+    said = result.stderr.strip()
+    assert said.startswith(f"msglog: conversation {log.conversation!r} was erased"), said
+    assert f"its tombstone {log.keys.seq} refuses writes into it for another " in said
+    assert said.endswith("seconds (23:59:59)") or said.endswith("seconds (1 day, 0:00:00)")
+    unknown = msglog(url, prefix, command, new_id())  # the same, for an unknown one
+    assert unknown.exit_code == 1 and unknown.stdout == ""
+    assert "not found" in unknown.stderr
+
+
+@pytest.mark.parametrize("damage", ["garbage", "deleted"])
+def test_a_damaged_counter_is_named(url: str, prefix: str, damage: str) -> None:
+    """``ls`` and ``stats`` showed a seq counter deleted, or holding what is not a seq,
+    beside its stream as "-1 messages" (``stats CONV``: 0 for a deleted one)."""
+    log = seeded(url, prefix)
+    client = redis.Redis.from_url(url)
+    if damage == "garbage":
+        client.set(log.keys.seq, "garbage")
+    else:
+        client.delete(log.keys.seq)
+    listed = msglog(url, prefix, "ls")
+    assert listed.exit_code == 0, listed.output
+    assert f" {log.conversation}  damaged counter  " in listed.output
+    one = msglog(url, prefix, "stats", log.conversation)
+    assert one.exit_code == 0, one.output
+    assert " entries                          damaged counter; 5 in the stream (see verify)" in (
+        one.output
+    )
+    every = msglog(url, prefix, "stats")
+    assert " entries appended (edits included)  0 (1 damaged counter not counted) " in (
+        every.output
+    )
+    verified = msglog(url, prefix, "verify", log.conversation)
+    assert verified.exit_code == 1
+    assert verified.output.startswith(f"FAIL  {log.conversation}: 5 entries, damaged counter\n")
+    assert ("not a seq" if damage == "garbage" else "is missing") in verified.output
+    for output in (listed.output, one.output, every.output, verified.output):
+        assert " -1 " not in output and "None" not in output
+    if damage == "garbage":  # an edit's refusal by the script, in words (finding 4)
+        refused = msglog(url, prefix, "redact", log.conversation, "1", "--yes")
+        assert refused.exit_code == 1
+        assert refused.stderr.startswith(
+            f'msglog: seq counter {log.keys.seq} holds "garbage", not a seq. Nothing was '
+            "written; `msglog verify` lists what is wrong."
+        ), refused.stderr

@@ -70,6 +70,16 @@ def test_a_bad_erased_for_erases_nothing(url: str, bad: str) -> None:
     assert log.count() == 1
 
 
+@pytest.mark.parametrize("short, said", [("0s", "0 seconds"), ("500ms", "0.5 seconds")])
+def test_a_too_short_erased_for_is_said_in_seconds(url: str, short: str, said: str) -> None:
+    """Issue 35: the error quoted a repr, ``got datetime.timedelta(0)``."""
+    log = kept(url)
+    done = msglog(url, "erase", log.conversation, "--yes", "--erased-for", short)
+    assert done.returncode == 1 and log.count() == 1
+    assert done.stderr.decode().strip().endswith(f"at least 1 s, got {said}"), done.stderr
+    assert b"datetime" not in done.stderr
+
+
 def test_durations() -> None:
     from datetime import timedelta
 
@@ -88,3 +98,4 @@ def test_stats_and_verify_of_an_erased_conversation(url: str) -> None:
     assert b"erased" in stats.stdout and b"tombstone" in stats.stdout
     verify = msglog(url, "verify", log.conversation)
     assert verify.returncode == 0, verify.stderr
+    assert verify.stdout.endswith(b": erased (its tombstone stands; no entries)\n")  # issue 35

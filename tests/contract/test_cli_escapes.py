@@ -129,7 +129,7 @@ def test_hostile_conversation_ids_in_ls_show_and_tail(
         assert result.exit_code == 0, result.output
         _assert_safe(result.output)
     assert "hello" in msglog(url, prefix, "show", conversation).output
-    assert f"ok    {shown}: 1 messages" in msglog(url, prefix, "verify", conversation).output
+    assert f"ok    {shown}: 1 entry (seq 1)" in msglog(url, prefix, "verify", conversation).output
     missing = msglog(url, prefix, "show", conversation + "\x1b[2J missing")
     assert missing.exit_code == 1 and missing.output.startswith("msglog: ")
     _assert_safe(missing.output)

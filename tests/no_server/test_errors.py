@@ -1,9 +1,13 @@
 """The error tree's first split, "was anything written?" (issue 24, item 5): every error's
-docstring opens with the answer, and the classes agree with it. No server."""
+docstring opens with the answer, and the classes agree with it; and an error's message
+says what happened in words, never a script's code or a repr (issue 35). No server."""
 
 from __future__ import annotations
 
 import inspect
+import re
+from collections.abc import Callable
+from datetime import datetime, timedelta
 
 import pytest
 
@@ -58,3 +62,90 @@ def test_the_http_api_still_answers_an_append_in_doubt_with_503() -> None:
 
     assert error_response(errors.AppendInDoubtError("lost")).status_code == 503
     assert error_response(errors.ServerUnavailableError("away")).status_code == 503
+
+
+# -- issue 35: an error says what happened in words ------------------------------------
+
+# Each error code of the scripts, with a reply as lua/*.lua writes it.
+SCRIPT_REPLIES = {
+    "MSGLOG_BADSEQ": 'MSGLOG_BADSEQ seq counter k:seq holds "x", not a seq',
+    "MSGLOG_BEHIND": "MSGLOG_BEHIND seq counter k:seq (3) is behind the last entry of stream s",
+    "MSGLOG_AHEAD": "MSGLOG_AHEAD seq counter k:seq (9) is ahead of the last entry of stream s",
+    "MSGLOG_FOREIGN": "MSGLOG_FOREIGN stream s ends with entry 5-1, not one of the form <seq>-<at>",
+    "MSGLOG_BADRECORD": "MSGLOG_BADRECORD idempotency record k:idem:x holds junk",
+    "MSGLOG_KEYREUSED": "MSGLOG_KEYREUSED idempotency key k:idem:x was used for a different batch",
+    "MSGLOG_CONFLICT": "MSGLOG_CONFLICT 5 is the last seq of s, not 3",
+    "MSGLOG_BADEDIT": "MSGLOG_BADEDIT retract: seq 9 is not a row of the view",
+    "MSGLOG_BADVIEW": "MSGLOG_BADVIEW view k:view holds a segment 'x' (set by hand?)",
+    "MSGLOG_STALE": "MSGLOG_STALE producer p of k:producers no longer holds the result of call 3",
+    "MSGLOG_BADBLOB": "MSGLOG_BADBLOB 0 1 " + "ab" * 32,
+    "MSGLOG_ERASED": "MSGLOG_ERASED k:seq: the conversation was erased",
+    "MSGLOG_SCOPE": "MSGLOG_SCOPE acme/u",
+    "MSGLOG_UNSCOPED": "MSGLOG_UNSCOPED k:stream has entries and no owner record",
+    "MSGLOG_SCOPE_ERASED": "MSGLOG_SCOPE_ERASED k:scope-erased",
+    "MSGLOG_BADOWNER": "MSGLOG_BADOWNER k:owner has no created time",
+}
+
+
+def test_every_script_error_code_is_covered() -> None:
+    """A code a script gains is added to SCRIPT_REPLIES (and so checked below)."""
+    from pathlib import Path
+
+    lua = Path(redis_msglog.__file__).parent / "lua"
+    codes = set()
+    for script in lua.glob("*.lua"):
+        for line in script.read_text().splitlines():
+            if not line.lstrip().startswith("--"):
+                codes.update(re.findall(r"'(MSGLOG_[A-Z_]+) ", line))
+    assert codes == set(SCRIPT_REPLIES)
+
+
+@pytest.mark.parametrize("code", sorted(SCRIPT_REPLIES))
+@pytest.mark.parametrize("wrapped", [False, True], ids=["plain", "wrapped"])
+def test_a_script_refusal_is_told_in_words(code: str, wrapped: bool) -> None:
+    """The error's text never shows the script's code (``MSGLOG_KEYREUSED``...): it was a
+    name for the client, and read to a person like a crash. The error type stays the
+    code's (tests/no_server/test_plans.py maps each one), wrapped by a server or not."""
+    from redis_msglog._scope import _error_for
+    from redis_msglog._steps import Refused
+
+    reply = SCRIPT_REPLIES[code]
+    if wrapped:  # how some servers (fakeredis) hand a script's error over
+        reply = f"ERR Error running script: @user_script:1: {reply}"
+    error = _error_for(Refused(reply), "conv-1")
+    assert "MSGLOG_" not in str(error), str(error)
+    said = SCRIPT_REPLIES[code].split(" ", 1)[1]
+    if code in ("MSGLOG_BADSEQ", "MSGLOG_AHEAD", "MSGLOG_KEYREUSED", "MSGLOG_STALE"):
+        assert str(error).startswith(said), str(error)  # the script's own words, first
+
+
+@pytest.mark.parametrize(
+    "make, expected",
+    [
+        (lambda: redis_msglog.RetryPolicy(generated_key_ttl=timedelta(0)), "got 0 seconds"),
+        (
+            lambda: redis_msglog.RetryPolicy(generated_key_ttl=timedelta(milliseconds=500)),
+            "got 0.5 seconds",
+        ),
+        (
+            lambda: redis_msglog.Durability(replicas=1, timeout=timedelta(days=400)),
+            "got 34560000 seconds (400 days, 0:00:00)",
+        ),
+        (
+            lambda: redis_msglog.Durability(replicas=1, timeout=datetime(2026, 1, 1)),  # type: ignore[arg-type]
+            "got 2026-01-01 00:00:00 (no time zone)",
+        ),
+        (
+            lambda: redis_msglog.RetryPolicy(deadline=object()),  # type: ignore[arg-type]
+            "got an object of type object",
+        ),
+    ],
+)
+def test_a_duration_or_an_object_in_an_error_is_in_words(
+    make: Callable[[], object], expected: str
+) -> None:
+    """Was ``got datetime.timedelta(0)`` (``msglog erase --erased-for 0s`` said so too)."""
+    with pytest.raises(errors.InvalidArgumentError) as caught:
+        make()
+    assert str(caught.value).endswith(expected), str(caught.value)
+    assert "datetime." not in str(caught.value) and " at 0x" not in str(caught.value)
