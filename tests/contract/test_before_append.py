@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from redis_msglog import AgentMessage, InvalidArgumentError, InvalidMessageError, MessageLog
 from redis_msglog.admin import import_jsonl
 
-from ..conftest import Env, new_id
+from ..conftest import Env, new_id, require_frameworks
 
 CARD = re.compile(r"\b\d{4}(?: ?\d{4}){3}\b")
 
@@ -130,7 +130,7 @@ def test_imports_are_filtered(env: Env) -> None:
 def test_an_integration_is_filtered(env: Env) -> None:
     if env.flavor == "async" or env.backend not in ("valkey", "fakeredis"):
         pytest.skip("one integration, sync, on two backends")
-    pytest.importorskip("langchain_core")
+    require_frameworks()
     from langchain_core.messages import HumanMessage
 
     from redis_msglog.integrations.langchain import MessageLogChatHistory

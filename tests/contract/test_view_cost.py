@@ -35,7 +35,7 @@ from redis_msglog import _views as views_module
 from redis_msglog.admin import verify_conversation
 from redis_msglog.testing import EphemeralServer
 
-from ..conftest import Env, new_id
+from ..conftest import Env, new_id, require_frameworks
 from .test_edits import OPS, _apply, assert_views_match_the_fold, seqs, snapshot
 
 
@@ -343,9 +343,11 @@ def test_verify_reports_view_counts_that_are_not_the_fold(env: Env, field: str) 
     assert any("count" in text for text in problems), problems
 
 
+@pytest.mark.frameworks
 def test_llama_index_deletes_more_rows_than_one_retract_takes(
     shared_server: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    require_frameworks()
     import asyncio
 
     from llama_index.core.base.llms.types import ChatMessage

@@ -9,6 +9,8 @@ import sys
 
 import pytest
 
+from ..conftest import require_frameworks
+
 FRAMEWORKS = (
     "agents",
     "langchain",
@@ -45,6 +47,7 @@ def test_the_package_imports_no_framework() -> None:
     ],
 )
 def test_an_integration_imports_its_framework(module: str, framework: str) -> None:
+    require_frameworks()
     program = (
         "import sys\n"
         f"import redis_msglog.integrations.{module}\n"

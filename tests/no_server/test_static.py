@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from ..conftest import require_frameworks
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -26,6 +28,7 @@ def test_ruff_format() -> None:
 
 
 def test_mypy_strict_on_the_package() -> None:
+    require_frameworks()  # the integrations and their tests are type-checked with them
     result = _run("mypy")
     assert result.returncode == 0, result.stdout + result.stderr
 
