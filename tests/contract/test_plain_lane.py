@@ -1,4 +1,4 @@
-"""The plain lane (redis_msglog/_plain.py) against the model route it short-cuts: for any
+"""The plain lane (in redis_msglog/_batch.py) against the model route it short-cuts: for any
 batch, both store byte-identical rows or refuse it with the same typed error."""
 
 from __future__ import annotations
