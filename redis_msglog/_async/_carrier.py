@@ -11,12 +11,12 @@ from typing import Any, TypeVar
 
 from redis import exceptions as redis_errors
 
-from .. import _io_async as io
-from .._core import Batch, Commit, PreparedAppend
-from .._routing import AsyncRouter, asking_before_each, pack, without_asking
-from .._shell import CLIENT_FAILURES, REFUSALS, ShellBase, step_failure
-from .._steps import Command, Pause, Plan, Read, ReplyLost, StepFailure, Write
-from .._subscription import AsyncOnAppend
+from .._core.facade import Batch, Commit, PreparedAppend
+from .._core.steps import Command, Pause, Plan, Read, ReplyLost, StepFailure, Write
+from .._io import io_async as io
+from .._io.routing import AsyncRouter, asking_before_each, pack, without_asking
+from .._io.shell import CLIENT_FAILURES, REFUSALS, ShellBase, step_failure
+from .._io.subscription import AsyncOnAppend
 
 T = TypeVar("T")
 

@@ -23,10 +23,10 @@ from redis.exceptions import RedisClusterException
 from rich.console import Console
 
 from .. import admin
-from .._codec import encode_row
-from .._render import format_row, json_line, visible
-from .._retry import RetryPolicy
+from .._core.retry import RetryPolicy
+from .._core.stored.codec import encode_row
 from .._sync import MessageLog
+from .._tools.render import format_row, json_line, visible
 from ..edits import Entry
 from ..errors import MessageLogError
 

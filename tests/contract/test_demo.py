@@ -9,7 +9,7 @@ import sys
 import zlib
 from collections.abc import Callable
 
-from redis_msglog._demo import thinking, tiny_png
+from redis_msglog._tools.demo import thinking, tiny_png
 from redis_msglog.testing import EphemeralServer
 
 from ..conftest import require_binary

@@ -1,5 +1,6 @@
-"""The plain lane (in redis_msglog/_batch.py) against the model route it short-cuts: for any
-batch, both store byte-identical rows or refuse it with the same typed error."""
+"""The plain lane (in redis_msglog/_core/write/encode.py) against the model route it
+short-cuts: for any batch, both store byte-identical rows or refuse it with the same typed
+error."""
 
 from __future__ import annotations
 
@@ -14,9 +15,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from redis_msglog import NO_RETRY, AgentMessage, MessageLog, MessageLogError
-from redis_msglog._batch import Batch, BatchRules
-from redis_msglog._blobs import DEFAULT_BLOB_THRESHOLD
-from redis_msglog._codec import encode_message
+from redis_msglog._core.stored.codec import encode_message
+from redis_msglog._core.write.blobs import DEFAULT_BLOB_THRESHOLD
+from redis_msglog._core.write.encode import Batch, BatchRules
 
 # Near the plain shape, and just outside it: other roles and types, None, both spellings
 # of the tool call id, unknown keys, lone surrogates, a str subclass, a dict subclass.
@@ -159,7 +160,7 @@ def test_a_first_try_packed_beforehand_is_what_hiredis_packs(
     conversation: str, options: dict[str, Any], expected: int | None, key: str | None, batch: Any
 ) -> None:
     """An append's first try is packed when it is made, its head from a cache
-    (``_routing.pack_split``): the bytes hiredis makes of its command, or none at all
+    (``_io.routing.pack_split``): the bytes hiredis makes of its command, or none at all
     (a call with a record, or an argument hiredis refuses: then packed when sent)."""
     log = MessageLog(redis.Redis.from_url("redis://127.0.0.1:1"), conversation, **options)
     core = log._core
