@@ -17,11 +17,12 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:  # the names, for type checkers and readers; imported on first use below
     from ._async import AsyncDirectory, AsyncMessageLog
     from ._core.lifecycle.scope import ConversationPage, ScopedConversation
-    from ._core.read.cache import DEFAULT_READ_CACHE_BYTES, configure_read_cache
+    from ._core.read.cache import DEFAULT_READ_CACHE_BYTES
     from ._core.retry import DEFAULT_RETRY, NO_RETRY, RetryPolicy
     from ._core.stored.keys import ConversationKeys
     from ._core.write.depth import MAX_JSON_DEPTH
     from ._core.write.durability import Durability
+    from ._io.shell import configure_read_cache
     from ._io.subscription import AsyncSubscription, Subscription
     from ._sync import Directory, MessageLog
     from ._tools.acl import acl_rules
@@ -86,7 +87,8 @@ if TYPE_CHECKING:  # the names, for type checkers and readers; imported on first
 _EXPORTS = {
     "._tools.acl": ("acl_rules",),
     "._async": ("AsyncDirectory", "AsyncMessageLog"),
-    "._core.read.cache": ("DEFAULT_READ_CACHE_BYTES", "configure_read_cache"),
+    "._core.read.cache": ("DEFAULT_READ_CACHE_BYTES",),
+    "._io.shell": ("configure_read_cache",),
     "._core.write.depth": ("MAX_JSON_DEPTH",),
     "._core.write.durability": ("Durability",),
     "._core.stored.keys": ("ConversationKeys",),

@@ -34,8 +34,8 @@ from .._core.lifecycle.scope import (
 from .._core.retry import DEFAULT_RETRY, RetryPolicy
 from .._core.steps import Command, Pause, Plan, Read, StepFailure
 from .._io import io_async as io
+from .._io.failures import CLIENT_FAILURES, step_failure
 from .._io.routing import is_cluster
-from .._io.shell import CLIENT_FAILURES, step_failure
 from ..errors import InvalidArgumentError
 from ._log import AsyncMessageLog
 

@@ -5,7 +5,7 @@ Every operation of the core is a *plan*: a generator that yields the steps it ne
 its result. When a step fails, the shell throws one of the outcomes below into the plan:
 never a client library's exception. The core decides what each outcome means (retry,
 which error to raise); the shells only carry steps to the server and translate their
-client library's failures (``_io.shell.step_failure``).
+client library's failures (``_io/failures.py``: ``step_failure``).
 """
 
 from __future__ import annotations
@@ -39,11 +39,15 @@ class Write:
 
     ``then`` is sent right behind it, in the same write on the same connection (``WAIT``
     and ``WAITAOF`` count that connection's writes); the reply is then the pair of
-    replies, the second possibly a :class:`Refused`."""
+    replies, the second possibly a :class:`Refused`.
+
+    ``split``: the command's first ``split`` arguments are the same call after call (an
+    append's first try): the shell packs those from a cache (``_io/routing.py``,
+    ``pack_split``); 0: none, the whole command is packed as it is sent."""
 
     command: Command
     then: Command | None = None
-    packed: bytes | None = None  # ``command`` packed beforehand (UTF-8), when it was
+    split: int = 0
 
 
 @dataclass(frozen=True, slots=True)

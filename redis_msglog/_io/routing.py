@@ -276,21 +276,24 @@ if HIREDIS_AVAILABLE:
     _hiredis_pack = cast(Callable[[Command], bytes], hiredis.pack_command)
 
 
-def pack(conn: Any, commands: Sequence[Command], packed: bytes | None = None) -> list[bytes]:
+def pack(conn: Any, commands: Sequence[Command], split: int = 0) -> list[bytes]:
     """``conn.pack_commands(commands)``, the same bytes, in C: redis-py's asyncio client
     packs in Python, argument by argument (~13 us for an append's 18 arguments, measured,
     against ~2 us here), and its sync one adds a Python pass per argument. Only for the
     connection's default encoding (UTF-8, strict), the one hiredis writes; anything
-    hiredis refuses (a bool, ``None``) goes to redis-py for its own error. ``packed``:
-    the one command already packed so (see :func:`pack_split`), sent as it is."""
+    hiredis refuses (a bool, ``None``) goes to redis-py for its own error. ``split``: one
+    command whose first ``split`` arguments are packed from a cache (an append's first
+    try: see :func:`pack_split`)."""
     encoder = conn.encoder
     if (
         _hiredis_pack is not None
         and encoder.encoding in _UTF8
         and encoder.encoding_errors == "strict"
     ):
-        if packed is not None and len(commands) == 1:
-            return [packed]
+        if split and len(commands) == 1:
+            packed = pack_split(commands[0], split)
+            if packed is not None:
+                return [packed]
         try:
             if len(commands) == 1:
                 return [_hiredis_pack(commands[0])]

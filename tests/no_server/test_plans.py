@@ -40,7 +40,7 @@ from redis_msglog._core.lifecycle.erase import record_pattern
 from redis_msglog._core.read.follow import FollowCursor
 from redis_msglog._core.steps import NotSent, Pause, Plan, Read, Refused, ReplyLost, Step, Write
 from redis_msglog._core.write import producer as _producer
-from redis_msglog._io.shell import step_failure
+from redis_msglog._io.failures import step_failure
 from redis_msglog._lua.contract import AppendCall
 from redis_msglog.models import AgentMessage
 

@@ -28,7 +28,7 @@ memory its decoded rows take (``DEFAULT_READ_CACHE_BYTES``), least recently read
 conversations evicted first. Each row is accounted when it is decoded, from the stored
 entry it came from, by :func:`..stored.row_size.row_bytes`: every field counts (tool-call
 arguments and what they parse to, metadata, extras, names, ids), in bytes of memory,
-not characters. Turn it off, or resize it, with :func:`configure_read_cache`.
+not characters. Turn it off, or resize it, with :func:`~redis_msglog.configure_read_cache`.
 """
 
 from __future__ import annotations
@@ -42,10 +42,7 @@ from itertools import chain
 from operator import itemgetter
 from typing import Any, Literal
 
-from ..._io.routing import is_cluster
-from ...errors import InvalidArgumentError
 from ...models import StoredMessage
-from ..args import check_int
 from ..steps import Plan
 from ..stored.entries import EditsPresent, bodies, stored
 from ..stored.row_size import row_bytes
@@ -140,16 +137,10 @@ class ReadCache:
 _CACHES: weakref.WeakKeyDictionary[Any, ReadCache | None] = weakref.WeakKeyDictionary()
 
 
-def configure_read_cache(client: Any, max_bytes: int | None) -> None:
-    """Set the warm-read cache of a redis-py client (shared by every log on it): at most
-    ``max_bytes`` of stored JSON, estimated; ``None`` or 0 turns it off and frees it.
-    By default each client has one of :data:`DEFAULT_READ_CACHE_BYTES`."""
-    if max_bytes is not None:
-        check_int("max_bytes", max_bytes)
-    if not hasattr(client, "connection_pool") and not is_cluster(client):
-        raise InvalidArgumentError(
-            f"configure_read_cache needs a redis-py client, got {type(client).__name__}"
-        )
+def set_read_cache(client: Any, max_bytes: int | None) -> None:
+    """The core's half of :func:`~redis_msglog.configure_read_cache` (``_io/shell.py``),
+    which checks both arguments first: ``client``'s cache made for ``max_bytes``, or
+    turned off (``None`` or 0)."""
     _CACHES[client] = ReadCache(max_bytes) if max_bytes else None
 
 

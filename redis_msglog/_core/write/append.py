@@ -16,7 +16,6 @@ from datetime import timedelta
 from typing import Any
 
 from ... import errors
-from ..._io.routing import pack_split
 from ..._lua import contract as script
 from ...models import StoredMessage
 from ..args import check_text
@@ -158,10 +157,10 @@ class Appends:
             call = _with_edit(call, batch)
         then = None if self.durability is None else self.durability.command()
         command = ("EVALSHA", self._reader.runner.scripts["append.lua"].sha, *call.keys_and_args())
-        # Packed now, all but its numbers and messages from a cache (pack_split): not a
-        # call with a record, whose key is among the cached head's and differs call by call.
-        packed = None if then or record else pack_split(command, _HEAD + int(command[2]))
-        first = Write(command, then, packed)
+        # Packed by the shell as it is sent, all but its numbers and messages from a cache
+        # (Write.split): not a call with a record, whose key is among the cached head's and
+        # differs call by call.
+        first = Write(command, then, 0 if then or record else _HEAD + int(command[2]))
         prepared = PreparedAppend(
             call, batch, idempotency_key, window, first_try_new, numbered_by, first
         )
