@@ -10,7 +10,8 @@ under test): the "Done when" of issue 24, kept true afterwards.
   Python side of the scripts the core runs) import no redis-py (``redis``, ``hiredis``)
   and no package module outside those two folders but the public leaf modules
   (``errors``, ``models``, ``parts``, ``edits``), and nothing they import, however
-  indirectly, imports redis-py. Every ``import`` counts, as for cycles.
+  indirectly, imports redis-py. Every ``import`` counts, as for cycles; and, run, the
+  core's modules imported in a fresh interpreter load no redis-py.
 - (The Lua scripts' rule, no numbered ``ARGV[<n>]`` or ``KEYS[<n>]`` outside each script's
   one binding block, is checked with the names it binds in ``tests/no_server/test_static.py``.)
 - The package's lazy exports (``redis_msglog/__init__.py``) agree with its
