@@ -24,7 +24,7 @@ import redis
 
 from benchmarks.server import server_url
 from redis_msglog import NO_RETRY, MessageLog, RetryPolicy
-from redis_msglog._producer import Producer
+from redis_msglog._core.write.producer import Producer
 
 RUNS = 5
 

@@ -26,7 +26,9 @@ import redis
 
 from benchmarks.server import print_costs, server_url
 from redis_msglog import MessageLog
-from redis_msglog._views import MAX_RETRACT as RETRACT_CAP  # the most seqs a retract takes
+from redis_msglog._core.read.views import (
+    MAX_RETRACT as RETRACT_CAP,  # the most seqs a retract takes
+)
 
 TAIL = 30  # the same last rows in every conversation, the archive watermark among them
 

@@ -35,7 +35,7 @@ import redis.asyncio
 
 from benchmarks.server import server_url
 from redis_msglog import AsyncMessageLog
-from redis_msglog._keys import ConversationKeys
+from redis_msglog._core.stored.keys import ConversationKeys
 
 
 @dataclass

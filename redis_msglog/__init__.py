@@ -15,16 +15,17 @@ import importlib.util
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # the names, for type checkers and readers; imported on first use below
-    from ._acl import acl_rules
     from ._async import AsyncDirectory, AsyncMessageLog
-    from ._cache import DEFAULT_READ_CACHE_BYTES, configure_read_cache
-    from ._depth import MAX_JSON_DEPTH
-    from ._durability import Durability
-    from ._keys import ConversationKeys
-    from ._retry import DEFAULT_RETRY, NO_RETRY, RetryPolicy
-    from ._scope import ConversationPage, ScopedConversation
-    from ._subscription import AsyncSubscription, Subscription
+    from ._core.lifecycle.scope import ConversationPage, ScopedConversation
+    from ._core.read.cache import DEFAULT_READ_CACHE_BYTES
+    from ._core.retry import DEFAULT_RETRY, NO_RETRY, RetryPolicy
+    from ._core.stored.keys import ConversationKeys
+    from ._core.write.depth import MAX_JSON_DEPTH
+    from ._core.write.durability import Durability
+    from ._io.shell import configure_read_cache
+    from ._io.subscription import AsyncSubscription, Subscription
     from ._sync import Directory, MessageLog
+    from ._tools.acl import acl_rules
     from .adapters import (
         anthropic_system,
         from_anthropic,
@@ -84,15 +85,16 @@ if TYPE_CHECKING:  # the names, for type checkers and readers; imported on first
 # installs the package) does not import redis-py, pydantic and every client module: ~250 ms.
 # tests/no_server/test_layout.py checks that this table, the imports above and __all__ agree.
 _EXPORTS = {
-    "._acl": ("acl_rules",),
+    "._tools.acl": ("acl_rules",),
     "._async": ("AsyncDirectory", "AsyncMessageLog"),
-    "._cache": ("DEFAULT_READ_CACHE_BYTES", "configure_read_cache"),
-    "._depth": ("MAX_JSON_DEPTH",),
-    "._durability": ("Durability",),
-    "._keys": ("ConversationKeys",),
-    "._retry": ("DEFAULT_RETRY", "NO_RETRY", "RetryPolicy"),
-    "._scope": ("ConversationPage", "ScopedConversation"),
-    "._subscription": ("AsyncSubscription", "Subscription"),
+    "._core.read.cache": ("DEFAULT_READ_CACHE_BYTES",),
+    "._io.shell": ("configure_read_cache",),
+    "._core.write.depth": ("MAX_JSON_DEPTH",),
+    "._core.write.durability": ("Durability",),
+    "._core.stored.keys": ("ConversationKeys",),
+    "._core.retry": ("DEFAULT_RETRY", "NO_RETRY", "RetryPolicy"),
+    "._core.lifecycle.scope": ("ConversationPage", "ScopedConversation"),
+    "._io.subscription": ("AsyncSubscription", "Subscription"),
     "._sync": ("Directory", "MessageLog"),
     ".adapters": (
         "anthropic_system",

@@ -1,6 +1,6 @@
 """Operator tools over a sync client: list, inspect, verify, export and import
 conversations. The ``msglog`` command is a thin layer over these functions. The import
-lives in :mod:`redis_msglog._import` (its names are re-exported here)."""
+lives in :mod:`redis_msglog._tools.import_jsonl` (its names are re-exported here)."""
 
 from __future__ import annotations
 
@@ -14,15 +14,15 @@ import redis
 import redis.cluster
 from redis import exceptions as redis_errors
 
-from ._args import MAX_SEQ, check_int, check_text, check_type
-from ._blobs import references
-from ._codec import micros_to_datetime
-from ._entries import decode_stored, is_tombstone, parse_seq_counter
-from ._import import ImportBatchError, ImportFileError, ImportResult, import_jsonl
-from ._keys import ConversationKeys, conversation_of, key_pattern
-from ._scope import ScopeKeys, index_problems, member, micros_of
+from ._core.args import MAX_SEQ, check_int, check_text, check_type
+from ._core.lifecycle.scope import ScopeKeys, index_problems, member, micros_of
+from ._core.stored.codec import micros_to_datetime
+from ._core.stored.entries import decode_stored, is_tombstone, parse_seq_counter
+from ._core.stored.keys import ConversationKeys, conversation_of, key_pattern
+from ._core.write.blobs import references
 from ._sync import Directory, MessageLog
-from ._verify_deletions import Redactions, check_trims, read_first
+from ._tools.import_jsonl import ImportBatchError, ImportFileError, ImportResult, import_jsonl
+from ._tools.verify_deletions import Redactions, check_trims, read_first
 from .edits import EditEntry, Entry, LogView, View
 from .errors import (
     CodecError,

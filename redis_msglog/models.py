@@ -21,7 +21,7 @@ from pydantic import (
     model_validator,
 )
 
-from ._depth import MAX_JSON_DEPTH, text_too_deep
+from ._core.write.depth import MAX_JSON_DEPTH, text_too_deep
 from .parts import ContentPart, Extras, TextPart
 
 Role = Literal["system", "user", "assistant", "tool"]

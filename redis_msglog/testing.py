@@ -19,7 +19,7 @@ server binary is found):
 
 The plugin loads in every pytest run of a project that installs the package, so this
 module stays cheap to import: the standard library, :mod:`redis_msglog.errors` and
-``_args`` only (``import redis_msglog`` imports nothing else until a name is used); redis-py
+``_core.args`` only (``import redis_msglog`` imports nothing else until a name is used); redis-py
 is imported when a fixture runs (tests/contract/test_testing_plugin.py checks both).
 """
 
@@ -37,7 +37,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from ._args import check_int, check_text, shown
+from ._core.args import check_int, check_text, shown
 from .errors import InvalidArgumentError
 
 __all__ = ["EphemeralCluster", "EphemeralServer", "find_server_binary"]

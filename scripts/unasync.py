@@ -3,8 +3,8 @@
 ``redis_msglog/_async/`` is the source; ``redis_msglog/_sync/`` is written from it, file
 by file, by the token replacements below, so the two clients cannot drift. What truly
 differs between the flavors (threads vs tasks, sleeping, cancellation, the hook call) is
-hand-written, small and side by side, in ``_io_async.py`` / ``_io_sync.py`` and
-``_subscription.py``.
+hand-written, small and side by side, in ``_io/io_async.py`` / ``_io/io_sync.py`` and
+``_io/subscription.py``.
 
     python scripts/unasync.py          # regenerate
     python scripts/unasync.py --check  # exit 1 if a checked-in file is stale (tests run it)
@@ -32,7 +32,7 @@ REPLACEMENTS = [
     (r"aclose", "close"),
     (r"redis\.asyncio\.cluster", "redis.cluster"),
     (r"redis\.asyncio", "redis"),
-    (r"_io_async", "_io_sync"),
+    (r"io_async", "io_sync"),  # from .._io import io_async
     (r"\(asyncio\)", "(sync)"),
 ]
 INIT_DOCSTRING = '''"""The sync client, :class:`MessageLog`, generated file by file from

@@ -6,7 +6,7 @@ scoped conversations (``_directory.py``).
 This folder is the single source of both clients: ``redis_msglog/_sync/`` (``MessageLog``)
 is generated from it, file by file, by ``scripts/unasync.py`` (``await`` dropped,
 ``Async`` names replaced), and a test fails when the two drift. What truly differs is in
-``_io_async.py`` / ``_io_sync.py`` and ``_subscription.py``.
+``_io/io_async.py`` / ``_io/io_sync.py`` and ``_io/subscription.py``.
 """
 
 from ._directory import AsyncDirectory

@@ -11,12 +11,13 @@ from typing import Any, TypeVar
 
 from redis import exceptions as redis_errors
 
-from .. import _io_async as io
-from .._core import Batch, Commit, PreparedAppend
-from .._routing import AsyncRouter, asking_before_each, pack, without_asking
-from .._shell import CLIENT_FAILURES, REFUSALS, ShellBase, step_failure
-from .._steps import Command, Pause, Plan, Read, ReplyLost, StepFailure, Write
-from .._subscription import AsyncOnAppend
+from .._core.facade import Batch, Commit, PreparedAppend
+from .._core.steps import Command, Pause, Plan, Read, ReplyLost, StepFailure, Write
+from .._io import io_async as io
+from .._io.failures import CLIENT_FAILURES, REFUSALS, step_failure
+from .._io.routing import AsyncRouter, asking_before_each, pack, without_asking
+from .._io.shell import ShellBase
+from .._io.subscription import AsyncOnAppend
 
 T = TypeVar("T")
 
@@ -99,10 +100,10 @@ class AsyncLogCarrier(ShellBase):
 
     async def _write_once(self, step: Write, within: float) -> Any:
         # Never through redis-py's retry policy: a blind re-send of an append writes twice.
-        then, packed = step.then, step.packed
+        then, split = step.then, step.split
         commands = (step.command,) if then is None else (step.command, then)
         replies = await self._router.run(
-            lambda conn, asking: _pipeline(conn, commands, asking, None, packed), within
+            lambda conn, asking: _pipeline(conn, commands, asking, None, split), within
         )
         return replies[0] if then is None else (replies[0], replies[1])
 
@@ -112,7 +113,7 @@ async def _pipeline(
     commands: Sequence[Command],
     asking: bool,
     kept: dict[int, Any] | None = None,
-    packed: bytes | None = None,
+    split: int = 0,
 ) -> list[Any]:
     """Send ``commands`` in one write (each after ``ASKING`` on the target of an ``ASK``)
     and read every reply, an error reply as its exception, before raising anything: the
@@ -128,13 +129,13 @@ async def _pipeline(
     migration it came from the node that still held its key, and the importing node,
     which has not received that key yet, would answer as if it did not exist.
 
-    ``packed``: a write's one command packed beforehand (``Write.packed``), sent as it is
-    where :func:`pack` would pack it so."""
+    ``split``: a write's one command has its first ``split`` arguments packed from a
+    cache (``Write.split``), where :func:`pack` packs with hiredis."""
     sent, todo = _missing(commands, kept)
     asked = asking_before_each(sent, asking)
     try:
         # A cancel honoured mid-exchange leaves replies unread: the router discards conn.
-        sending = pack(conn, asked, packed)  # packed: a write's one command, if it was
+        sending = pack(conn, asked, split)  # split: an append's first try, its head cached
         if not io.write_now(conn, sending):  # most writes: no coroutine, no await
             await io.send(conn, sending)
         if len(asked) == 1:  # most writes: one reply (an error reply raises here)

@@ -9,20 +9,20 @@ from datetime import timedelta
 from redis.asyncio import Redis
 from redis.asyncio.cluster import RedisCluster
 
-from .._batch import BeforeAppend
-from .._blobs import DEFAULT_BLOB_THRESHOLD
-from .._core import (
+from .._core.facade import (
     DEFAULT_IDEMPOTENCY_WINDOW,
     DEFAULT_MAX_MESSAGE_BYTES,
     DEFAULT_PAGE_SIZE,
     require_seq,
 )
-from .._durability import Durability
-from .._options import LogOptions
-from .._retry import DEFAULT_RETRY, RetryPolicy
-from .._routing import AsyncRouter
-from .._subscription import AsyncOnAppend
-from .._views import AttrChanges, check_fork_point, fork_edit
+from .._core.options import LogOptions
+from .._core.read.views import AttrChanges, check_fork_point, fork_edit
+from .._core.retry import DEFAULT_RETRY, RetryPolicy
+from .._core.write.blobs import DEFAULT_BLOB_THRESHOLD
+from .._core.write.durability import Durability
+from .._core.write.encode import BeforeAppend
+from .._io.routing import AsyncRouter
+from .._io.subscription import AsyncOnAppend
 from ..edits import LogView
 from ..errors import InvalidArgumentError, InvalidEditError
 from ._edits import AsyncLogEdits

@@ -24,13 +24,13 @@ from redis.exceptions import RedisClusterException
 from rich.console import Console
 
 from .. import admin
-from .._args import duration
-from .._codec import encode_row
-from .._entries import is_tombstone
-from .._keys import ConversationKeys
-from .._render import format_row, json_line, visible
-from .._retry import RetryPolicy
+from .._core.args import duration
+from .._core.retry import RetryPolicy
+from .._core.stored.codec import encode_row
+from .._core.stored.entries import is_tombstone
+from .._core.stored.keys import ConversationKeys
 from .._sync import MessageLog
+from .._tools.render import format_row, json_line, visible
 from ..edits import Entry
 from ..errors import MessageLogError
 

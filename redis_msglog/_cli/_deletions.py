@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import click
 
-from .._render import visible
+from .._tools.render import visible
 from ._common import Settings, connection_options, out
 from ._lifecycle import confirmed
 

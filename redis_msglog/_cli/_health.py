@@ -12,8 +12,8 @@ from rich.table import Table
 from rich.text import Text
 
 from .. import admin
-from .._render import human_bytes, safe_text
 from .._sync import Directory
+from .._tools.render import human_bytes, safe_text
 from ..errors import MessageLogError
 from ._common import (
     DEFAULT_URL,

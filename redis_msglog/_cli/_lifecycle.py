@@ -9,9 +9,9 @@ from datetime import timedelta
 
 import click
 
-from .._render import visible
-from .._scope import scope_of_text
+from .._core.lifecycle.scope import scope_of_text
 from .._sync import Directory
+from .._tools.render import visible
 from ..errors import InvalidArgumentError
 from ._common import CliError, Settings, connection_options, out
 

@@ -8,8 +8,8 @@ from dataclasses import replace
 
 from rich.text import Text
 
-from .._render import safe_text
-from .._scope import scope_of_text
+from .._core.lifecycle.scope import scope_of_text
+from .._tools.render import safe_text
 from ._common import CLI_RETRY, CliError, Settings, err
 
 SOURCE_HELP = (

@@ -10,9 +10,9 @@ import orjson
 from rich.table import Table
 
 from .. import admin
-from .._render import json_line, safe_text
-from .._scope import MAX_LIST_LIMIT, Scope, ScopedConversation, joined, scope_of_text
+from .._core.lifecycle.scope import MAX_LIST_LIMIT, Scope, ScopedConversation, joined, scope_of_text
 from .._sync import Directory
+from .._tools.render import json_line, safe_text
 from ..edits import Entry
 from ._common import (
     Settings,

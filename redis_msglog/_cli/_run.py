@@ -26,7 +26,7 @@ def demo(settings: Settings, workers: int, turns: int) -> None:
     the history, its provider payloads and a verified summary.
 
     With no --url and no $REDIS_URL it starts a private throwaway server."""
-    from .._demo import run_demo
+    from .._tools.demo import run_demo
 
     sys.exit(run_demo(settings.url, workers, turns, prefix=settings.prefix, console=out))
 

@@ -18,8 +18,8 @@ from rich.progress import Progress
 from rich.text import Text
 
 from .. import adapters, admin
-from .._codec import encode_row
-from .._render import safe_text
+from .._core.stored.codec import encode_row
+from .._tools.render import safe_text
 from ._common import (
     Settings,
     connection_options,

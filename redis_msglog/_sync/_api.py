@@ -10,12 +10,12 @@ from __future__ import annotations
 from collections.abc import Iterator, Callable, Iterable, Mapping
 from typing import Any, Literal, overload
 
-from .._blobs import BlobMode
-from .._cache import read_cache
-from .._core import require_callable, require_non_negative, require_seq
-from .._follow import FollowCursor, follow_block_ms
-from .._routing import socket_timeout
-from .._subscription import OnCommit, Subscription
+from .._core.facade import require_callable, require_non_negative, require_seq
+from .._core.read.cache import read_cache
+from .._core.read.follow import FollowCursor, follow_block_ms
+from .._core.write.blobs import BlobMode
+from .._io.routing import socket_timeout
+from .._io.subscription import OnCommit, Subscription
 from ..edits import Entry, MessageView, View
 from ..errors import InvalidArgumentError
 from ..models import AgentMessage, Role, StoredMessage

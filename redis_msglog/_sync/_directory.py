@@ -1,6 +1,7 @@
 # Generated from _async/_directory.py by scripts/unasync.py: edit that file, then run it.
 """Directory: the conversations of a scope, listed from its index without ``SCAN``
-(docs/lifecycle.md, "Listing a scope's conversations"); the plans are in ``_scope.py``.
+(docs/lifecycle.md, "Listing a scope's conversations"); the plans are in
+``_core/lifecycle/scope.py``.
 
 The interface an erasure of a scope builds on: :meth:`Directory.walk` (every
 conversation of a scope and its sub-scopes), :meth:`Directory.unindex` (one
@@ -19,12 +20,9 @@ from typing import Any, TypeVar
 from redis import Redis
 from redis.cluster import RedisCluster
 
-from .. import _io_sync as io
-from .._args import shown
-from .._erase import DEFAULT_ERASED_FOR, check_erased_for
-from .._retry import DEFAULT_RETRY, RetryPolicy
-from .._routing import is_cluster
-from .._scope import (
+from .._core.args import shown
+from .._core.lifecycle.erase import DEFAULT_ERASED_FOR, check_erased_for
+from .._core.lifecycle.scope import (
     MAX_LIST_LIMIT,
     ConversationPage,
     Scope,
@@ -34,8 +32,11 @@ from .._scope import (
     micros_of,
     time_of,
 )
-from .._shell import CLIENT_FAILURES, step_failure
-from .._steps import Command, Pause, Plan, Read, StepFailure
+from .._core.retry import DEFAULT_RETRY, RetryPolicy
+from .._core.steps import Command, Pause, Plan, Read, StepFailure
+from .._io import io_sync as io
+from .._io.failures import CLIENT_FAILURES, step_failure
+from .._io.routing import is_cluster
 from ..errors import InvalidArgumentError
 from ._log import MessageLog
 

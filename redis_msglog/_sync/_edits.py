@@ -9,10 +9,10 @@ from collections.abc import Iterable, Mapping
 from datetime import timedelta
 from typing import Any
 
-from .._blobs import BlobMode, check_blob_mode
-from .._erase import DEFAULT_ERASED_FOR, Erasure
-from .._scope import Scoped
-from .._views import Edit, redact_edit, retract_edit, through_edit, trim_edit
+from .._core.lifecycle.erase import DEFAULT_ERASED_FOR, Erasure
+from .._core.lifecycle.scope import Scoped
+from .._core.read.views import Edit, redact_edit, retract_edit, through_edit, trim_edit
+from .._core.write.blobs import BlobMode, check_blob_mode
 from ..edits import Attributes
 from ..errors import InvalidMessageError
 from ..models import AgentMessage, StoredMessage

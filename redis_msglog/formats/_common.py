@@ -20,7 +20,7 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
-from .._depth import MAX_JSON_DEPTH, too_deep_field
+from .._core.write.depth import MAX_JSON_DEPTH, too_deep_field
 from ..errors import InvalidArgumentError, InvalidMessageError
 from ..models import AgentMessage, describe_errors, parse_arguments
 from ..parts import ContentPart, decode_base64, encode_base64

@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from .._args import missing_extra
+from .._core.args import missing_extra
 from ..models import AgentMessage, ToolCall
 from ..parts import (
     AudioPart,

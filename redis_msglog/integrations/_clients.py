@@ -29,9 +29,9 @@ import redis.asyncio.cluster
 import redis.connection
 from redis.cluster import LoadBalancingStrategy
 
-from .._args import check_type, shown
 from .._async import AsyncMessageLog
-from .._routing import AsyncRouter, is_cluster
+from .._core.args import check_type, shown
+from .._io.routing import AsyncRouter, is_cluster
 from ..errors import InvalidArgumentError, ServerUnavailableError, StorageError
 
 T = TypeVar("T")

@@ -14,8 +14,8 @@ from google.genai import types
 from pydantic import ValidationError
 from pydantic_core import to_jsonable_python
 
-from .._scope import MAX_PART_LENGTH
-from .._views import MAX_ATTR_NAME, AttrChanges
+from .._core.lifecycle.scope import MAX_PART_LENGTH
+from .._core.read.views import MAX_ATTR_NAME, AttrChanges
 from ..errors import InvalidArgumentError, InvalidMessageError
 from ..models import AgentMessage, StoredMessage
 

@@ -34,8 +34,8 @@ from llama_index.core.bridge.pydantic import PrivateAttr
 from llama_index.core.storage.chat_store.base import BaseChatStore
 
 from .._async import AsyncDirectory, AsyncMessageLog
-from .._keys import ConversationKeys
-from .._scope import check_scope
+from .._core.lifecycle.scope import check_scope
+from .._core.stored.keys import ConversationKeys
 from .._sync import Directory, MessageLog
 from ..errors import InvalidArgumentError, SeqConflictError
 from ..models import StoredMessage

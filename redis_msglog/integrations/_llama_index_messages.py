@@ -8,7 +8,7 @@ from typing import Any
 from llama_index.core.base.llms.types import ChatMessage
 from pydantic import ValidationError
 
-from .._args import check_type
+from .._core.args import check_type
 from ..formats._common import apply_patch, make_patch
 from ..models import AgentMessage
 from ..parts import decode_base64, encode_base64

@@ -9,8 +9,8 @@ from collections.abc import Mapping
 from datetime import timedelta
 from typing import Any
 
-from .._args import shown
-from .._shell import check_log_options
+from .._core.args import shown
+from .._io.shell import check_log_options
 from ..errors import InvalidArgumentError
 
 

@@ -11,7 +11,7 @@ import orjson
 from pydantic_ai.conversation_store import ConversationEntry
 from pydantic_ai.messages import ModelMessage, ModelMessagesTypeAdapter
 
-from .._args import check_type
+from .._core.args import check_type
 from ..models import AgentMessage
 from ..parts import decode_base64
 

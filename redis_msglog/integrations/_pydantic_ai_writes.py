@@ -17,7 +17,7 @@ from pydantic_ai.conversation_store import (
 )
 
 from .._async import AsyncMessageLog
-from .._views import MAX_RETRACT
+from .._core.read.views import MAX_RETRACT
 from ..edits import LogView
 from ..errors import LogRewoundError
 from ._pydantic_ai_entries import EntryReads

@@ -33,7 +33,7 @@ from typing import Any, ClassVar
 import redis.asyncio
 import redis.asyncio.cluster
 
-from .._args import missing_extra
+from .._core.args import missing_extra
 
 try:
     from agent_framework import HistoryProvider, Message
@@ -41,8 +41,8 @@ try:
 except ModuleNotFoundError as exc:  # the extra is not installed
     raise missing_extra("agent-framework", exc) from exc
 
-from .._args import check_type
 from .._async import AsyncMessageLog
+from .._core.args import check_type
 from ..errors import IdempotencyConflictError, InvalidArgumentError, SeqConflictError
 from ._agent_framework_messages import batch_key, from_rows, to_row
 from ._agent_framework_tails import KEPT, Tail, Tails, read_tail

@@ -26,7 +26,7 @@ from typing import Any
 from redis.asyncio import Redis
 from redis.asyncio.cluster import RedisCluster
 
-from .._args import missing_extra
+from .._core.args import missing_extra
 
 try:
     from google.adk.errors import StaleSessionError
@@ -47,7 +47,7 @@ except ModuleNotFoundError as exc:  # the extra is not installed
     raise missing_extra("google-adk", exc) from exc
 
 from .._async import AsyncDirectory, AsyncMessageLog
-from .._erase import DEFAULT_ERASED_FOR, check_erased_for
+from .._core.lifecycle.erase import DEFAULT_ERASED_FOR, check_erased_for
 from ..errors import ConversationErasedError, InvalidArgumentError, SeqConflictError
 from ..models import StoredMessage
 from . import _google_adk_codec as codec

@@ -31,7 +31,7 @@ import redis.asyncio
 import redis.asyncio.cluster
 import redis.cluster
 
-from .._args import missing_extra
+from .._core.args import missing_extra
 
 try:
     from langchain.agents.middleware.types import AgentMiddleware, AgentState
@@ -43,8 +43,8 @@ try:
 except ModuleNotFoundError as exc:  # the extra is not installed
     raise missing_extra("langchain", exc) from exc
 
-from .._args import check_type
 from .._async import AsyncMessageLog
+from .._core.args import check_type
 from .._sync import MessageLog
 from ..errors import IdempotencyConflictError, InvalidArgumentError
 from ..formats.langchain import from_langchain, to_langchain_messages

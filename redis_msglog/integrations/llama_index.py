@@ -41,7 +41,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any, cast
 
-from .._args import missing_extra
+from .._core.args import missing_extra
 
 try:
     from llama_index.core.base.llms.types import ChatMessage
@@ -51,8 +51,8 @@ except ModuleNotFoundError as exc:  # the extra is not installed
     raise missing_extra("llama-index", exc) from exc
 
 from .._async import AsyncMessageLog
-from .._keys import ConversationKeys, conversation_of, key_pattern
-from .._views import MAX_RETRACT
+from .._core.read.views import MAX_RETRACT
+from .._core.stored.keys import ConversationKeys, conversation_of, key_pattern
 from ..errors import InvalidEditError, LogRewoundError, SeqConflictError
 from ..models import StoredMessage
 from ._clients import AsyncClient, LoopClients, client_factory

@@ -30,8 +30,8 @@ from typing import Any
 
 import orjson
 
-from .._args import check_text, check_type, missing_extra, shown
-from .._migrate import (
+from .._core.args import check_text, check_type, missing_extra, shown
+from .._tools.migrate import (
     ImportCountError,
     ImportedKey,
     SourceChangedError,

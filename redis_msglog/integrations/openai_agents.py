@@ -33,7 +33,7 @@ import orjson
 from redis.asyncio import Redis
 from redis.asyncio.cluster import RedisCluster
 
-from .._args import missing_extra
+from .._core.args import missing_extra
 
 try:
     from agents.items import TResponseInputItem

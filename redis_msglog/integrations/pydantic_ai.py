@@ -46,7 +46,7 @@ from collections.abc import Callable, Sequence
 from datetime import timedelta
 from typing import Any
 
-from .._args import missing_extra
+from .._core.args import missing_extra
 
 try:
     from pydantic_ai.conversation_store import (
@@ -58,7 +58,7 @@ try:
 except ModuleNotFoundError as exc:  # the extra is not installed
     raise missing_extra("pydantic-ai", exc) from exc
 
-from .._keys import ConversationKeys, conversation_of
+from .._core.stored.keys import ConversationKeys, conversation_of
 from ..errors import SeqConflictError
 from ._clients import AsyncClient, LoopClients, client_factory
 from ._log_options import integration_options

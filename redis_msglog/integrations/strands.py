@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any
 import redis
 import redis.cluster
 
-from .._args import check_type, missing_extra
+from .._core.args import check_type, missing_extra
 
 try:
     from strands.session.repository_session_manager import RepositorySessionManager
@@ -42,9 +42,9 @@ try:
 except ModuleNotFoundError as exc:  # the extra is not installed
     raise missing_extra("strands", exc) from exc
 
-from .._erase import DEFAULT_ERASED_FOR, check_erased_for
-from .._retry import DEFAULT_RETRY
-from .._scope import check_scope
+from .._core.lifecycle.erase import DEFAULT_ERASED_FOR, check_erased_for
+from .._core.lifecycle.scope import check_scope
+from .._core.retry import DEFAULT_RETRY
 from .._sync import Directory, MessageLog
 from ..errors import InvalidArgumentError, MessageLogError, SeqConflictError
 from ._clients import from_url

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from .._args import is_number, shown
+from .._core.args import is_number, shown
 from ..errors import InvalidArgumentError, MissingExtraError
 
 try:

@@ -12,7 +12,7 @@ import redis.asyncio
 import redis.asyncio.cluster
 
 from .._async import AsyncMessageLog
-from .._core import DEFAULT_PAGE_SIZE
+from .._core.facade import DEFAULT_PAGE_SIZE
 from .._sync import MessageLog
 
 MAX_CACHED_LOGS = 1024

@@ -1,6 +1,6 @@
 """One follower per conversation per process, shared by every event-stream client of it.
 
-The follower is the library's own (:class:`~redis_msglog._follow.FollowCursor` pages, a
+The follower is the library's own (:class:`~redis_msglog._core.read.follow.FollowCursor` pages, a
 blocking ``XREAD`` from the last seq seen): a thread for a sync client, a task for an
 asyncio one. It formats each committed entry once, as the bytes of one SSE event, and
 hands them to every client's bounded buffer. A client first sends its backlog from a
@@ -21,8 +21,8 @@ from typing import Any
 
 import orjson
 
-from .._codec import edit_document, row_document
-from .._follow import FollowCursor
+from .._core.read.follow import FollowCursor
+from .._core.stored.codec import edit_document, row_document
 from ..edits import EditEntry, Entry
 from ..errors import MessageLogError
 from ._logs import Logs

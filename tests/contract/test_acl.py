@@ -39,7 +39,7 @@ from redis_msglog import (
     NotDurableError,
     acl_rules,
 )
-from redis_msglog._acl import DELETION_COMMANDS, LIBRARY_COMMANDS
+from redis_msglog._tools.acl import DELETION_COMMANDS, LIBRARY_COMMANDS
 from redis_msglog.testing import EphemeralServer
 
 from ..conftest import REAL_BACKENDS, new_id, server_version

@@ -144,7 +144,7 @@ def test_agent_loop_smoke_run(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def test_server_time_counts_the_commands_a_client_sent_not_those_exec_runs() -> None:
     from benchmarks.run import top_level_commands
-    from redis_msglog._routing import pack
+    from redis_msglog._io.routing import pack
 
     conn = redis.Redis().connection_pool.make_connection()
     commands = [("WATCH", "k"), ("MULTI",), ("LPUSH", "k", "v"), ("EXPIRE", "k", 9), ("EXEC",)]

@@ -334,7 +334,7 @@ def test_the_demo_hint_works_over_tls(
 
 
 def test_the_hint_quotes_every_word() -> None:
-    from redis_msglog._demo import inspect_hint
+    from redis_msglog._tools.demo import inspect_hint
 
     lines = inspect_hint("redis://h:1/0", "c'; rm -rf ~", "p:{c}:stream", "p $x", given=True)
     assert lines[1] == "  msglog --url redis://h:1/0 --prefix 'p $x' show 'c'\"'\"'; rm -rf ~'"

@@ -1,5 +1,5 @@
 """The client path of the library's own round trips: packing in C, and idle connections
-borrowed from the default pool (``_pool.borrowable_pool``) with the pool's
+borrowed from the default pool (``_io.pool.borrowable_pool``) with the pool's
 bookkeeping and the pool's check kept."""
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ import redis
 import redis.asyncio
 
 from redis_msglog import NO_RETRY, AsyncMessageLog, MessageLog
-from redis_msglog._pool import borrowable_pool
-from redis_msglog._routing import pack
+from redis_msglog._io.pool import borrowable_pool
+from redis_msglog._io.routing import pack
 from redis_msglog.testing import EphemeralServer
 
 from ..conftest import new_id

@@ -13,8 +13,8 @@ from hypothesis import strategies as st
 from pydantic import ValidationError
 
 from redis_msglog import AgentMessage, LogRewoundError, MessageLog, MessageLogError
-from redis_msglog._codec import decode_entry, encode_message
-from redis_msglog._core import LogCore
+from redis_msglog._core.facade import LogCore
+from redis_msglog._core.stored.codec import decode_entry, encode_message
 
 # JSON-ish values, plus the things that have no exact JSON form.
 scalars = (

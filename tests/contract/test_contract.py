@@ -8,7 +8,7 @@ import orjson
 import pytest
 
 from redis_msglog import AgentMessage, ConversationKeys, LogRewoundError, StoredMessage, ToolCall
-from redis_msglog._codec import micros_to_datetime
+from redis_msglog._core.stored.codec import micros_to_datetime
 
 from ..conftest import Env, new_id
 

@@ -11,7 +11,7 @@ from collections.abc import Callable
 
 import pytest
 
-from redis_msglog._demo import thinking, tiny_png
+from redis_msglog._tools.demo import thinking, tiny_png
 from redis_msglog.testing import EphemeralServer
 
 from ..conftest import require_binary

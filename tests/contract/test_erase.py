@@ -22,10 +22,10 @@ from redis_msglog import (
     ConversationKeys,
     InvalidArgumentError,
     MessageLog,
-    _erase,
     admin,
 )
-from redis_msglog._erase import conversation_keys
+from redis_msglog._core.lifecycle import erase as _erase
+from redis_msglog._core.lifecycle.erase import conversation_keys
 
 from ..conftest import Env, new_id
 

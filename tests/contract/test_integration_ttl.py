@@ -19,7 +19,7 @@ from langchain_core.messages import HumanMessage
 from llama_index.core.base.llms.types import ChatMessage
 
 from redis_msglog import MessageLog
-from redis_msglog._shell import check_log_options
+from redis_msglog._io.shell import check_log_options
 from redis_msglog.errors import InvalidArgumentError
 from redis_msglog.integrations._log_options import framework_ttl
 from redis_msglog.integrations.langchain import MessageLogChatHistory, MessageLogMiddleware

@@ -24,8 +24,8 @@ from redis_msglog import (
     MessageLog,
     ToolCall,
 )
-from redis_msglog._codec import decode_entry, decode_row, encode_message, encode_row
-from redis_msglog._core import LogCore
+from redis_msglog._core.facade import LogCore
+from redis_msglog._core.stored.codec import decode_entry, decode_row, encode_message, encode_row
 
 AT = b"1700000000000000"
 PIXEL = b"\x89PNG\r\n\x1a\n\x00\x00"
@@ -237,7 +237,7 @@ def test_every_part_kind_round_trips_through_a_real_server(shared_server: Any) -
 
 
 def test_msglog_show_labels_the_parts_it_cannot_print_as_text() -> None:
-    from redis_msglog._render import format_row
+    from redis_msglog._tools.render import format_row
 
     row = decode_entry(2, AT, encode_message(AgentMessage.model_validate(EVERY_PART[1])))
     shown = format_row(row).plain

@@ -64,7 +64,7 @@ def test_installed_wheel_loads_lua_from_inside_the_package(
     zipfile.ZipFile(wheel).extractall(site)
     url = shared_server("redis").url
     program = (
-        "import redis, redis_msglog, redis_msglog._scripts as s\n"
+        "import redis, redis_msglog, redis_msglog._lua.load as s\n"
         f"assert redis_msglog.__file__.startswith({str(site)!r}), redis_msglog.__file__\n"
         f"assert s.script_location('append.lua').is_file()\n"
         f"assert str(s.script_location('append.lua')).startswith({str(site)!r})\n"

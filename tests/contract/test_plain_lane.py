@@ -1,5 +1,6 @@
-"""The plain lane (redis_msglog/_plain.py) against the model route it short-cuts: for any
-batch, both store byte-identical rows or refuse it with the same typed error."""
+"""The plain lane (in redis_msglog/_core/write/encode.py) against the model route it
+short-cuts: for any batch, both store byte-identical rows or refuse it with the same typed
+error."""
 
 from __future__ import annotations
 
@@ -14,9 +15,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from redis_msglog import NO_RETRY, AgentMessage, MessageLog, MessageLogError
-from redis_msglog._batch import Batch, BatchRules
-from redis_msglog._blobs import DEFAULT_BLOB_THRESHOLD
-from redis_msglog._codec import encode_message
+from redis_msglog._core.stored.codec import encode_message
+from redis_msglog._core.write.blobs import DEFAULT_BLOB_THRESHOLD
+from redis_msglog._core.write.encode import Batch, BatchRules
+from redis_msglog._io.routing import pack, pack_split
 
 # Near the plain shape, and just outside it: other roles and types, None, both spellings
 # of the tool call id, unknown keys, lone surrogates, a str subclass, a dict subclass.
@@ -158,10 +160,12 @@ def test_stored_bytes_are_the_model_routes(shared_server: Any, batch: list[Any])
 def test_a_first_try_packed_beforehand_is_what_hiredis_packs(
     conversation: str, options: dict[str, Any], expected: int | None, key: str | None, batch: Any
 ) -> None:
-    """An append's first try is packed when it is made, its head from a cache
-    (``_routing.pack_split``): the bytes hiredis makes of its command, or none at all
-    (a call with a record, or an argument hiredis refuses: then packed when sent)."""
+    """An append's first try is packed as the shell sends it with its head from a cache
+    (``_io.routing.pack``, ``pack_split``): the bytes hiredis makes of its command, or
+    none (an argument hiredis refuses: then packed whole, as any command); a call with a
+    record has no cached head (``Write.split`` is 0)."""
     log = MessageLog(redis.Redis.from_url("redis://127.0.0.1:1"), conversation, **options)
+    conn = redis.Connection()  # never connected: pack reads its encoder
     core = log._core
     try:
         made = core.batch(batch)
@@ -172,9 +176,13 @@ def test_a_first_try_packed_beforehand_is_what_hiredis_packs(
         first = prepared.first_try
         prepared.settle()
         if key is not None:
-            assert first.packed is None
+            assert first.split == 0
             continue
+        assert first.split
         try:
-            assert first.packed == hiredis.pack_command(first.command)  # type: ignore[arg-type]
+            whole = hiredis.pack_command(first.command)  # type: ignore[arg-type]
         except UnicodeEncodeError:
-            assert first.packed is None
+            assert pack_split(first.command, first.split) is None
+            continue
+        assert pack_split(first.command, first.split) == whole
+        assert pack(conn, [first.command], first.split) == [whole]

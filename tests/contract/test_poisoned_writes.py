@@ -33,7 +33,7 @@ from redis_msglog import (
     StoredMessage,
 )
 from redis_msglog._cli import main
-from redis_msglog._depth import text_too_deep
+from redis_msglog._core.write.depth import text_too_deep
 from redis_msglog.testing import EphemeralServer
 
 from ..conftest import Env, SyncView, new_id

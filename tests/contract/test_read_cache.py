@@ -1,4 +1,4 @@
-"""The warm-read cache (``_cache``): a repeat ``all()`` reads only what is new, and never
+"""The warm-read cache (``_core.read.cache``): a repeat ``all()`` reads only what is new, and never
 serves a log the server does not confirm (rewound, recreated, edited, damaged)."""
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from redis_msglog import (
     MessageLogError,
     configure_read_cache,
 )
-from redis_msglog._cache import read_cache
+from redis_msglog._core.read.cache import read_cache
 from redis_msglog.testing import EphemeralServer
 
 from ..conftest import entry_id, new_id

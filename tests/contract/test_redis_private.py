@@ -1,8 +1,8 @@
-"""The private redis-py attributes the library uses (all named in ``_redis_private``)
+"""The private redis-py attributes the library uses (all named in ``_io.redis_private``)
 still exist on the installed redis-py's objects: a pool, a connected sync connection
 with either reply parser, a connected asyncio connection.
 
-Checked against the redis-py versions in ``_redis_private.CHECKED_WITH``; a failure
+Checked against the redis-py versions in ``_io.redis_private.CHECKED_WITH``; a failure
 names the installed version: look at what that release changed before adding it there.
 """
 
@@ -18,8 +18,8 @@ import redis
 import redis.asyncio
 from redis._parsers import _HiredisParser, _RESP2Parser
 
-from redis_msglog import _redis_private as private
-from redis_msglog._pool import is_plain_pool
+from redis_msglog._io import redis_private as private
+from redis_msglog._io.pool import is_plain_pool
 from redis_msglog.testing import EphemeralServer
 
 INSTALLED = importlib.metadata.version("redis")
@@ -31,7 +31,7 @@ def _missing(obj: Any, names: tuple[str, ...]) -> list[str]:
 
 
 def test_the_checked_versions_are_named() -> None:
-    assert private.CHECKED_WITH, "name the redis-py versions _redis_private was checked with"
+    assert private.CHECKED_WITH, "name the redis-py versions _io/redis_private.py was checked with"
     assert all(version.count(".") == 2 for version in private.CHECKED_WITH)
 
 

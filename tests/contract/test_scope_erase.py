@@ -20,7 +20,7 @@ from redis_msglog import (
     MessageLog,
     ScopeErasedError,
 )
-from redis_msglog._scope import ScopeKeys
+from redis_msglog._core.lifecycle.scope import ScopeKeys
 from redis_msglog.testing import EphemeralServer
 
 from ..conftest import Env

@@ -33,7 +33,7 @@ from redis_msglog import (
     acl_rules,
 )
 from redis_msglog._cli import main
-from redis_msglog._scope import ScopeKeys
+from redis_msglog._core.lifecycle.scope import ScopeKeys
 from redis_msglog.admin import verify_conversation
 from redis_msglog.testing import EphemeralServer
 

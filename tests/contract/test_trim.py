@@ -25,8 +25,8 @@ from redis_msglog import (
     StoredMessage,
     acl_rules,
 )
-from redis_msglog._append_script import AppendCall
-from redis_msglog._keys import ConversationKeys
+from redis_msglog._core.stored.keys import ConversationKeys
+from redis_msglog._lua.contract import AppendCall
 from redis_msglog.admin import verify_conversation
 
 from ..conftest import ACL_USER, Env, new_id, server_version

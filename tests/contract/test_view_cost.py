@@ -31,7 +31,7 @@ from redis_msglog import (
     PagedReadRetryError,
     StorageError,
 )
-from redis_msglog import _views as views_module
+from redis_msglog._core.read import views as views_module
 from redis_msglog.admin import verify_conversation
 from redis_msglog.testing import EphemeralServer
 

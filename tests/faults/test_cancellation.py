@@ -28,7 +28,7 @@ import redis
 import redis.asyncio
 
 from redis_msglog import AsyncMessageLog, AsyncSubscription, Entry, StoredMessage
-from redis_msglog import _io_async as io
+from redis_msglog._io import io_async as io
 from redis_msglog.testing import EphemeralServer
 
 from ..conftest import new_id
@@ -353,7 +353,7 @@ def test_a_cancel_while_the_reply_is_held_back_ends_at_once(
 
 
 class _HeldReply:
-    """A connection, as ``_io_async.read_reply`` uses it, whose reply comes after
+    """A connection, as ``_io.io_async.read_reply`` uses it, whose reply comes after
     ``delay`` seconds (never, by default)."""
 
     protocol = 3

@@ -411,7 +411,7 @@ def test_the_cli_says_a_refused_login_in_one_line(
 DEADLINE = 2.0
 SLACK = 3.0
 """A call that cannot connect ends within its deadline plus one connection attempt that
-starts at the deadline (at least ``_pool.MIN_CONNECT_WITHIN``, 1 s), plus scheduling on
+starts at the deadline (at least ``_io.pool.MIN_CONNECT_WITHIN``, 1 s), plus scheduling on
 a loaded test machine: 3 s is generous for that, and far below what the client's own
 retries added (redis-py 8's 10 connect retries per try: 10.5-13.5 s for a 2 s deadline)."""
 

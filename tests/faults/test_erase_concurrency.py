@@ -17,7 +17,7 @@ import redis
 import redis.cluster
 
 from redis_msglog import ConversationErasedError, Directory, MessageLog
-from redis_msglog._scope import ScopeKeys
+from redis_msglog._core.lifecycle.scope import ScopeKeys
 from redis_msglog.testing import EphemeralServer
 
 from ..conftest import new_id

@@ -35,7 +35,7 @@ from redis_msglog import (
     WrongTypeError,
 )
 from redis_msglog._cli import main
-from redis_msglog._codec import to_document
+from redis_msglog._core.stored.codec import to_document
 from redis_msglog.testing import EphemeralServer
 
 from .. import conftest

@@ -25,8 +25,8 @@ from redis_msglog import (
     ServerUnavailableError,
     StoredMessage,
 )
-from redis_msglog._append_script import AppendReply, error_for
-from redis_msglog._steps import Refused
+from redis_msglog._core.steps import Refused
+from redis_msglog._lua.contract import AppendReply, error_for
 from redis_msglog.testing import EphemeralServer
 
 from ..conftest import Env, new_id

@@ -106,8 +106,8 @@ def test_a_script_refusal_is_told_in_words(code: str, wrapped: bool) -> None:
     """The error's text never shows the script's code (``MSGLOG_KEYREUSED``...): it was a
     name for the client, and read to a person like a crash. The error type stays the
     code's (tests/no_server/test_plans.py maps each one), wrapped by a server or not."""
-    from redis_msglog._scope import _error_for
-    from redis_msglog._steps import Refused
+    from redis_msglog._core.lifecycle.scope import _error_for
+    from redis_msglog._core.steps import Refused
 
     reply = SCRIPT_REPLIES[code]
     if wrapped:  # how some servers (fakeredis) hand a script's error over

@@ -32,7 +32,7 @@ from redis_msglog import (
     to_openai,
     to_responses,
 )
-from redis_msglog._codec import decode_entry, encode_message
+from redis_msglog._core.stored.codec import decode_entry, encode_message
 
 from ..contract.test_adapters import check_anthropic, check_openai
 from ..support.sdk_check import ANTHROPIC, ANTHROPIC_SYSTEM, OPENAI, RESPONSES, strict_validate

@@ -6,6 +6,12 @@ under test): the "Done when" of issue 24, kept true afterwards.
   starts with ``# Generated from`` (the sync client that ``scripts/unasync.py`` writes).
 - No import cycle between the modules of ``redis_msglog``: every ``import`` counts,
   wherever it stands (``if TYPE_CHECKING:`` blocks and function bodies too).
+- The core is sans-I/O: the modules under ``redis_msglog/_core/`` (and ``_lua/``, the
+  Python side of the scripts the core runs) import no redis-py (``redis``, ``hiredis``)
+  and no package module outside those two folders but the public leaf modules
+  (``errors``, ``models``, ``parts``, ``edits``), and nothing they import, however
+  indirectly, imports redis-py. Every ``import`` counts, as for cycles; and, run, the
+  core's modules imported in a fresh interpreter load no redis-py.
 - (The Lua scripts' rule, no numbered ``ARGV[<n>]`` or ``KEYS[<n>]`` outside each script's
   one binding block, is checked with the names it binds in ``tests/no_server/test_static.py``.)
 - The package's lazy exports (``redis_msglog/__init__.py``) agree with its
@@ -183,6 +189,90 @@ def test_no_import_cycle_between_modules() -> None:
     assert not offenders, (
         "import cycles (TYPE_CHECKING and function-level imports count):\n" + "\n".join(offenders)
     )
+
+
+# -- the sans-I/O core ----------------------------------------------------------------------
+
+SANS_IO = ("redis_msglog._core", "redis_msglog._lua")
+"""The folders of the I/O-free core: the plans, and the Python side of the Lua scripts."""
+LEAVES = frozenset(f"redis_msglog.{name}" for name in ("errors", "models", "parts", "edits"))
+"""The public modules the core may import: what its plans take and return."""
+CLIENT_LIBRARIES = frozenset(("redis", "hiredis"))
+
+
+def in_sans_io(name: str) -> bool:
+    return any(name == folder or name.startswith(folder + ".") for folder in SANS_IO)
+
+
+def client_imports(path: Path) -> Iterator[tuple[str, str]]:
+    """``(library, "line N")`` for each import of redis-py (or hiredis) in ``path``."""
+    for node, where in imports_in(ast.parse(path.read_text())):
+        line = f"{node.lineno}" + (f" ({where})" if where else "")
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        else:
+            assert isinstance(node, ast.ImportFrom)
+            names = [] if node.level else [node.module or ""]
+        for name in names:
+            if name.split(".")[0] in CLIENT_LIBRARIES:
+                yield name, line
+
+
+def test_the_core_imports_no_redis_py() -> None:
+    modules = package_modules()
+    known = set(modules)
+    graph = {name: dict(imported_modules(name, path, known)) for name, path in modules.items()}
+    direct = {name: list(client_imports(path)) for name, path in modules.items()}
+    offenders = []
+    for name in sorted(filter(in_sans_io, modules)):
+        where = shown(modules[name])
+        for library, line in direct[name]:
+            offenders.append(f"{where}: line {line} imports {library}")
+        for target, line in sorted(graph[name].items()):
+            if not in_sans_io(target) and target not in LEAVES:
+                offenders.append(f"{where}: line {line} imports {target}, outside the core")
+        chain = path_to_client(name, graph, direct)
+        if chain:
+            offenders.append(f"{where}: imports redis-py through " + " -> ".join(chain))
+    assert not offenders, (
+        "the core (redis_msglog/_core/, _lua/) reaches redis-py or the shells:\n"
+        + "\n".join(offenders)
+    )
+
+
+def path_to_client(
+    start: str, graph: dict[str, dict[str, str]], direct: dict[str, list[tuple[str, str]]]
+) -> list[str]:
+    """The shortest chain of imports from ``start`` to a module that imports redis-py
+    itself, through other modules (``[]``: none; a direct import is reported apart)."""
+    parent: dict[str, str] = {}
+    todo = [start]
+    while todo:
+        current = todo.pop(0)
+        for target in graph[current]:
+            if target == start or target in parent:
+                continue
+            parent[target] = current
+            if direct[target]:
+                chain = [target]
+                while chain[-1] != start:
+                    chain.append(parent[chain[-1]])
+                return [*reversed(chain[:-1]), direct[target][0][0]]
+            todo.append(target)
+    return []
+
+
+def test_importing_the_core_loads_no_redis_py() -> None:
+    """The rule above, run: every core module imported in a fresh interpreter, and
+    redis-py is not loaded."""
+    names = sorted(filter(in_sans_io, package_modules()))
+    code = (
+        "import importlib, sys\n"
+        f"for name in {names!r}: importlib.import_module(name)\n"
+        "loaded = sorted(m for m in sys.modules if m.split('.')[0] in ('redis', 'hiredis'))\n"
+        "assert not loaded, loaded"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
 
 
 # -- the package's exports, and the generated docs -------------------------------------------

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from redis import exceptions as redis_errors
 
-from redis_msglog._steps import Command, ReplyLost
+from redis_msglog._core.steps import Command, ReplyLost
 from redis_msglog._sync._carrier import _pipeline
 
 APPEND: Command = ("EVALSHA", "ab" * 20, 1, "k", "v")

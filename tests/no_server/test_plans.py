@@ -34,14 +34,14 @@ from redis_msglog import (
     ServerUnavailableError,
     StorageError,
     WrongTypeError,
-    _producer,
 )
-from redis_msglog._append_script import AppendCall
-from redis_msglog._core import Batch, Commit, LogCore
-from redis_msglog._erase import record_pattern
-from redis_msglog._follow import FollowCursor
-from redis_msglog._shell import step_failure
-from redis_msglog._steps import NotSent, Pause, Plan, Read, Refused, ReplyLost, Step, Write
+from redis_msglog._core.facade import Batch, Commit, LogCore
+from redis_msglog._core.lifecycle.erase import record_pattern
+from redis_msglog._core.read.follow import FollowCursor
+from redis_msglog._core.steps import NotSent, Pause, Plan, Read, Refused, ReplyLost, Step, Write
+from redis_msglog._core.write import producer as _producer
+from redis_msglog._io.failures import step_failure
+from redis_msglog._lua.contract import AppendCall
 from redis_msglog.models import AgentMessage
 
 AT = b"1700000000000000"

@@ -1,4 +1,4 @@
-"""The idempotent producer on its own (``_producer``), no server: how it numbers its
+"""The idempotent producer on its own (``_core.write.producer``), no server: how it numbers its
 calls, which of them are in flight, the floor every try carries, and going on as a new
 producer when a call is in doubt (the shape of aiokafka's transaction manager tests)."""
 
@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import threading
 
-from redis_msglog import _producer
-from redis_msglog._producer import Producer, ProducerSlot
+from redis_msglog._core.write import producer as _producer
+from redis_msglog._core.write.producer import Producer, ProducerSlot
 
 
 def test_a_producer_numbers_its_calls_and_keeps_the_lowest_in_flight() -> None:

@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from redis_msglog import AgentMessage, StoredMessage, to_anthropic, to_openai, to_responses
-from redis_msglog._render import format_row
+from redis_msglog._tools.render import format_row
 from redis_msglog.adapters import from_responses, to_langchain_messages
 from redis_msglog.formats.responses import item_messages, join_items, message_items
 

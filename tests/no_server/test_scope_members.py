@@ -8,7 +8,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from redis_msglog import InvalidArgumentError
-from redis_msglog._scope import (
+from redis_msglog._core.lifecycle.scope import (
     check_scope,
     decode_cursor,
     encode_cursor,

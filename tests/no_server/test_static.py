@@ -84,7 +84,7 @@ def _positions(names: tuple[str, ...], *, keys: bool = False) -> list[tuple[str,
 def test_the_append_scripts_bindings_match_its_wrapper() -> None:
     """``lua/append.lua`` binds each argument to a local of the name the wrapper sends it
     under, at the same position, and its header documents each by that name."""
-    from redis_msglog._append_script import ARGV_NAMES, KEY_NAMES
+    from redis_msglog._lua.contract import ARGV_NAMES, KEY_NAMES
 
     argv, keys = _bindings("append.lua")
     assert argv == _positions(ARGV_NAMES)
@@ -102,7 +102,7 @@ def test_the_append_scripts_bindings_match_its_wrapper() -> None:
 
 
 def test_the_view_scripts_bindings_match_its_names() -> None:
-    from redis_msglog._scripts import VIEW_ARGV_NAMES, VIEW_KEY_NAMES
+    from redis_msglog._lua.load import VIEW_ARGV_NAMES, VIEW_KEY_NAMES
 
     expected = (_positions(VIEW_ARGV_NAMES), _positions(VIEW_KEY_NAMES, keys=True))
     assert _bindings("view.lua") == expected
@@ -110,7 +110,7 @@ def test_the_view_scripts_bindings_match_its_names() -> None:
 
 
 def test_the_erase_scripts_bindings_match_its_names() -> None:
-    from redis_msglog._scripts import ERASE_ARGV_NAMES, ERASE_KEY_NAMES
+    from redis_msglog._lua.load import ERASE_ARGV_NAMES, ERASE_KEY_NAMES
 
     expected = (_positions(ERASE_ARGV_NAMES), _positions(ERASE_KEY_NAMES, keys=True))
     assert _bindings("erase.lua") == expected
@@ -137,8 +137,8 @@ def test_no_script_reads_a_numbered_argument_outside_its_binding_block() -> None
 def test_an_append_call_sends_each_field_at_its_named_position() -> None:
     """``keys_and_args`` builds its tuple by hand (it is on every append's path): each
     field lands where ``ARGV_NAMES`` and ``KEY_NAMES`` say, read back by name."""
-    from redis_msglog._append_script import ARGV_NAMES, AppendCall
-    from redis_msglog._keys import ConversationKeys
+    from redis_msglog._core.stored.keys import ConversationKeys
+    from redis_msglog._lua.contract import ARGV_NAMES, AppendCall
 
     keys = ConversationKeys.build("msglog", "conv")
     call = AppendCall(
