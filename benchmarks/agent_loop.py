@@ -1,4 +1,4 @@
-"""The agent loop of issue 17, side by side: each framework's own Redis store against our
+"""An agent loop, side by side: each framework's own Redis store against our
 drop-in for it, through the framework's storage interface, and raw redis-py.
 
     python -m benchmarks.agent_loop [--url redis://...] [--turns 200] [--runs 5]

@@ -113,7 +113,7 @@ def _writer(client: redis.Redis, conversation: str) -> MessageLog:
 def short_lived_writers(client: redis.Redis, objects: int) -> dict[str, float]:
     """``MEMORY USAGE`` of the producers hash after ``objects`` log objects appending once
     each (a log object per call or request): sharing the process's producer (now), and
-    each a producer of its own (before issue 23)."""
+    each a producer of its own (as versions before 0.2 did)."""
     results: dict[str, float] = {}
     for name, make in (("shared producer", MessageLog), ("a producer each", _writer)):
         conversation = f"bench-{uuid.uuid4().hex}"

@@ -1,4 +1,4 @@
-"""The floor of an append's server time (DESIGN.md decision 12): the bare commands the
+"""The floor of an append's server time (docs/design.md): the bare commands the
 design needs, alone, against the append script and a raw ``XADD``, in one run.
 
     python -m benchmarks.floor [--url redis://...] [--calls 20000] [--rounds 3]
@@ -8,7 +8,7 @@ script runs), one client calling in a loop: the median of ``--rounds`` rounds, e
 measuring every row in turn (so a change in the machine's speed hits all rows alike).
 The two rows ending in ``/ floor`` are the append script's time over the design's floor
 (the row "the append's commands, no checks"), each round's ratio, then the median: the
-bound of issue 28 is 1.1x. With no ``--url`` it starts a private server.
+bound is 1.1x. With no ``--url`` it starts a private server.
 """
 
 from __future__ import annotations

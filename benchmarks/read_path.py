@@ -1,4 +1,4 @@
-"""What the reads of issue 28's targets cost, next to the baseline each is bounded by.
+"""What the reads the benchmark targets bound cost, next to the baseline each is bounded by.
 
     python -m benchmarks.read_path [--url redis://...] [--size 20000] [--rounds 5]
 

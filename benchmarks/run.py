@@ -665,7 +665,7 @@ def server_time(url: str, sizes: Sizes, run: Runner) -> list[Workload]:
 def script_floor(url: str, sizes: Sizes) -> Workload:
     """Workload 13: the append script's server time against the design's floor, every
     command the append needs and no checks (``benchmarks.floor``, ``INFO commandstats``
-    per call, in this run): issue 28's bound on the script's own cost."""
+    per call, in this run): the bound on the script's own cost."""
     figures = floors(redis.Redis.from_url(url), max(sizes.single, 200))
     floor_label = "script: the append's commands, no checks"
     work = Workload(

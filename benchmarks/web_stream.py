@@ -1,4 +1,4 @@
-"""Many Server-Sent Event clients on one conversation (issue 27's proof): the app of
+"""Many Server-Sent Event clients on one conversation: the app of
 ``redis_msglog.web`` under uvicorn in a process of its own, N clients in this process
 (plain asyncio sockets, one loop) all following one conversation while messages are
 appended; the time from commit to delivery, p50 and p99 over every (client, message),

@@ -1,4 +1,4 @@
-"""Lay the tests out by what they need (issue 24, item 6): one folder each for tests that
+"""Lay the tests out by what they need: one folder each for tests that
 need no server, the contract on real servers, the faults, and the helpers they share.
 
     tests/no_server/  pure: no Redis at all (models, formats, the I/O-free core, lint, layout)

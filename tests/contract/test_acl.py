@@ -2,7 +2,7 @@
 every public operation and ``msglog`` command works under them, for a whole prefix and
 for tenants sharing one prefix, and the server records no refused command (``ACL LOG``);
 each dangerous command is refused; a tenant reads, lists, follows and writes nothing of
-another's (issue 23, item 10, 11 and the ACL suite)."""
+another's."""
 
 from __future__ import annotations
 

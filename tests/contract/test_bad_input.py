@@ -202,7 +202,7 @@ def test_validate_checks_like_append_many_and_sends_nothing(env: Env) -> None:
     assert env.raw.exists(log.keys.seq, log.keys.stream) == 0
 
 
-# -- issue 23, item 18: every bad argument raises a typed error -------------------------
+# -- every bad argument raises a typed error -------------------------
 
 
 @pytest.mark.parametrize(

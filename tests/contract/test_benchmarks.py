@@ -39,7 +39,7 @@ def test_benchmarks_smoke_run(tmp_path: Path) -> None:
     document = orjson.loads(out.read_bytes())
     titles = [w["title"] for w in document["workloads"]]
     assert [t.split(".")[0] for t in titles] == [
-        # memory: allocator bytes (issue 28's figure), then MEMORY USAGE's estimate
+        # memory: allocator bytes (the published figure), then MEMORY USAGE's estimate
         *["1", "2", "3", "4", "5", "5", "6", "7", "7b", "12", "8"],
         # server time per append: INFO commandstats, then the server's CPU
         *["10", "11"],

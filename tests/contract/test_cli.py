@@ -481,7 +481,7 @@ def test_export_and_import_carry_the_edits(url: str, prefix: str, tmp_path: Path
     assert other.count() == 1
 
 
-# -- issue 35: what the numbers are, erased and damaged conversations ---------------------
+# -- what the numbers are, erased and damaged conversations ---------------------
 
 
 def test_ls_stats_and_verify_say_what_they_count(url: str, prefix: str) -> None:

@@ -98,4 +98,4 @@ def test_stats_and_verify_of_an_erased_conversation(url: str) -> None:
     assert b"erased" in stats.stdout and b"tombstone" in stats.stdout
     verify = msglog(url, "verify", log.conversation)
     assert verify.returncode == 0, verify.stderr
-    assert verify.stdout.endswith(b": erased (its tombstone stands; no entries)\n")  # issue 35
+    assert verify.stdout.endswith(b": erased (its tombstone stands; no entries)\n")

@@ -1,6 +1,6 @@
 """The msglog command as an operator uses it, in a real subprocess: input from a pipe, an
 export that fails, a reader that leaves early, a cluster node given as a plain URL,
-imports run twice, and URLs that hold a password (issue 23, items 12, 14, 15, 17)."""
+imports run twice, and URLs that hold a password."""
 
 from __future__ import annotations
 

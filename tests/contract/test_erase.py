@@ -55,7 +55,7 @@ def full_log(env: Env, **options: Any) -> Any:
     log.append_many([user("a"), user("b")], idempotency_key="k2")
     log.retract([1])
     log.set_attrs({"title": "secret"})
-    # The scope helper's owner record (issue 25): written by hand here.
+    # The scope helper's owner record: written by hand here.
     env.raw.hset(log.keys.owner, mapping={"scope": "acme/user-42", "created_at": "1"})
     return log
 

@@ -1,4 +1,4 @@
-"""Hostile content, generated (issue 23, "The suites that keep these found").
+"""Hostile content, generated.
 
 Messages a model or an attacker could produce (deep and huge JSON values, tool-call
 ``arguments`` that are deep, malformed or huge, every part kind, blob references known
@@ -209,7 +209,7 @@ WRITES = [
     "langchain",
     "openai_agents",
     "llama_index",
-    # the lifecycle writes (issue 25): each must leave every reader working
+    # the lifecycle writes: each must leave every reader working
     "trim",
     "redact",
     "redact_with",
@@ -496,7 +496,7 @@ FOUND = [
         }
     ],
     [{"role": "user", "content": "\x00" * 120_000}],
-    # Owned by the write side (issue 23 items 1 and 2): refused there once it is merged.
+    # Owned by the write side refused there once it is merged.
     [{"role": "user", "content": [{"type": "image", "blob": hashlib.sha256(b"-").hexdigest()}]}],
     [{"role": "user", "content": "m", "metadata": {"m": deep(MAX_JSON_DEPTH + 1, "dict")}}],
     # An image URL LlamaIndex's ImageBlock refuses (a NUL in it) broke the store's reads.

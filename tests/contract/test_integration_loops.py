@@ -1,4 +1,4 @@
-"""Every integration works from any number of event loops (issue 23, item 9).
+"""Every integration works from any number of event loops.
 
 A ``redis.asyncio`` connection belongs to the loop that opened it, so an integration that
 kept one client failed on a second loop (``Event loop is closed``, ``attached to a

@@ -49,7 +49,7 @@ def test_wheel_contains_the_lua_scripts_and_type_marker(wheel: Path) -> None:
 
 
 def test_wheel_contains_the_viewer_page(wheel: Path) -> None:
-    """``msglog serve``'s viewer is served from inside the package (issue 27)."""
+    """``msglog serve``'s viewer is served from inside the package."""
     names = zipfile.ZipFile(wheel).namelist()
     for name in ("viewer.html", "viewer.js", "viewer.css"):
         packaged = zipfile.ZipFile(wheel).read(f"redis_msglog/web/static/{name}")

@@ -1,5 +1,4 @@
-"""Writes that would poison a conversation for every reader are refused, writing nothing
-(issue 23, "Writes that poison a conversation"):
+"""Writes that would poison a conversation for every reader are refused, writing nothing:
 
 - a blob reference the conversation does not hold (checked by the append script, on
   every write path: append, append_many, compact, replace, fork, ``msglog import``);

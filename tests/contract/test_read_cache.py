@@ -200,7 +200,7 @@ def test_the_active_view_is_cached_until_an_archive(url: str) -> None:
     assert [m.seq for m in fresh.all(view="active")] == [3, 4]
 
 
-# -- the budget holds for every row shape (issue 23, item 4) ----------------------------
+# -- the budget holds for every row shape ----------------------------
 
 _BIG = 200_000
 

@@ -1,4 +1,4 @@
-"""Erasing a scope (issue 25, item 3): ``Directory.erase`` erases every conversation of a
+"""Erasing a scope: ``Directory.erase`` erases every conversation of a
 scope and its sub-scopes and their index, refuses new conversations in it while its
 tombstone stands, and is idempotent; ``log.erase`` of a scoped conversation takes it out
 of its listings; ``msglog erase --scope`` asks first. Every backend, both clients."""

@@ -1,4 +1,4 @@
-"""Scopes and the directory (issue 25, items 1 and 2): a scoped log registers its
+"""Scopes and the directory: a scoped log registers its
 conversation before its first write, a conversation keeps its scope, and a scope's
 conversations are listed from its index, newest first, page after page, on every backend
 and both clients; a tenant's ACL rules cover its scopes' indexes."""

@@ -1,4 +1,4 @@
-"""The operator viewer in a real browser (issue 27): headless Debian Chromium driven by
+"""The operator viewer in a real browser: headless Debian Chromium driven by
 Playwright opens the page served by uvicorn, sees a message appended by another process
 appear, images render (a blob reference and inline data), a pop hide its row, and the
 physical/visible toggle show it again as removed; hostile text stays text.

@@ -1,4 +1,4 @@
-"""How the library uses the client's connections (issue 23, items 7, 13 and 16), on real
+"""How the library uses the client's connections, on real
 servers with redis-py's default clients:
 
 - a call waits for a busy pool instead of failing, and a call none of whose tries was

@@ -1,4 +1,4 @@
-"""Exactly-once memory is bounded by the writers, not by the log objects (issue 23, item 6).
+"""Exactly-once memory is bounded by the writers, not by the log objects.
 
 A log object per call (the README's LangChain factory
 ``lambda sid: MessageLogChatHistory(sid, redis.Redis())``, one per web request) used to

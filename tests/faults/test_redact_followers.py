@@ -1,4 +1,4 @@
-"""redact() under followers, across processes (issue 25, "redaction under followers"):
+"""redact() under followers, across processes:
 writer processes append while another process redacts messages, follower processes
 fold everything they receive into a LogView and a reader process reads every way.
 Afterwards every follower's view equals a fresh read (the redacted rows in place,

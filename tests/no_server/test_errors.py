@@ -1,6 +1,6 @@
-"""The error tree's first split, "was anything written?" (issue 24, item 5): every error's
+"""The error tree's first split, "was anything written?": every error's
 docstring opens with the answer, and the classes agree with it; and an error's message
-says what happened in words, never a script's code or a repr (issue 35). No server."""
+says what happened in words, never a script's code or a repr. No server."""
 
 from __future__ import annotations
 
@@ -64,7 +64,7 @@ def test_the_http_api_still_answers_an_append_in_doubt_with_503() -> None:
     assert error_response(errors.ServerUnavailableError("away")).status_code == 503
 
 
-# -- issue 35: an error says what happened in words ------------------------------------
+# -- an error says what happened in words ------------------------------------
 
 # Each error code of the scripts, with a reply as lua/*.lua writes it.
 SCRIPT_REPLIES = {

@@ -1,5 +1,5 @@
 """The layout rules of the source tree, read statically (no server, no import of the code
-under test): the "Done when" of issue 24, kept true afterwards.
+under test): kept true by the tests below.
 
 - No module over 500 lines, no class over 350, no function (or method) over 60, in
   ``redis_msglog/`` and ``scripts/``. Generated files are left out: those whose first line

@@ -464,7 +464,7 @@ def test_a_lost_reply_is_re_sent_with_the_same_key_and_recognised_as_ours() -> N
 def test_a_try_never_sent_keeps_the_producer() -> None:
     """A try the server never saw has no result a later commit could push out of the
     producer's window: the producer goes on, so an outage's backoff rounds do not add a
-    producer field each (issue 23, item 6). A lost reply hands over (the test above)."""
+    producer field each. A lost reply hands over (the test above)."""
     clock = Clock()
     log = core(clock)
     producer = log.producer()

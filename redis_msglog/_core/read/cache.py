@@ -14,7 +14,7 @@ An agent loop re-reads its whole history every turn; without a cache each turn c
   Stored bytes are compared, not decoded rows: comparing rows would walk their JSON
   values recursively, and a deeply nested one written by hand or by an older version
   would raise ``RecursionError``;
-- the view's ``version``, which every edit of the conversation changes (issue 16's
+- the view's ``version``, which every edit of the conversation changes (the
   ``<prefix>:{id}:view`` hash; absent: no edit ever): a different version drops the
   entry and reads the log again;
 - the entries after it: the new rows.

@@ -1,4 +1,4 @@
-"""Rows of a page of stored entries: the read hot path (issue 28, decision 3).
+"""Rows of a page of stored entries: the read hot path.
 
 A page's bodies are decoded with ``orjson`` and validated once. Most stored messages are
 a role and a text and nothing else; for those, validation is two exact checks (``role``

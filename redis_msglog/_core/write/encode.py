@@ -214,8 +214,8 @@ def _check_depth(msg: AgentMessage, index: int) -> None:
 
 # -- the plain lane ---------------------------------------------------------------------------
 # Messages of the common shape (a role and a text, and at most a name, a tool call id and
-# an id, all strings) checked and encoded without building models (issue 28, decision 4:
-# every append is validated; the cost of doing so is work).
+# an id, all strings) checked and encoded without building models (every append is
+# validated; the cost of doing so is work).
 #
 # A message is taken here only when the checks below prove the model would accept it
 # and store exactly these bytes; anything else (another shape, a value of another type,

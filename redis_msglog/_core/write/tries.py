@@ -115,7 +115,7 @@ class Tries:
         the old one's window then holds only the calls already in flight, so later commits
         cannot push this call's result out of it (MSGLOG_STALE) however long it is retried.
         A try never sent has no result to protect: retiring the process's producer for it
-        would add a producer field per backoff round of an outage (issue 23, item 6)."""
+        would add a producer field per backoff round of an outage."""
         if prepared.producer is not None:
             self.producers.retire(prepared.producer)
 
