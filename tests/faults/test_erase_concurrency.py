@@ -1,7 +1,8 @@
 """Eight worker processes appending to one conversation while another process erases it,
 and eight creating conversations in a scope while another erases the scope: afterwards
-nothing of it is left but its tombstone, and no append that began after the erasure ended succeeded; every worker's next append raised
-ConversationErasedError, and every read it made after that saw an empty log."""
+nothing of it is left but its tombstone, and no append that began after the erasure ended
+succeeded; every worker's next append raised ConversationErasedError, and every read it
+made after that saw an empty log."""
 
 from __future__ import annotations
 
