@@ -1,6 +1,7 @@
 """Adapters: output that the official SDK types accept AND that obeys the rules the types
-do not enforce (pairing, ids, names, empty blocks...). Vectors run through both clients
-on every backend; a deliberately naive adapter must fail the same validators."""
+do not enforce (pairing, ids, names, empty blocks...); a deliberately naive adapter must
+fail the same validators. The clients' format methods on every backend:
+``tests/contract/test_adapters_on_a_server.py``."""
 
 from __future__ import annotations
 
@@ -16,8 +17,6 @@ from pydantic import TypeAdapter
 
 from redis_msglog import AgentMessage, to_anthropic, to_langchain, to_openai
 from redis_msglog.adapters import MISSING_RESULT, tool_call_id
-
-from ..conftest import Env
 
 OPENAI_TYPES = TypeAdapter(list[ChatCompletionMessageParam])
 ANTHROPIC_TYPES = TypeAdapter(list[MessageParam])
@@ -327,17 +326,3 @@ def test_a_naive_adapter_fails_the_validators(naive: Any, check: Any) -> None:
         except (AssertionError, ValueError):
             failures += 1
     assert failures >= len(VECTORS) // 2
-
-
-def test_clients_read_the_history_and_convert_it(env: Env) -> None:
-    log = env.log()
-    history = VECTORS["parallel calls then a user turn"] + VECTORS["non-object args"]
-    log.append_many([SYSTEM, *history])
-    models = _models([SYSTEM, *history])
-    assert log.to_openai() == to_openai(models)
-    assert log.to_anthropic() == to_anthropic(models)
-    assert log.to_langchain() == to_langchain(models)
-    check_openai(log.to_openai())
-    check_anthropic(log.to_anthropic())
-    # The pure functions also work on a slice the caller already holds.
-    check_openai(to_openai(log.last(4)))

@@ -1,17 +1,16 @@
 """Content parts in the model and the stored form: every kind round-trips through the
-codec and a real server, binary data is bytes in Python and base64 in the JSON, old rows
-decode unchanged, and bad parts are refused (input) or named by seq (stored rows)."""
+codec, binary data is bytes in Python and base64 in the JSON, old rows decode unchanged,
+and bad parts are refused (input) or named by seq (stored rows). Through real servers:
+``tests/contract/test_parts_on_a_server.py``."""
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import uuid
 from typing import Any
 
 import orjson
 import pytest
-import redis
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -21,7 +20,6 @@ from redis_msglog import (
     CorruptEntryError,
     ImagePart,
     InvalidMessageError,
-    MessageLog,
     ToolCall,
 )
 from redis_msglog._core.facade import LogCore
@@ -213,29 +211,6 @@ def test_a_jsonl_export_line_with_parts_imports_back() -> None:
         decode_row(b'{"role":"user","content":[{"type":"image","data":"%%%"}]}')
 
 
-def test_every_part_kind_round_trips_through_a_real_server(shared_server: Any) -> None:
-    client = redis.Redis.from_url(shared_server("redis").url)
-    log = MessageLog(client, f"parts-{uuid.uuid4().hex}")
-    log.append_many(EVERY_PART)
-    log.add("user", "and a plain one")
-    rows = log.all()
-    expected = [AgentMessage.model_validate(m) for m in EVERY_PART]
-    assert [r.as_message() for r in rows[:-1]] == expected
-    assert rows[-1].content == "and a plain one"
-    # One JSON document per entry, as redis-cli shows it.
-    entries = client.xrange(log.keys.stream, "2", "2")  # "2-0".."2-<max>": the entry of seq 2
-    assert entries and entries[0][1] is not None
-    entry = entries[0][1]
-    assert orjson.loads(entry[b"msg"])["content"][1]["data"] == base64.b64encode(PIXEL).decode()
-    # A bad part writes nothing.
-    before = log.count()
-    with pytest.raises(InvalidMessageError, match=r"message 1: content\.0"):
-        log.append_many(
-            [{"role": "user", "content": "ok"}, {"role": "user", "content": [{"type": "x"}]}]
-        )
-    assert log.count() == before
-
-
 def test_msglog_show_labels_the_parts_it_cannot_print_as_text() -> None:
     from redis_msglog._tools.render import format_row
 
@@ -315,20 +290,3 @@ def test_a_message_with_parts_round_trips_exactly_or_is_refused(message: dict[st
     row = decode_entry(9, AT, batch.encoded[0])
     assert row.as_message() == AgentMessage.model_validate(message)
     assert encode_message(row) == batch.encoded[0]
-
-
-def test_every_part_kind_round_trips_through_the_asyncio_client(shared_server: Any) -> None:
-    import redis.asyncio
-
-    from redis_msglog import AsyncMessageLog
-
-    async def run() -> list[AgentMessage]:
-        client = redis.asyncio.Redis.from_url(shared_server("redis").url)
-        try:
-            log = AsyncMessageLog(client, f"parts-{uuid.uuid4().hex}")
-            await log.append_many(EVERY_PART)
-            return [row.as_message() for row in await log.all()]
-        finally:
-            await client.aclose()
-
-    assert asyncio.run(run()) == [AgentMessage.model_validate(m) for m in EVERY_PART]
