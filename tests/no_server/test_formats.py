@@ -2,8 +2,8 @@
 fields (each generated input is itself checked against those types) round-trip exactly,
 ``to_X(from_X(x)) == x`` as JSON after dropping null fields, also through the stored form
 (encode, decode); and every output, in its own format or another, passes the SDK types,
-strictly (``tests/support/sdk_check.py``), and the pairing rules ``tests/contract/test_adapters.py``
-checks."""
+strictly (``tests/support/sdk_check.py``), and the pairing rules
+``tests/no_server/test_adapters.py`` checks."""
 
 from __future__ import annotations
 
@@ -34,8 +34,8 @@ from redis_msglog import (
 )
 from redis_msglog._core.stored.codec import decode_entry, encode_message
 
-from ..contract.test_adapters import check_anthropic, check_openai
 from ..support.sdk_check import ANTHROPIC, ANTHROPIC_SYSTEM, OPENAI, RESPONSES, strict_validate
+from .test_adapters import check_anthropic, check_openai
 
 SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
