@@ -12,6 +12,7 @@ from typing import Any
 from .._core.args import shown
 from .._io.shell import check_log_options
 from ..errors import InvalidArgumentError
+from ._filters import covering_copies
 
 
 def framework_ttl(ttl: object) -> timedelta | None:
@@ -38,9 +39,12 @@ def framework_ttl(ttl: object) -> timedelta | None:
 
 def integration_options(options: Mapping[str, Any]) -> dict[str, Any]:
     """``options`` (an integration's ``**log_options``) with ``ttl`` made a ``timedelta``,
-    every option checked as :class:`~redis_msglog.MessageLog` would check it."""
+    every option checked as :class:`~redis_msglog.MessageLog` would check it, and
+    ``before_append`` run over the framework copies the rows carry too (``_filters``)."""
     out = dict(options)
     if "ttl" in out:
         out["ttl"] = framework_ttl(out["ttl"])
     check_log_options(out)
+    if out.get("before_append") is not None:
+        out["before_append"] = covering_copies(out["before_append"])
     return out

@@ -16,9 +16,10 @@ before each run and saves the run's messages after it. How each call maps to the
 - ``clear(session_id)``: the log's ``clear()`` (an entry: the history stays readable with
   ``view="physical"``); ``erase(session_id)`` deletes it (docs/lifecycle.md).
 
-Each ``source_id`` has conversations of its own (``"<source_id>:<session_id>"``), so two
-providers on one session (a primary history and an audit copy) never see, overwrite or
-clear each other's messages.
+Each ``source_id`` has conversations of its own (``"<source_id>:<session_id>"``, the
+source id's ``%`` and ``:`` escaped as ``%25`` and ``%3A``, so no source id is a prefix of
+another's conversations), so two providers on one session (a primary history and an
+audit copy) never see, overwrite or clear each other's messages.
 
 The framework's providers are asyncio only, and so is this one. This module imports
 agent-framework-core; ``redis_msglog`` itself never does.
@@ -138,8 +139,9 @@ class MessageLogHistoryProvider(HistoryProvider):
         await self._clients.aclose()
 
     def conversation(self, session_id: str | None) -> str:
-        """The log conversation of a session for this provider."""
-        return f"{self.source_id}:{session_id or self.DEFAULT_SESSION_ID}"
+        """The log conversation of a session for this provider:
+        ``"<source_id>:<session_id>"``, the source id escaped (:func:`source_part`)."""
+        return f"{source_part(self.source_id)}:{session_id or self.DEFAULT_SESSION_ID}"
 
     def log(self, session_id: str | None) -> AsyncMessageLog:
         """The log of a session (on the running event loop's client)."""
@@ -233,6 +235,19 @@ class MessageLogHistoryProvider(HistoryProvider):
         log = self.log(session_id)
         self._tails.drop(log.conversation)
         await log.erase(erased_for=erased_for)
+
+
+_SOURCE_ESCAPES = str.maketrans({"%": "%25", ":": "%3A"})
+
+
+def source_part(source_id: str) -> str:
+    """``source_id`` as the first part of a conversation id: its ``%`` and ``:`` as
+    ``%25`` and ``%3A``. So the part holds no ``:``, the conversation's first ``:`` ends
+    it, and two sources never share a conversation (``audit`` with session ``eu:x`` and
+    ``audit:eu`` with session ``x`` were one before). A source id with neither character
+    is its own part: the conversations an earlier version wrote for it are read as
+    they were."""
+    return source_id.translate(_SOURCE_ESCAPES)
 
 
 def _check_window(max_messages: object) -> int | None:

@@ -235,6 +235,35 @@ def test_two_sources_on_one_session_never_touch_each_other(af_env: Env) -> None:
     assert primary.conversation(sid) != audit.conversation(sid)
 
 
+NESTED_SOURCES = [  # (source id, session suffix): one conversation each in the old layout
+    ("audit", "eu:S"),
+    ("audit:eu", "S"),
+    ("a", "b:c:S"),
+    ("a:b", "c:S"),
+    ("a:b:c", "S"),
+    ("ü", "ß:%:S"),
+    ("ü:ß", "%:S"),
+    ("ü:ß:%", "S"),
+]
+
+
+def test_sources_nested_in_each_other_are_apart(af_env: Env) -> None:
+    sid = new_id()
+    providers = [(provider(af_env, src), f"{end[:-1]}{sid}") for src, end in NESTED_SOURCES]
+
+    async def main() -> list[list[str]]:
+        for p, session in providers:
+            await p.save_messages(session, [Message("user", [p.source_id])])
+        await providers[0][0].clear(providers[0][1])  # clears its own history only
+        return [[m.text for m in await p.get_messages(s)] for p, s in providers]
+
+    seen = af_env.loop.run_until_complete(main())
+    assert seen == [[]] + [[source] for source, _ in NESTED_SOURCES[1:]]
+    assert len({p.conversation(s) for p, s in providers}) == len(providers)
+    assert providers[1][0].conversation("x") == "audit%3Aeu:x"
+    assert provider(af_env, "msglog").conversation("x") == "msglog:x"  # the earlier layout
+
+
 def test_clear_is_an_entry_and_erase_deletes(redis_env: Env) -> None:
     p, sid = provider(redis_env), new_id()
     log = sync_log(redis_env, p, sid)
