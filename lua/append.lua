@@ -34,6 +34,9 @@
 --           "<last_seq> <at> <count> <fingerprint> <call>"; KEYS[5] when VIEW and HIDDEN
 --           are left out. (Plain appends leave them out: a key that does not exist would
 --           stall the call during a cluster slot move.)
+-- KEYS[8]   RECORDS: with RECORD, the sorted set naming the conversation's records (score:
+--           when each expires, ms), so that an erasure finds them without SCAN; a write
+--           of RECORD adds it and drops up to PRUNE_RECORDS expired members
 --           A call with neither VIEW nor RECORD sends no placeholder (each key costs
 --           the server time): 3 keys are SEQ, STREAM and PRODUCERS (BLOBS is STREAM),
 --           2 keys SEQ and STREAM (BLOBS and PRODUCERS are STREAM).
@@ -150,11 +153,13 @@ elseif #KEYS > 3 then
   BLOBS = KEYS[3]
   PRODUCERS = KEYS[4]
 end
-local VIEW, HIDDEN, RECORD = nil, nil, KEYS[5]
+local VIEW, HIDDEN, RECORD, RECORDS = nil, nil, KEYS[5], KEYS[6]
 if op ~= '' or ttl_ms ~= '' or max_age_us ~= '' then  -- the view keys come before the record
-  VIEW, HIDDEN, RECORD = KEYS[5], KEYS[6], KEYS[7]
+  VIEW, HIDDEN, RECORD, RECORDS = KEYS[5], KEYS[6], KEYS[7], KEYS[8]
 end
 -- == End of the binding block ==
+
+local PRUNE_RECORDS = 16  -- expired names dropped from RECORDS per record written, at most
 
 -- The tail, by its named base indexes: blob_count pairs from blobs_from, attr_count pairs
 -- from attrs_from, then the n messages from messages_from.
@@ -469,6 +474,17 @@ end
 if RECORD then
   redis.call('SET', RECORD, new_last_text .. ' ' .. at .. ' ' .. n .. ' ' ..
     fingerprint .. ' ' .. call, 'PX', record_ttl_ms)
+  -- Named in RECORDS for an erasure; expired names pruned, a few a call (bounded work).
+  local now_ms = string.sub(at, 1, -4) + 0
+  redis.call('ZADD', RECORDS, now_ms + record_ttl_ms, RECORD)
+  local expired = redis.call('ZRANGEBYSCORE', RECORDS, '-inf', '(' .. now_ms, 'LIMIT', 0,
+    PRUNE_RECORDS)
+  if expired[1] then
+    redis.call('ZREM', RECORDS, unpack(expired))
+  end
+  if ttl_ms ~= '' then
+    redis.call('PEXPIRE', RECORDS, ttl_ms)  -- outlives every record it names (window <= ttl)
+  end
 end
 if producer ~= '' then  -- this call's result (see producer_lib.lua)
   local now_ms = string.sub(at, 1, -4) + 0  -- microseconds to milliseconds (one conversion)

@@ -15,10 +15,11 @@ from .._core.stored.keys import ConversationKeys
 from ..edits import EditCall
 from .load import LuaScript, load_script
 
-KEY_NAMES = ("seq", "stream", "blobs", "producers", "view", "hidden", "record")
+KEY_NAMES = ("seq", "stream", "blobs", "producers", "view", "hidden", "record", "records")
 """``KEYS`` of the script, in order; the script binds each to a local of the same name in
-capitals. ``view`` and ``hidden`` come only with an edit or a ``ttl``, ``record`` only
-with a caller's idempotency key: such a call sends ``KEYS[1..4]``, then those. ``blobs``
+capitals. ``view`` and ``hidden`` come only with an edit or a ``ttl``, ``record`` (and
+``records``, the set naming the conversation's records) only with a caller's idempotency
+key: such a call sends ``KEYS[1..4]``, then those. ``blobs``
 is the stream's name again when the append does not touch it, and so is ``producers``
 when the call has no producer; a call with neither view nor record leaves those out
 (each key costs the server time): ``seq, stream, producers`` (no blobs) or ``seq,
@@ -45,10 +46,10 @@ _KEY_LAYOUTS = {  # by numkeys: whether view and hidden, and a record, were sent
     2: KEY_NAMES[:2],  # blobs and producers: the stream again
     3: (*KEY_NAMES[:2], "producers"),  # blobs: the stream again
     4: _PLAIN_KEYS,
-    5: (*_PLAIN_KEYS, "record"),
-    6: KEY_NAMES[:6],
-    7: KEY_NAMES,
+    6: KEY_NAMES[:6],  # or a record: see sent_keys
+    8: KEY_NAMES,
 }
+_RECORD_LAYOUT = (*_PLAIN_KEYS, "record", "records")
 
 
 def script() -> LuaScript:
@@ -102,7 +103,7 @@ class AppendCall:
             keys += (blobs, self.keys.producers if self.producer else self.keys.stream)
             if views:
                 keys += (self.keys.view, self.keys.hidden)
-            return keys if self.record is None else (*keys, self.record)
+            return keys if self.record is None else (*keys, self.record, self.keys.records)
         # Most calls: no placeholder (each key costs the server time to read).
         return (*keys, self.keys.producers) if self.producer else keys
 
@@ -162,7 +163,10 @@ class AppendCall:
         ``keys_and_args()``), by name, in the order sent (for tests and tools)."""
         head = 0 if isinstance(command[0], int) else 2  # no "EVALSHA", sha in front
         numkeys = int(command[head])
-        sent = dict(zip(_KEY_LAYOUTS[numkeys], command[head + 1 : head + 1 + numkeys], strict=True))
+        layout = _KEY_LAYOUTS[numkeys]
+        if numkeys == 6 and str(command[head + 6]).endswith("}:records"):
+            layout = _RECORD_LAYOUT  # a record and its set, not the view keys
+        sent = dict(zip(layout, command[head + 1 : head + 1 + numkeys], strict=True))
         if numkeys < 4:  # the keys left out, as the script binds them: the stream's name
             stream = sent["stream"]
             producers = sent.get("producers", stream)
