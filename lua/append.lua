@@ -90,7 +90,13 @@
 --           append (op "") trims the entries committed longer ago than that from the
 --           head, at most MAX_AGE_STEP of them, with a trim entry as its edit; "" for none
 --           (then one string compare is all it costs). Needs VIEW, HIDDEN and BLOBS.
--- ARGV[21..] the tail (ARGV[10..] when rest is ""): B pairs of a blob's SHA-256 (hex)
+-- ARGV[21]  scope: "" (a log made without a scope: no check), or the scope of the log
+--           making the call (parts joined by "/"): then the conversation's owner record,
+--           the last key (OWNER, after every key above), must name it, or nothing is
+--           written: MSGLOG_UNOWNED when there is none (the conversation was erased and
+--           its id is free again: the client registers it again, then re-sends once),
+--           MSGLOG_SCOPE <recorded> when it names another
+-- ARGV[22..] the tail (ARGV[10..] when rest is ""): B pairs of a blob's SHA-256 (hex)
 --           and its bytes, then A pairs of an attribute change ("+name" to set, "-name"
 --           to delete) and its value, then the encoded messages (JSON), in order; at
 --           least one unless this is an edit
@@ -126,9 +132,9 @@ local producer = ARGV[6]
 local pseq = ARGV[7]
 local floor = ARGV[8]
 local rest = ARGV[9]
-local NAMED = 20  -- the named arguments above: the tail follows them (9 when rest is "")
+local NAMED = 21  -- the named arguments above: the tail follows them (9 when rest is "")
 local fingerprint, ttl_ms, blob_count, expected_seq, op, op_arg = '', '', '0', '', '', ''
-local entry, attr_count, attrs_json, blob_refs, max_age_us = '', '0', '', '', ''
+local entry, attr_count, attrs_json, blob_refs, max_age_us, scope = '', '0', '', '', '', ''
 if rest ~= '' then
   fingerprint = ARGV[10]
   ttl_ms = ARGV[11]
@@ -141,21 +147,29 @@ if rest ~= '' then
   attrs_json = ARGV[18]
   blob_refs = ARGV[19]
   max_age_us = ARGV[20]
+  scope = ARGV[21]
 else
   NAMED = 9
 end
 local SEQ = KEYS[1]
 local STREAM = KEYS[2]
+local OWNER, key_count = nil, #KEYS  -- a scoped log's call: its owner record comes last
+if scope ~= '' then
+  OWNER, key_count = KEYS[key_count], key_count - 1
+end
 local BLOBS, PRODUCERS = STREAM, STREAM  -- 2 keys: neither (NO_RETRY's plain append)
-if #KEYS == 3 then  -- 3 keys: the producers, no blobs (a plain append)
+if key_count == 3 then  -- 3 keys: the producers, no blobs (a plain append)
   PRODUCERS = KEYS[3]
-elseif #KEYS > 3 then
+elseif key_count > 3 then
   BLOBS = KEYS[3]
   PRODUCERS = KEYS[4]
 end
 local VIEW, HIDDEN, RECORD, RECORDS = nil, nil, KEYS[5], KEYS[6]
 if op ~= '' or ttl_ms ~= '' or max_age_us ~= '' then  -- the view keys come before the record
   VIEW, HIDDEN, RECORD, RECORDS = KEYS[5], KEYS[6], KEYS[7], KEYS[8]
+end
+if RECORD == OWNER then  -- no record: that position holds the owner record
+  RECORD, RECORDS = nil, nil
 end
 -- == End of the binding block ==
 
@@ -181,6 +195,16 @@ local n = #ARGV - messages_from + 1
 local raw = redis.pcall('GET', SEQ)
 if raw == 'erased' then
   return redis.error_reply('MSGLOG_ERASED ' .. SEQ .. ': the conversation was erased')
+end
+-- A scoped log writes only into a conversation its owner record gives its scope: one left
+-- running across an erasure would otherwise re-create the conversation outside any scope.
+if OWNER then
+  local recorded = redis.call('HGET', OWNER, 'scope')
+  if not recorded then
+    return redis.error_reply('MSGLOG_UNOWNED ' .. OWNER .. ' is missing')
+  elseif recorded ~= scope then
+    return redis.error_reply('MSGLOG_SCOPE ' .. recorded)
+  end
 end
 
 if RECORD and look_up == '1' then

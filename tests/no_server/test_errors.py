@@ -81,6 +81,7 @@ SCRIPT_REPLIES = {
     "MSGLOG_BADBLOB": "MSGLOG_BADBLOB 0 1 " + "ab" * 32,
     "MSGLOG_ERASED": "MSGLOG_ERASED k:seq: the conversation was erased",
     "MSGLOG_SCOPE": "MSGLOG_SCOPE acme/u",
+    "MSGLOG_UNOWNED": "MSGLOG_UNOWNED k:owner is missing",
     "MSGLOG_UNSCOPED": "MSGLOG_UNSCOPED k:stream has entries and no owner record",
     "MSGLOG_SCOPE_ERASED": "MSGLOG_SCOPE_ERASED k:scope-erased",
     "MSGLOG_BADOWNER": "MSGLOG_BADOWNER k:owner has no created time",

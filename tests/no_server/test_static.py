@@ -154,7 +154,7 @@ def test_an_append_call_sends_each_field_at_its_named_position() -> None:
         "fingerprint": "fp", "look_up": "0", "ttl_ms": 222, "call": "tok", "blob_count": 1,
         "expected_seq": 333, "op": "attrs", "op_arg": "arg", "entry": b"{}",
         "producer": "prod", "pseq": 444, "floor": 555, "attr_count": 1,
-        "attrs_json": b'{"a":"1"}', "blob_refs": "0.1:ab", "max_age_us": 666,
+        "attrs_json": b'{"a":"1"}', "blob_refs": "0.1:ab", "max_age_us": 666, "scope": "",
     }  # fmt: skip
     assert AppendCall.sent_keys(command) == {
         "seq": keys.seq, "stream": keys.stream, "blobs": keys.blobs,

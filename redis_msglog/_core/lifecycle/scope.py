@@ -339,6 +339,13 @@ class Scoped:
         key = ScopeKeys(self.prefix, scope).tombstone()
         yield from self.read((("SET", key, "1", "PX", erased_for_ms),), key)
 
+    def erased_plan(self, scope: Scope) -> Plan[bool]:
+        """Whether a tombstone of ``scope``, or of a prefix of it, stands (one ``EXISTS``
+        in the scope's slot)."""
+        names = ScopeKeys(self.prefix, scope)
+        (found,) = yield from self.read((("EXISTS", *names.all_tombstones()),), names.index(1))
+        return int(found) > 0
+
     def owner_plan(self, conversation: str) -> Plan[tuple[Scope, int] | None]:
         """The scope and created time (µs) recorded for ``conversation``, if any."""
         keys = ConversationKeys.build(self.prefix, conversation)
