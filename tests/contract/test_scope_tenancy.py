@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import time
 from collections.abc import Callable, Iterator
 from datetime import timedelta
 from pathlib import Path
@@ -20,8 +21,10 @@ import redis
 from redis_msglog import (
     Directory,
     MessageLog,
+    ScopeErasedError,
     ScopeErasure,
     ScopeErasureIncompleteError,
+    ScopeMismatchError,
     StorageError,
     acl_rules,
 )
@@ -195,3 +198,59 @@ def test_an_erasure_of_a_conversation_with_records_sends_no_scan(server: Ephemer
     assert "cmdstat_scan" not in stats, stats.get("cmdstat_scan")
     left = sorted(admin.scan_iter(match="*{acme:keyed}*"))
     assert left == [log.keys.seq.encode()]  # the tombstone alone: every record went
+
+
+def gone(admin: redis.Redis, *keys: str, within: float = 5.0) -> None:
+    """Wait until none of ``keys`` exists (a tombstone's expiry)."""
+    deadline = time.monotonic() + within
+    while admin.exists(*keys) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert admin.exists(*keys) == 0
+
+
+def test_a_worker_kept_across_its_scopes_erasure_writes_only_into_its_scope(
+    server: EphemeralServer,
+) -> None:
+    """A log object made before its scope's erasure and used after: refused while the
+    tombstones stand, then its conversation registered again (owner record, listed)
+    before its first write lands, appends and edits alike, exactly once."""
+    admin = redis.Redis(port=server.port)
+    worker = MessageLog(admin, "acme:w", scope=("acme", "u"))
+    editor = MessageLog(admin, "acme:e", scope=("acme", "u"))
+    worker.add("user", "before", idempotency_key="first")
+    editor.add("user", "before")
+    assert Directory(admin).erase(("acme",), erased_for=timedelta(seconds=1)) == [
+        "acme:e",
+        "acme:w",
+    ]
+    with pytest.raises(ScopeErasedError, match="Nothing was written"):
+        worker.add("user", "during")
+    with pytest.raises(ScopeErasedError):
+        editor.set_attrs({"title": "during"})
+    tombstone = ScopeKeys.build("msglog", ("acme",)).tombstone()
+    gone(admin, tombstone, worker.keys.seq, editor.keys.seq)
+    assert worker.add("user", "after", idempotency_key="k") == 1
+    assert worker.add("user", "after", idempotency_key="k") == 1  # a replay: written once
+    assert worker.add("user", "more") == 2
+    editor.set_attrs({"title": "after"})  # an edit is the first write: registered too
+    directory = Directory(admin)
+    for log in (worker, editor):
+        owned = directory.owner(log.conversation)
+        assert owned is not None and owned[0] == ("acme", "u"), log.conversation
+    listed = sorted(c.conversation for c in directory.list(("acme",)).conversations)
+    assert listed == ["acme:e", "acme:w"]
+    assert [m.content for m in worker.all()] == ["after", "more"]
+    MessageLog(admin, "acme:w", scope=("acme", "u")).add("user", "a new worker")  # no mismatch
+    assert directory.erase(("acme",)) == ["acme:e", "acme:w"]  # reached by the next erasure
+
+
+def test_a_scoped_write_whose_owner_record_names_another_scope_is_refused(
+    server: EphemeralServer,
+) -> None:
+    admin = redis.Redis(port=server.port)
+    log = MessageLog(admin, "acme:x", scope=("acme", "u"))
+    log.add("user", "hi")
+    admin.hset(log.keys.owner, "scope", "acme/v")  # changed under the log object
+    with pytest.raises(ScopeMismatchError, match="Nothing was written") as refused:
+        log.add("user", "again")
+    assert refused.value.recorded == ("acme", "v") and log.count() == 1
