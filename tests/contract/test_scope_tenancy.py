@@ -54,7 +54,7 @@ def tenant_client(server: EphemeralServer, admin: redis.Redis, tenant: str) -> r
 def dumps(client: redis.Redis, conversation: str) -> dict[bytes, bytes | None]:
     """Every key of ``conversation``'s hash tag and its ``DUMP`` (a private server)."""
     keys = client.scan_iter(match=f"*{{{conversation}}}*", count=1000)
-    return {key: client.dump(key) for key in keys}  # type: ignore[misc]
+    return {key: client.dump(key) for key in keys}
 
 
 @pytest.fixture
@@ -79,7 +79,7 @@ def poisoned(server: EphemeralServer) -> Iterator[tuple[redis.Redis, dict[str, o
         (("acme",), OTHER_PLAIN),  # an unscoped conversation: no owner record
     ]:
         tenant.zadd(index, {member(created, listed_scope, conversation): 0})
-    before = {c: dumps(admin, c) for c in (OTHER_SECRET, OTHER_PLAIN)}
+    before: dict[str, object] = {c: dumps(admin, c) for c in (OTHER_SECRET, OTHER_PLAIN)}
     before["index"] = admin.zrange(ScopeKeys.build("msglog", ("acme2",)).index(), 0, -1)
     yield admin, before
     admin.close()
