@@ -34,6 +34,9 @@
 --           "<last_seq> <at> <count> <fingerprint> <call>"; KEYS[5] when VIEW and HIDDEN
 --           are left out. (Plain appends leave them out: a key that does not exist would
 --           stall the call during a cluster slot move.)
+-- KEYS[8]   RECORDS: with RECORD, the sorted set naming the conversation's records (score:
+--           when each expires, ms), so that an erasure finds them without SCAN; a write
+--           of RECORD adds it and drops up to PRUNE_RECORDS expired members
 --           A call with neither VIEW nor RECORD sends no placeholder (each key costs
 --           the server time): 3 keys are SEQ, STREAM and PRODUCERS (BLOBS is STREAM),
 --           2 keys SEQ and STREAM (BLOBS and PRODUCERS are STREAM).
@@ -87,7 +90,13 @@
 --           append (op "") trims the entries committed longer ago than that from the
 --           head, at most MAX_AGE_STEP of them, with a trim entry as its edit; "" for none
 --           (then one string compare is all it costs). Needs VIEW, HIDDEN and BLOBS.
--- ARGV[21..] the tail (ARGV[10..] when rest is ""): B pairs of a blob's SHA-256 (hex)
+-- ARGV[21]  scope: "" (a log made without a scope: no check), or the scope of the log
+--           making the call (parts joined by "/"): then the conversation's owner record,
+--           the last key (OWNER, after every key above), must name it, or nothing is
+--           written: MSGLOG_UNOWNED when there is none (the conversation was erased and
+--           its id is free again: the client registers it again, then re-sends once),
+--           MSGLOG_SCOPE <recorded> when it names another
+-- ARGV[22..] the tail (ARGV[10..] when rest is ""): B pairs of a blob's SHA-256 (hex)
 --           and its bytes, then A pairs of an attribute change ("+name" to set, "-name"
 --           to delete) and its value, then the encoded messages (JSON), in order; at
 --           least one unless this is an edit
@@ -123,9 +132,9 @@ local producer = ARGV[6]
 local pseq = ARGV[7]
 local floor = ARGV[8]
 local rest = ARGV[9]
-local NAMED = 20  -- the named arguments above: the tail follows them (9 when rest is "")
+local NAMED = 21  -- the named arguments above: the tail follows them (9 when rest is "")
 local fingerprint, ttl_ms, blob_count, expected_seq, op, op_arg = '', '', '0', '', '', ''
-local entry, attr_count, attrs_json, blob_refs, max_age_us = '', '0', '', '', ''
+local entry, attr_count, attrs_json, blob_refs, max_age_us, scope = '', '0', '', '', '', ''
 if rest ~= '' then
   fingerprint = ARGV[10]
   ttl_ms = ARGV[11]
@@ -138,23 +147,33 @@ if rest ~= '' then
   attrs_json = ARGV[18]
   blob_refs = ARGV[19]
   max_age_us = ARGV[20]
+  scope = ARGV[21]
 else
   NAMED = 9
 end
 local SEQ = KEYS[1]
 local STREAM = KEYS[2]
+local OWNER, key_count = nil, #KEYS  -- a scoped log's call: its owner record comes last
+if scope ~= '' then
+  OWNER, key_count = KEYS[key_count], key_count - 1
+end
 local BLOBS, PRODUCERS = STREAM, STREAM  -- 2 keys: neither (NO_RETRY's plain append)
-if #KEYS == 3 then  -- 3 keys: the producers, no blobs (a plain append)
+if key_count == 3 then  -- 3 keys: the producers, no blobs (a plain append)
   PRODUCERS = KEYS[3]
-elseif #KEYS > 3 then
+elseif key_count > 3 then
   BLOBS = KEYS[3]
   PRODUCERS = KEYS[4]
 end
-local VIEW, HIDDEN, RECORD = nil, nil, KEYS[5]
+local VIEW, HIDDEN, RECORD, RECORDS = nil, nil, KEYS[5], KEYS[6]
 if op ~= '' or ttl_ms ~= '' or max_age_us ~= '' then  -- the view keys come before the record
-  VIEW, HIDDEN, RECORD = KEYS[5], KEYS[6], KEYS[7]
+  VIEW, HIDDEN, RECORD, RECORDS = KEYS[5], KEYS[6], KEYS[7], KEYS[8]
+end
+if RECORD == OWNER then  -- no record: that position holds the owner record
+  RECORD, RECORDS = nil, nil
 end
 -- == End of the binding block ==
+
+local PRUNE_RECORDS = 16  -- expired names dropped from RECORDS per record written, at most
 
 -- The tail, by its named base indexes: blob_count pairs from blobs_from, attr_count pairs
 -- from attrs_from, then the n messages from messages_from.
@@ -176,6 +195,16 @@ local n = #ARGV - messages_from + 1
 local raw = redis.pcall('GET', SEQ)
 if raw == 'erased' then
   return redis.error_reply('MSGLOG_ERASED ' .. SEQ .. ': the conversation was erased')
+end
+-- A scoped log writes only into a conversation its owner record gives its scope: one left
+-- running across an erasure would otherwise re-create the conversation outside any scope.
+if OWNER then
+  local recorded = redis.call('HGET', OWNER, 'scope')
+  if not recorded then
+    return redis.error_reply('MSGLOG_UNOWNED ' .. OWNER .. ' is missing')
+  elseif recorded ~= scope then
+    return redis.error_reply('MSGLOG_SCOPE ' .. recorded)
+  end
 end
 
 if RECORD and look_up == '1' then
@@ -469,6 +498,17 @@ end
 if RECORD then
   redis.call('SET', RECORD, new_last_text .. ' ' .. at .. ' ' .. n .. ' ' ..
     fingerprint .. ' ' .. call, 'PX', record_ttl_ms)
+  -- Named in RECORDS for an erasure; expired names pruned, a few a call (bounded work).
+  local now_ms = string.sub(at, 1, -4) + 0
+  redis.call('ZADD', RECORDS, now_ms + record_ttl_ms, RECORD)
+  local expired = redis.call('ZRANGEBYSCORE', RECORDS, '-inf', '(' .. now_ms, 'LIMIT', 0,
+    PRUNE_RECORDS)
+  if expired[1] then
+    redis.call('ZREM', RECORDS, unpack(expired))
+  end
+  if ttl_ms ~= '' then
+    redis.call('PEXPIRE', RECORDS, ttl_ms)  -- outlives every record it names (window <= ttl)
+  end
 end
 if producer ~= '' then  -- this call's result (see producer_lib.lua)
   local now_ms = string.sub(at, 1, -4) + 0  -- microseconds to milliseconds (one conversion)

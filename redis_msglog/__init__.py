@@ -16,7 +16,12 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # the names, for type checkers and readers; imported on first use below
     from ._async import AsyncDirectory, AsyncMessageLog
-    from ._core.lifecycle.scope import ConversationPage, ScopedConversation
+    from ._core.lifecycle.scope import (
+        ConversationPage,
+        ScopedConversation,
+        ScopeErasure,
+        SkippedEntry,
+    )
     from ._core.read.cache import DEFAULT_READ_CACHE_BYTES
     from ._core.retry import DEFAULT_RETRY, NO_RETRY, RetryPolicy
     from ._core.stored.keys import ConversationKeys
@@ -61,6 +66,7 @@ if TYPE_CHECKING:  # the names, for type checkers and readers; imported on first
         PagedReadRetryError,
         PermissionDeniedError,
         ScopeErasedError,
+        ScopeErasureIncompleteError,
         ScopeMismatchError,
         SeqConflictError,
         ServerUnavailableError,
@@ -93,7 +99,12 @@ _EXPORTS = {
     "._core.write.durability": ("Durability",),
     "._core.stored.keys": ("ConversationKeys",),
     "._core.retry": ("DEFAULT_RETRY", "NO_RETRY", "RetryPolicy"),
-    "._core.lifecycle.scope": ("ConversationPage", "ScopedConversation"),
+    "._core.lifecycle.scope": (
+        "ConversationPage",
+        "ScopedConversation",
+        "ScopeErasure",
+        "SkippedEntry",
+    ),
     "._io.subscription": ("AsyncSubscription", "Subscription"),
     "._sync": ("Directory", "MessageLog"),
     ".adapters": (
@@ -131,6 +142,7 @@ _EXPORTS = {
         "PagedReadRetryError",
         "PermissionDeniedError",
         "ScopeErasedError",
+        "ScopeErasureIncompleteError",
         "ScopeMismatchError",
         "SeqConflictError",
         "ServerUnavailableError",
@@ -219,10 +231,13 @@ __all__ = [
     "RetryPolicy",
     "Role",
     "ScopeErasedError",
+    "ScopeErasure",
+    "ScopeErasureIncompleteError",
     "ScopeMismatchError",
     "ScopedConversation",
     "SeqConflictError",
     "ServerUnavailableError",
+    "SkippedEntry",
     "StorageError",
     "StoredMessage",
     "Subscription",

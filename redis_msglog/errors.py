@@ -7,10 +7,12 @@ and every docstring opens with the answer:
   :class:`SeqConflictError`, :class:`IdempotencyConflictError`, and every
   :class:`StorageError` (the server refused or could not be reached), including
   :class:`ServerUnavailableError` and :class:`PagedReadRetryError`. Re-sending is safe.
-- "It may have been written.": :class:`AppendInDoubtError` alone. It stands directly under
+- "It may have been written.": :class:`AppendInDoubtError`. It stands directly under
   :class:`MessageLogError`, apart from :class:`StorageError`, so that ``except
   StorageError`` (or ``ServerUnavailableError``) never catches a maybe-committed append
-  by accident: re-send it with its ``idempotency_key``.
+  by accident: re-send it with its ``idempotency_key``. And
+  :class:`ScopeErasureIncompleteError`, a scope's erasure that failed part-way (its
+  tombstone set, some conversations erased): run it again.
 - "It was written.": :class:`NotDurableError` alone (committed, but not yet durable),
   directly under :class:`MessageLogError` for the same reason: never re-send it.
 
@@ -237,6 +239,30 @@ class ScopeErasedError(ConversationErasedError):
     created in it, so a worker still holding a log object cannot bring erased data back
     (docs/lifecycle.md). A :class:`ConversationErasedError`: one ``except`` catches a
     write refused for either reason."""
+
+
+class ScopeErasureIncompleteError(MessageLogError):
+    """It may have been written. An erasure of a scope (``Directory.erase``) failed
+    part-way, after it had set the scope's tombstone (``tombstone``: its key, which now
+    refuses every new conversation in the scope for ``erased_for``): the conversations
+    in ``erased`` were erased, the one being erased when it failed may have been, the rest
+    of the scope is untouched, and ``skipped`` lists the index entries it skipped so far.
+    Run the erasure again to finish it: it is idempotent and resumable. The failure is
+    ``__cause__``. Not a :class:`StorageError`, whose "nothing was written" is not true
+    here."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        tombstone: str,
+        erased: list[str],
+        skipped: list[object] | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.tombstone = tombstone
+        self.erased = erased
+        self.skipped = skipped or []
 
 
 class EvictionWarning(UserWarning):

@@ -9,11 +9,11 @@ from datetime import timedelta
 
 import click
 
-from .._core.lifecycle.scope import scope_of_text
+from .._core.lifecycle.scope import SkippedEntry, scope_of_text
 from .._sync import Directory
 from .._tools.render import visible
 from ..errors import InvalidArgumentError
-from ._common import CliError, Settings, connection_options, out
+from ._common import CliError, Settings, connection_options, err, out
 
 _DURATION = re.compile(r"(\d{1,9})(ms|s|m|h|d)")
 _UNITS = {
@@ -73,9 +73,19 @@ def confirmed(
     help="How long the tombstone refuses writes into the id (e.g. 90m, 7d; at least 1s).",
 )
 @click.option("--yes", is_flag=True, help="Erase without asking for a confirmation.")
+@click.option(
+    "--scan-records",
+    is_flag=True,
+    help="Also SCAN for idempotency records written by versions before the records set.",
+)
 @connection_options
 def erase(
-    settings: Settings, conversation: str | None, scope_text: str | None, erased_for: str, yes: bool
+    settings: Settings,
+    conversation: str | None,
+    scope_text: str | None,
+    erased_for: str,
+    yes: bool,
+    scan_records: bool,
 ) -> None:
     """Erase CONVERSATION (every key it has, in one atomic call, leaving a tombstone that
     refuses writes into it for --erased-for), or with --scope every conversation of a
@@ -88,13 +98,13 @@ def erase(
         raise CliError("give a CONVERSATION or --scope SCOPE (one of them)")
     lifetime = parse_duration(erased_for)
     if scope_text is not None:
-        _erase_scope(settings, scope_text, lifetime, erased_for, yes)
+        _erase_scope(settings, scope_text, (lifetime, erased_for), yes, scan_records)
         return
     assert conversation is not None
     log = settings.log(conversation)  # the id and the prefix checked before asking
     what = f"conversation {visible(conversation)!r}"
     confirmed(what, yes)
-    erasure = log._erase_and_unindex(lifetime)
+    erasure = log._erase_and_unindex(lifetime, scan_records=scan_records)
     out.print(
         f"erased {what}: {erasure.deleted} keys deleted; tombstone {visible(log.keys.seq)} "
         f"refuses writes for {erased_for}",
@@ -103,7 +113,11 @@ def erase(
 
 
 def _erase_scope(
-    settings: Settings, scope_text: str, lifetime: timedelta, erased_for: str, yes: bool
+    settings: Settings,
+    scope_text: str,
+    erased_for: tuple[timedelta, str],
+    yes: bool,
+    scan_records: bool,
 ) -> None:
     try:
         scope = scope_of_text(scope_text)
@@ -112,8 +126,20 @@ def _erase_scope(
     directory = Directory(settings.client(), prefix=settings.prefix)
     what = f"scope {visible(scope_text)!r} (every conversation of it and below)"
     confirmed(what, yes)
-    erased = directory.erase(scope, erased_for=lifetime)
+    erased = directory.erase(scope, erased_for=erased_for[0], scan_records=scan_records)
     out.print(
-        f"erased {what}: {len(erased)} conversations; the scope refuses new ones for {erased_for}",
+        f"erased {what}: {len(erased)} conversations; the scope refuses new ones for "
+        f"{erased_for[1]}",
         markup=False,
     )
+    report_skipped(erased.skipped, "not erased")
+
+
+def report_skipped(skipped: list[SkippedEntry], done: str) -> None:
+    """One line on stderr per index entry skipped (its owner record disagrees with it)."""
+    for entry in skipped:
+        err.print(
+            f"skipped {visible(entry.conversation)!r} ({done}): listed in the scope's index, "
+            f"but {visible(entry.reason)}",
+            markup=False,
+        )

@@ -23,6 +23,7 @@ from ._common import (
     print_row,
     require_readable,
 )
+from ._lifecycle import report_skipped
 
 DAMAGED = "damaged counter"
 """What ``ls`` shows for a seq counter that is missing or not a seq (``verify`` says which)."""
@@ -71,6 +72,7 @@ def _list_scope(settings: Settings, scope: Scope, limit: int | None, as_json: bo
     shown = 0
     page = directory.list(scope, limit=min(limit or MAX_LIST_LIMIT, MAX_LIST_LIMIT))
     while True:
+        report_skipped(page.skipped, "not shown")
         for found in page.conversations:
             if limit is not None and shown >= limit:
                 break

@@ -30,7 +30,7 @@ from ..errors import InvalidArgumentError
 from .args import check_int, check_type, shown
 from .checks import check_view, require_callable, require_non_negative, require_seq
 from .lifecycle.erase import Eraser, Erasure
-from .lifecycle.scope import Scope, Scoped, check_scope
+from .lifecycle.scope import Scope, Scoped, check_scope, joined
 from .read.cache import CachedReads
 from .read.plans import Reads
 from .read.roundtrip import Reader
@@ -43,7 +43,7 @@ from .write.blobs import DEFAULT_BLOB_THRESHOLD
 from .write.durability import Durability
 from .write.encode import Batch, BatchRules, BeforeAppend
 from .write.producer import Producer, ProducerSlot
-from .write.tries import Tries
+from .write.tries import ScopeGuard, Tries
 
 __all__ = [
     "DEFAULT_IDEMPOTENCY_WINDOW",
@@ -115,10 +115,13 @@ class LogCore:
         self.keys = ConversationKeys.build(prefix, conversation)
         self.scope = None if scope is None else check_scope(scope)
         # A scoped log registers its conversation (once, in its first append's preflight).
-        register = None
+        register, guard = None, None
         if self.scope is not None:
             scoped = Scoped(prefix, retry, clock)
             register = functools.partial(scoped.register_plan, conversation, self.scope)
+            # Its writes name the scope (the script checks the owner record); a refusal
+            # registers again, or says the scope was erased.
+            guard = ScopeGuard(register, functools.partial(scoped.erased_plan, self.scope))
         self.page_size = page_size
         self.retry = retry
         self.clock = clock
@@ -135,6 +138,7 @@ class LogCore:
             # the objects.
             producers=ProducerSlot(producer),
             register=register,
+            guard=guard,
         )
 
     def _build(
@@ -148,6 +152,7 @@ class LogCore:
         durability: Durability | None,
         producers: ProducerSlot,
         register: Callable[[], Plan[object]] | None,
+        guard: ScopeGuard | None,
     ) -> None:
         """The log's parts, and their operations bound here: a call through the facade
         costs no extra function layer."""
@@ -167,6 +172,7 @@ class LogCore:
             producers=producers,
             publish=publish,
             register=register,
+            scope="" if self.scope is None else joined(self.scope),
         )
         tries = Tries(
             self.keys,
@@ -175,6 +181,7 @@ class LogCore:
             producers=producers,
             runner=runner,
             commit_of=appends.commit_of,
+            guard=guard,
         )
         # Writing.
         self.batch = rules.batch

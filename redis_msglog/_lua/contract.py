@@ -15,10 +15,11 @@ from .._core.stored.keys import ConversationKeys
 from ..edits import EditCall
 from .load import LuaScript, load_script
 
-KEY_NAMES = ("seq", "stream", "blobs", "producers", "view", "hidden", "record")
+KEY_NAMES = ("seq", "stream", "blobs", "producers", "view", "hidden", "record", "records")
 """``KEYS`` of the script, in order; the script binds each to a local of the same name in
-capitals. ``view`` and ``hidden`` come only with an edit or a ``ttl``, ``record`` only
-with a caller's idempotency key: such a call sends ``KEYS[1..4]``, then those. ``blobs``
+capitals. ``view`` and ``hidden`` come only with an edit or a ``ttl``, ``record`` (and
+``records``, the set naming the conversation's records) only with a caller's idempotency
+key: such a call sends ``KEYS[1..4]``, then those. ``blobs``
 is the stream's name again when the append does not touch it, and so is ``producers``
 when the call has no producer; a call with neither view nor record leaves those out
 (each key costs the server time): ``seq, stream, producers`` (no blobs) or ``seq,
@@ -27,7 +28,7 @@ ARGV_NAMES = (
     "publish", "channel", "record_ttl_ms", "look_up", "call", "producer", "pseq", "floor",
     "rest",
     "fingerprint", "ttl_ms", "blob_count", "expected_seq", "op", "op_arg", "entry",
-    "attr_count", "attrs_json", "blob_refs", "max_age_us",
+    "attr_count", "attrs_json", "blob_refs", "max_age_us", "scope",
 )  # fmt: skip
 """The named ``ARGV`` of the script, in order: ``keys_and_args`` sends them so, and the
 script binds each to a local of the same name (a test checks both). The blobs (digest,
@@ -45,10 +46,10 @@ _KEY_LAYOUTS = {  # by numkeys: whether view and hidden, and a record, were sent
     2: KEY_NAMES[:2],  # blobs and producers: the stream again
     3: (*KEY_NAMES[:2], "producers"),  # blobs: the stream again
     4: _PLAIN_KEYS,
-    5: (*_PLAIN_KEYS, "record"),
-    6: KEY_NAMES[:6],
-    7: KEY_NAMES,
+    6: KEY_NAMES[:6],  # or a record: see sent_keys
+    8: KEY_NAMES,
 }
+_RECORD_LAYOUT = (*_PLAIN_KEYS, "record", "records")
 
 
 def script() -> LuaScript:
@@ -82,6 +83,7 @@ class AppendCall:
     floor: int | None = None  # the producer's lowest call in flight (None: unknown)
     blob_refs: str = ""  # "<message>.<part>:<sha256> ...": references the batch cannot store
     max_age_us: int | None = None  # trim entries older than this on a plain append (µs)
+    scope: str = ""  # a scoped log's scope ("/"-joined): its owner record must name it
 
     def sent_key_names(self) -> tuple[str, ...]:
         """The ``KEYS`` this call sends, in order."""
@@ -102,13 +104,18 @@ class AppendCall:
             keys += (blobs, self.keys.producers if self.producer else self.keys.stream)
             if views:
                 keys += (self.keys.view, self.keys.hidden)
-            return keys if self.record is None else (*keys, self.record)
+            return keys if self.record is None else (*keys, self.record, self.keys.records)
         # Most calls: no placeholder (each key costs the server time to read).
         return (*keys, self.keys.producers) if self.producer else keys
 
+    def _sent_keys(self) -> tuple[str, ...]:
+        """:meth:`sent_key_names`, and a scoped log's owner record last."""
+        keys = self.sent_key_names()
+        return (*keys, self.keys.owner) if self.scope else keys
+
     def keys_and_args(self) -> Command:
         """``numkeys, KEYS..., ARGV...`` for ``EVALSHA``/``EVAL``."""
-        keys = self.sent_key_names()
+        keys = self._sent_keys()
         recorded = self.record is not None or bool(self.producer)
         common = (  # in ARGV_NAMES order: a literal tuple, on every append's path
             self.publish,
@@ -129,6 +136,7 @@ class AppendCall:
             and not self.attrs
             and not self.blob_refs
             and self.max_age_us is None
+            and not self.scope
         ):  # most calls: the rest at their defaults, not sent, and only messages follow
             return (len(keys), *keys, *common, "", *self.messages)
         argv = (
@@ -145,6 +153,7 @@ class AppendCall:
             self.attrs_json,
             self.blob_refs,
             "" if self.max_age_us is None else self.max_age_us,
+            self.scope,
         )
         if not self.blobs and not self.attrs:
             return (len(keys), *keys, *argv, *self.messages)
@@ -161,13 +170,10 @@ class AppendCall:
         """The keys of a sent ``EVALSHA``/``EVAL`` of the script (or of a
         ``keys_and_args()``), by name, in the order sent (for tests and tools)."""
         head = 0 if isinstance(command[0], int) else 2  # no "EVALSHA", sha in front
-        numkeys = int(command[head])
-        sent = dict(zip(_KEY_LAYOUTS[numkeys], command[head + 1 : head + 1 + numkeys], strict=True))
-        if numkeys < 4:  # the keys left out, as the script binds them: the stream's name
-            stream = sent["stream"]
-            producers = sent.get("producers", stream)
-            return {"seq": sent["seq"], "stream": stream, "blobs": stream, "producers": producers}
-        return sent
+        keys = command[head + 1 : head + 1 + int(command[head])]
+        if AppendCall.argument(command, "scope"):  # a scoped log's owner record, last
+            return {**_named_keys(keys[:-1]), "owner": keys[-1]}
+        return _named_keys(keys)
 
     @staticmethod
     def argument(command: Command, name: str) -> Any:
@@ -178,6 +184,19 @@ class AppendCall:
         if _ARGV_AT[name] > _REST and command[base + _REST] == "":
             return _DEFAULTS[name]  # not sent: its default
         return command[base + _ARGV_AT[name]]
+
+
+def _named_keys(keys: tuple[Any, ...]) -> dict[str, Any]:
+    """The append script's keys ``keys`` (the owner record left out), by name."""
+    layout = _KEY_LAYOUTS[len(keys)]
+    if len(keys) == 6 and str(keys[5]).endswith("}:records"):
+        layout = _RECORD_LAYOUT  # a record and its set, not the view keys
+    sent = dict(zip(layout, keys, strict=True))
+    if len(keys) < 4:  # the keys left out, as the script binds them: the stream's name
+        stream = sent["stream"]
+        producers = sent.get("producers", stream)
+        return {"seq": sent["seq"], "stream": stream, "blobs": stream, "producers": producers}
+    return sent
 
 
 _Reply = TypeVar("_Reply", bound="AppendReply")
@@ -226,6 +245,8 @@ ERRORS: dict[str, type[errors.MessageLogError]] = {
     "MSGLOG_STALE": errors.AppendInDoubtError,  # a producer's result no longer held
     "MSGLOG_BADBLOB": errors.InvalidMessageError,  # a blob reference the log does not hold
     "MSGLOG_ERASED": errors.ConversationErasedError,  # the tombstone of an erasure stands
+    "MSGLOG_UNOWNED": errors.ConversationErasedError,  # a scoped log's owner record is gone
+    "MSGLOG_SCOPE": errors.ScopeMismatchError,  # its owner record names another scope
     "NOAUTH": errors.AuthenticationError,  # the server needs credentials
     "WRONGPASS": errors.AuthenticationError,  # wrong password, unknown or disabled user
     "NOPERM": errors.PermissionDeniedError,  # the user's ACL refuses a command or key
@@ -295,17 +316,35 @@ def error_for(refused: Refused, keys: ConversationKeys) -> errors.MessageLogErro
             "or it was idle past the retry window). This try wrote nothing; read the log to "
             "find out whether the first did."
         )
-    if kind is errors.ConversationErasedError:
-        return kind(
-            f"{keys.stream.removesuffix(':stream')} was erased (its tombstone {keys.seq} still "
-            "stands): no append, edit or fork into it is accepted until the tombstone "
-            "expires. Nothing was written."
-        )
+    if kind in (errors.ConversationErasedError, errors.ScopeMismatchError):
+        return _erased_or_scope_error(code, said, keys)
     if kind in _DENIED:
         return kind(_DENIED[kind].format(refused.text))
     if kind is not None:
         return kind(said + _AFTER.get(kind, ""))
     return errors.StorageError(f"Redis error: {refused.text}")
+
+
+def _erased_or_scope_error(code: str, said: str, keys: ConversationKeys) -> errors.MessageLogError:
+    """A write refused by the conversation's tombstone, or a scoped log's by its owner
+    record."""
+    if code == "MSGLOG_UNOWNED":
+        return errors.ConversationErasedError(
+            f"{keys.owner} is gone: the conversation was erased while this log object was "
+            "writing, and taken again before its scoped writes could register it. Nothing "
+            "was written."
+        )
+    if code == "MSGLOG_ERASED":
+        return errors.ConversationErasedError(
+            f"{keys.stream.removesuffix(':stream')} was erased (its tombstone {keys.seq} still "
+            "stands): no append, edit or fork into it is accepted until the tombstone "
+            "expires. Nothing was written."
+        )
+    return errors.ScopeMismatchError(
+        f"the conversation belongs to scope {said!r}, not this log's: a conversation "
+        "keeps the scope it was created with. Nothing was written.",
+        recorded=tuple(said.split("/")),
+    )
 
 
 def _missing_blob(text: str, keys: ConversationKeys) -> errors.InvalidMessageError:

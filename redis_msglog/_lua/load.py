@@ -47,10 +47,10 @@ VIEW_ARGV_NAMES = ("view", "mode", "limit", "above", "position", "start", "runs"
 """``ARGV`` of ``lua/view.lua``, in order (the script binds each to a local of that name;
 the last four only in the ``"after"`` mode)."""
 
-ERASE_KEY_NAMES = ("seq", "owner")
+ERASE_KEY_NAMES = ("seq", "owner", "stream", "records")
 """The named ``KEYS`` of ``lua/erase.lua``, in order; the conversation's other keys and its
 idempotency records follow them (see :mod:`.._core.lifecycle.erase`)."""
-ERASE_ARGV_NAMES = ("erased_for_ms",)
+ERASE_ARGV_NAMES = ("erased_for_ms", "scope")
 """``ARGV`` of ``lua/erase.lua``, in order."""
 
 _INCLUDE = re.compile(r"^-- @include (\S+)$", re.MULTILINE)

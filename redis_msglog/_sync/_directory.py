@@ -28,7 +28,11 @@ from .._core.lifecycle.scope import (
     Scope,
     Scoped,
     ScopedConversation,
+    ScopeErasure,
+    ScopeKeys,
+    SkippedEntry,
     check_scope,
+    joined,
     micros_of,
     time_of,
 )
@@ -37,7 +41,7 @@ from .._core.steps import Command, Pause, Plan, Read, StepFailure
 from .._io import io_sync as io
 from .._io.failures import CLIENT_FAILURES, step_failure
 from .._io.routing import is_cluster
-from ..errors import InvalidArgumentError
+from ..errors import InvalidArgumentError, MessageLogError, ScopeErasureIncompleteError
 from ._log import MessageLog
 
 T = TypeVar("T")
@@ -84,10 +88,12 @@ class Directory:
         (``None``: the last page). Stable while conversations are created: a page starts
         exactly after the previous one's last member, so none is skipped or shown twice
         (one created meanwhile sorts before the first page and is not shown). Two round
-        trips (the index, then each conversation's last seq; on a cluster the second is
-        one per node holding them, sent together). A conversation being erased is left
-        out. A bad ``scope``, ``limit`` or ``cursor`` raises
-        :class:`~redis_msglog.InvalidArgumentError`."""
+        trips (the index, then each conversation's last seq and owner record; on a
+        cluster the second is one per node holding them, sent together). A conversation
+        being erased is left out, and so is an entry its conversation's owner record
+        does not confirm (same scope, same created time): the index is tenant-writable,
+        so such entries go to the page's ``skipped``, never listed. A bad ``scope``,
+        ``limit`` or ``cursor`` raises :class:`~redis_msglog.InvalidArgumentError`."""
         checked = check_scope(scope)
         return self._run(self._scoped.list_plan(checked, limit, cursor))
 
@@ -95,7 +101,8 @@ class Directory:
         """Every conversation of ``scope`` and its sub-scopes, page after page (what an
         erasure of the scope goes through): unlike :meth:`list`, those whose counter
         already holds an erasure's tombstone too (``last_seq`` 0), so an erasure resumed
-        after a crash finds and unindexes them."""
+        after a crash finds and unindexes them. Entries :meth:`list` would skip are not
+        yielded (``list`` pages report them)."""
         checked = check_scope(scope)
         cursor: str | None = None
         while True:
@@ -108,29 +115,74 @@ class Directory:
             cursor = page.cursor
 
     def erase(
-        self, scope: Sequence[str], *, erased_for: timedelta = DEFAULT_ERASED_FOR
-    ) -> builtins.list[str]:
+        self,
+        scope: Sequence[str],
+        *,
+        erased_for: timedelta = DEFAULT_ERASED_FOR,
+        scan_records: bool = False,
+    ) -> ScopeErasure:
         """Erase every conversation of ``scope`` and of its sub-scopes (each as a log's
-        ``erase()`` does, with ``erased_for``), then its index; return the ids erased.
+        ``erase()`` does, with ``erased_for`` and ``scan_records``), then its index;
+        return the ids erased (a list; conversations found erased already included).
 
         First the scope's tombstone is set for ``erased_for``: from then on no log can
         register a conversation in the scope (it raises
         :class:`~redis_msglog.ScopeErasedError`), so a worker creating one meanwhile is
         either listed here (registered before) or refused. Idempotent and resumable:
         after a crash, run it again; it finds what is left (conversations already
-        tombstoned included) and returns those ids."""
+        tombstoned included) and returns those ids.
+
+        The index is tenant-writable input: a conversation is erased only if its owner
+        record, checked inside the erasing script, names the scope or one below it. Any
+        other entry is left as it is and listed in the result's ``skipped``
+        (:class:`~redis_msglog.SkippedEntry`). A failure after the tombstone is set
+        raises :class:`~redis_msglog.ScopeErasureIncompleteError`, saying what was
+        erased."""
         checked = check_scope(scope)
         check_erased_for(erased_for)
+        tombstone = ScopeKeys(self.prefix, checked).tombstone()
         self._run(self._scoped.tombstone_plan(checked, erased_for // _MS))
-        erased: builtins.list[str] = []
-        for listed in self.walk(checked):  # the cursor is exclusive: removals are safe
-            log = MessageLog(
-                self._redis, listed.conversation, prefix=self.prefix, retry=self._scoped.retry
-            )
-            log._erase(erased_for)
-            self.unindex(listed.conversation, listed.scope, listed.created_at)
-            erased.append(listed.conversation)
-        return erased
+        done = ScopeErasure()
+        try:
+            self._erase_listed(checked, erased_for, scan_records, done)
+        except MessageLogError as error:
+            raise ScopeErasureIncompleteError(
+                f"erasing scope {joined(checked)!r} failed part-way: {error} Its tombstone "
+                f"{tombstone} was set (no new conversation in it for {erased_for}), "
+                f"{len(done)} conversations were erased ({', '.join(done) or 'none'}), and "
+                "the one being erased when it failed may have been; the rest is untouched. "
+                "Run the erasure again to finish it.",
+                tombstone=tombstone,
+                erased=list(done),
+                skipped=list(done.skipped),
+            ) from error
+        return done
+
+    def _erase_listed(
+        self, scope: Scope, erased_for: timedelta, scan_records: bool, done: ScopeErasure
+    ) -> None:
+        """Erase what the scope's index lists (the cursor is exclusive: removals are
+        safe), adding each id erased, and each entry skipped, to ``done``."""
+        cursor: str | None = None
+        while True:
+            plan = self._scoped.list_plan(scope, MAX_LIST_LIMIT, cursor, erased=True)
+            page = self._run(plan)
+            done.skipped.extend(page.skipped)
+            for listed in page.conversations:
+                log = MessageLog(
+                    self._redis, listed.conversation, prefix=self.prefix, retry=self._scoped.retry
+                )
+                erasure = log._erase(erased_for, scope, scan_records=scan_records)
+                if erasure.outcome == "outside":  # the owner record says: not this scope's
+                    recorded = erasure.owner.get("scope")
+                    owner = None if recorded is None else tuple(recorded.split("/"))
+                    done.skipped.append(SkippedEntry(listed.conversation, listed.scope, owner))
+                    continue
+                self.unindex(listed.conversation, listed.scope, listed.created_at)
+                done.append(listed.conversation)
+            if page.cursor is None:
+                return
+            cursor = page.cursor
 
     def register(self, conversation: str, scope: Sequence[str]) -> datetime:
         """Register ``conversation`` in ``scope`` exactly as a log given that scope does

@@ -193,7 +193,9 @@ class LogEdits(LogAPI):
 
     # -- erasure: the one deletion of the log (docs/lifecycle.md) ----------------------
 
-    def erase(self, *, erased_for: timedelta = DEFAULT_ERASED_FOR) -> None:
+    def erase(
+        self, *, erased_for: timedelta = DEFAULT_ERASED_FOR, scan_records: bool = False
+    ) -> None:
         """Erase this conversation: every key it has (its stream, counter, view keys,
         blobs, producers, owner record, attributes and idempotency records) is deleted in
         one atomic call, and a tombstone left in their place for ``erased_for`` (a
@@ -210,17 +212,32 @@ class LogEdits(LogAPI):
 
         A conversation of a scope leaves its scope's listings too: its index entries are
         removed right after (a crash in between leaves them pointing at the tombstone,
-        which listings leave out; ``Directory.erase`` of the scope removes them)."""
-        self._erase_and_unindex(erased_for)
+        which listings leave out; ``Directory.erase`` of the scope removes them).
 
-    def _erase_and_unindex(self, erased_for: timedelta) -> Erasure:
+        No ``SCAN``: the idempotency records are named by the conversation's ``records``
+        set. ``scan_records=True`` also looks for records written by versions before it
+        existed (a ``SCAN`` of the conversation's node, twice: docs/lifecycle.md)."""
+        self._erase_and_unindex(erased_for, scan_records=scan_records)
+
+    def _erase_and_unindex(
+        self, erased_for: timedelta, *, scan_records: bool = False
+    ) -> Erasure:
         """:meth:`erase`, with what it did (``msglog erase`` reports it)."""
-        erasure = self._erase(erased_for)
+        erasure = self._erase(erased_for, scan_records=scan_records)
         scoped = Scoped(self._options.prefix, self._core.retry, self._core.clock)
         self._run(scoped.unindex_owner_plan(self.conversation, erasure.owner))
         return erasure
 
-    def _erase(self, erased_for: timedelta) -> Erasure:
+    def _erase(
+        self,
+        erased_for: timedelta,
+        scope: tuple[str, ...] | None = None,
+        *,
+        scan_records: bool = False,
+    ) -> Erasure:
         """:meth:`erase`, with what it did: the keys deleted and the owner record's fields
-        (the conversation's scope), for ``Directory.erase`` to remove its index entries."""
-        return self._run(self._core.erase_plan(erased_for))
+        (the conversation's scope), for ``Directory.erase`` to remove its index entries.
+        With ``scope`` (an erasure of that scope): only if the owner record puts the
+        conversation in it (``Erasure.outcome``)."""
+        plan = self._core.erase_plan(erased_for, scope, scan_records=scan_records)
+        return self._run(plan)

@@ -229,6 +229,13 @@ def test_view_cost_benchmark_smoke_run() -> None:
     assert all(value > 0 for value in results.values())
 
 
+def test_scope_erase_benchmark_smoke_run() -> None:
+    from benchmarks import scope_erase
+
+    results = scope_erase.main(["--conversations", "5", "--keys", "2000"])
+    assert results["SCAN calls"] == 0 and results["conversations"] == 5
+
+
 def test_web_stream_benchmark_smoke_run(shared_server: Any) -> None:
     from benchmarks import web_stream
 

@@ -250,14 +250,14 @@ def test_the_operator_tools_see_no_conversation_after_an_erasure(env: Env) -> No
 def test_erasing_an_id_with_glob_characters_touches_no_other_conversation(
     env: Env, pattern_like: str
 ) -> None:
-    """The idempotency records are found by SCAN MATCH: an id that is itself a glob
-    pattern ("a*", "[ab]") must match its own records only."""
+    """With ``scan_records`` the idempotency records are also found by SCAN MATCH: an id
+    that is itself a glob pattern ("a*", "[ab]") must match its own records only."""
     suffix = new_id()
     erased, neighbours = f"{pattern_like}{suffix}", [f"{c}{suffix}" for c in ("a", "ab", "b")]
     logs = [env.log(conversation) for conversation in [erased, *neighbours] if conversation]
     for log in logs:
         log.append(user("kept"), idempotency_key="k")
-    logs[0].erase()
+    logs[0].erase(scan_records=True)
     assert keys_of_escaped(env, logs[0]) == [logs[0].keys.seq]
     for log in logs[1:]:
         if log.conversation == erased:
@@ -283,5 +283,5 @@ def test_more_idempotency_records_than_one_call_takes_are_all_erased(
     for i in range(30):
         log.append(user(f"m{i}"), idempotency_key=f"k{i}")
     erasure = log._erase(timedelta(minutes=1))
-    assert erasure.deleted == 30 + 2  # the records, the stream and the counter
+    assert erasure.deleted == 30 + 3  # the records, their set, the stream and the counter
     assert keys_of(env, log.conversation) == [log.keys.seq]

@@ -889,44 +889,60 @@ def test_redis_py_failures_become_step_outcomes(
 
 
 def test_an_erasure_finds_the_records_runs_one_script_and_deletes_the_stragglers() -> None:
-    """The erase plan: SCAN pages for the idempotency records, one erase.lua call naming
-    every key of the conversation and the records, then SCAN again and UNLINK what an
-    append committed just before the script left (docs/lifecycle.md)."""
+    """The erase plan: the records named by the conversation's records set, one erase.lua
+    call naming every key of the conversation and the records, then UNLINK of the records
+    the script found named but not passed (an append committed just before it). No SCAN
+    (docs/lifecycle.md)."""
     log = core()
-    scans = iter(
-        [
-            [[b"7", [b"msglog:{conv}:idem:a"]]],
-            [[b"0", [b"msglog:{conv}:idem:b", b"msglog:{conv}:idem:a"]]],
-            [[b"0", [b"msglog:{conv}:idem:c"]]],  # written between the SCAN and the script
-        ]
-    )
 
     def server(step: Step) -> Any:
         command = step.commands[0] if isinstance(step, Read) else None
-        assert command is not None
-        if command[0] == "SCAN":
-            assert command[3] == "msglog:{conv}:idem:*"
-            return next(scans)
+        assert command is not None and command[0] != "SCAN"
+        if command[0] == "ZRANGE":
+            assert command[1] == log.keys.records
+            return [[b"msglog:{conv}:idem:b", b"msglog:{conv}:idem:a"]]
         if command[0] == "EVALSHA":
-            return [[4, [b"scope", b"acme"]]]
+            return [[4, [b"scope", b"acme"], b"erased", [b"msglog:{conv}:idem:c"]]]
         assert command[0] == "UNLINK"
         return [1]
 
     erasure, steps = drive(log.erase_plan(timedelta(seconds=5)), server)
     assert erasure.owner == {"scope": "acme"} and erasure.deleted == 5
+    assert erasure.outcome == "erased"
     script = next(
         s.commands[0] for s in steps if isinstance(s, Read) and s.commands[0][0] == "EVALSHA"
     )
     numkeys = int(script[2])
     keys = script[3 : 3 + numkeys]
-    assert keys[:2] == (log.keys.seq, log.keys.owner)
+    assert keys[:4] == (log.keys.seq, log.keys.owner, log.keys.stream, log.keys.records)
     assert set(keys) == {
         log.keys.seq, log.keys.stream, log.keys.blobs, log.keys.view, log.keys.hidden,
-        log.keys.producers, log.keys.owner, b"msglog:{conv}:idem:a", b"msglog:{conv}:idem:b",
+        log.keys.producers, log.keys.owner, log.keys.records, "msglog:{conv}:idem:a",
+        "msglog:{conv}:idem:b",
     }  # fmt: skip
-    assert script[3 + numkeys :] == (5000,)
+    assert script[3 + numkeys :] == (5000, "")  # no scope: erased by name, unchecked
     sent = [c for s in steps if isinstance(s, Read) for c in s.commands]
-    assert sent[-1] == ("UNLINK", b"msglog:{conv}:idem:c")
+    assert sent[-1] == ("UNLINK", "msglog:{conv}:idem:c")
+
+
+def test_a_scope_erasure_of_a_conversation_outside_it_unlinks_nothing() -> None:
+    """On behalf of a scope, the script's "outside" (its owner record names another
+    scope) ends the plan: no straggler, no record of the conversation is unlinked."""
+    log = core()
+
+    def server(step: Step) -> Any:
+        command = step.commands[0] if isinstance(step, Read) else None
+        assert command is not None and command[0] in ("ZRANGE", "EVALSHA")
+        if command[0] == "ZRANGE":
+            return [[b"msglog:{conv}:idem:a"] * 1001]
+        return [[0, [b"scope", b"acme2"], b"outside", []]]
+
+    erasure, steps = drive(log.erase_plan(timedelta(seconds=5), ("acme",)), server)
+    assert (erasure.outcome, erasure.deleted, erasure.owner) == ("outside", 0, {"scope": "acme2"})
+    script = next(
+        s.commands[0] for s in steps if isinstance(s, Read) and s.commands[0][0] != "ZRANGE"
+    )
+    assert script[-2:] == (5000, "acme")
 
 
 def test_a_conversation_id_with_glob_characters_scans_only_its_own_records() -> None:

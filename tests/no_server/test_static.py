@@ -91,8 +91,8 @@ def test_the_append_scripts_bindings_match_its_wrapper() -> None:
     # Every key layout the wrapper sends (view and hidden, and a record, only sometimes)
     # is one the script binds; the last binding of each name is the full layout.
     layouts = [
-        KEY_NAMES[:2], (*KEY_NAMES[:2], "producers"), KEY_NAMES[:4], (*KEY_NAMES[:4], "record"),
-        KEY_NAMES[:6], KEY_NAMES,
+        KEY_NAMES[:2], (*KEY_NAMES[:2], "producers"), KEY_NAMES[:4],
+        (*KEY_NAMES[:4], "record", "records"), KEY_NAMES[:6], KEY_NAMES,
     ]  # fmt: skip
     assert set(keys) == {pair for layout in layouts for pair in _positions(layout, keys=True)}
     assert sorted(dict(keys).items(), key=lambda pair: pair[1]) == _positions(KEY_NAMES, keys=True)
@@ -154,13 +154,14 @@ def test_an_append_call_sends_each_field_at_its_named_position() -> None:
         "fingerprint": "fp", "look_up": "0", "ttl_ms": 222, "call": "tok", "blob_count": 1,
         "expected_seq": 333, "op": "attrs", "op_arg": "arg", "entry": b"{}",
         "producer": "prod", "pseq": 444, "floor": 555, "attr_count": 1,
-        "attrs_json": b'{"a":"1"}', "blob_refs": "0.1:ab", "max_age_us": 666,
+        "attrs_json": b'{"a":"1"}', "blob_refs": "0.1:ab", "max_age_us": 666, "scope": "",
     }  # fmt: skip
     assert AppendCall.sent_keys(command) == {
         "seq": keys.seq, "stream": keys.stream, "blobs": keys.blobs,
         "producers": keys.producers, "view": keys.view, "hidden": keys.hidden, "record": "rec",
+        "records": keys.records,
     }  # fmt: skip
-    tail = command[3 + 7 + len(ARGV_NAMES) :]
+    tail = command[3 + 8 + len(ARGV_NAMES) :]
     assert tail == ("d" * 64, b"bytes", "+a", "1", b"m1", b"m2")
     plain = AppendCall(keys, (b"m",), "")
     assert AppendCall.sent_keys(plain.keys_and_args()) == {

@@ -35,7 +35,7 @@ import base64
 import binascii
 import re
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
@@ -158,12 +158,45 @@ class ScopedConversation:
 
 
 @dataclass(frozen=True, slots=True)
+class SkippedEntry:
+    """An index entry a listing or an erasure of a scope skipped: its conversation's owner
+    record does not say what the entry says (an entry written by hand, or by a tenant
+    allowed to write its own indexes), so nothing of the conversation was shown or done.
+    ``listed``: the scope the entry claims; ``recorded``: the owner record's scope
+    (``None``: the conversation has no owner record)."""
+
+    conversation: str
+    listed: Scope
+    recorded: Scope | None
+
+    @property
+    def reason(self) -> str:
+        """Why it was skipped, in words."""
+        if self.recorded is None:
+            return "it has no owner record (it was not created in this scope)"
+        return f"its owner record names scope {joined(self.recorded)!r}"
+
+
+@dataclass(frozen=True, slots=True)
 class ConversationPage:
     """A page of a scope's listing: newest-created first; ``cursor`` fetches the next
-    page (``None``: this is the last)."""
+    page (``None``: this is the last). ``skipped``: the entries of this page whose
+    conversation's owner record disagrees with them, not listed."""
 
     conversations: list[ScopedConversation]
     cursor: str | None
+    skipped: list[SkippedEntry] = field(default_factory=list)
+
+
+class ScopeErasure(list[str]):
+    """What ``Directory.erase`` did: the list of the conversation ids it erased (a plain
+    list of them, as before), and ``skipped``: the index entries it did not act on,
+    because the conversation's owner record does not put it in the scope (see
+    :class:`SkippedEntry`). Empty on a scope no one tampered with."""
+
+    def __init__(self, erased: Sequence[str] = (), skipped: Sequence[SkippedEntry] = ()) -> None:
+        super().__init__(erased)
+        self.skipped: list[SkippedEntry] = list(skipped)
 
 
 def member(created_micros: int, scope: Scope, conversation: str) -> str:
@@ -306,6 +339,13 @@ class Scoped:
         key = ScopeKeys(self.prefix, scope).tombstone()
         yield from self.read((("SET", key, "1", "PX", erased_for_ms),), key)
 
+    def erased_plan(self, scope: Scope) -> Plan[bool]:
+        """Whether a tombstone of ``scope``, or of a prefix of it, stands (one ``EXISTS``
+        in the scope's slot)."""
+        names = ScopeKeys(self.prefix, scope)
+        (found,) = yield from self.read((("EXISTS", *names.all_tombstones()),), names.index(1))
+        return int(found) > 0
+
     def owner_plan(self, conversation: str) -> Plan[tuple[Scope, int] | None]:
         """The scope and created time (µs) recorded for ``conversation``, if any."""
         keys = ConversationKeys.build(self.prefix, conversation)
@@ -323,10 +363,14 @@ class Scoped:
         """A page of the conversations of ``scope`` and below, newest-created first: one
         round trip for the index (``ZRANGE ... BYLEX``, after the cursor's member:
         exclusive, so concurrent registrations never shift a page), one pipelined
-        round trip for their last seqs (on a cluster, one per node holding them,
-        sent together). A conversation whose counter holds an erasure's tombstone is left
-        out, unless ``erased`` (an erasure resumed after a crash must find it again): then
-        it is listed with ``last_seq`` 0."""
+        round trip for their last seqs and owner records (on a cluster, one per node
+        holding them, sent together). An entry is listed only when the conversation's
+        owner record names the entry's scope and created time (the index is
+        tenant-writable: an entry alone proves nothing); any other goes to the page's
+        ``skipped``. A conversation whose counter holds an erasure's tombstone (no owner
+        record left) is left out, unless ``erased`` (an erasure resumed after a crash
+        must find it again): then it is listed with ``last_seq`` 0, as is one with no
+        owner record and no counter (the erasure's script tells the two apart)."""
         check_int("limit", limit, lowest=1, highest=MAX_LIST_LIMIT)
         start = "-" if cursor is None else "(" + decode_cursor(cursor)
         index = ScopeKeys(self.prefix, scope).index()
@@ -336,21 +380,40 @@ class Scoped:
         more = len(members) > limit
         members = members[:limit]
         parsed = [parse_member(m) for m in members]
-        seqs = tuple(
-            ("GET", ConversationKeys.build(self.prefix, conversation).seq)
-            for _, _, conversation in parsed
-        )
-        counters = (yield from self.read(seqs, None)) if seqs else []
-        listed = []
-        for (created, found_scope, conversation), raw_counter in zip(parsed, counters, strict=True):
-            last_seq = _last_seq(raw_counter)
-            if last_seq is None and erased:
-                last_seq = 0
-            if last_seq is not None:  # None: erased, its entries about to be removed
+        reads: list[Command] = []
+        for _, _, conversation in parsed:
+            keys = ConversationKeys.build(self.prefix, conversation)
+            reads += [("GET", keys.seq), ("HMGET", keys.owner, "scope", "created")]
+        replies = (yield from self.read(tuple(reads), None)) if reads else []
+        listed, skipped = [], []
+        for at, (created, found_scope, conversation) in enumerate(parsed):
+            owner, owned_at = replies[2 * at + 1]
+            recorded = None if owner is None else tuple(text(owner).split("/"))
+            agrees = (
+                recorded == found_scope and owned_at is not None and text(owned_at) == str(created)
+            )
+            last_seq = _last_seq(replies[2 * at])
+            if not within(found_scope, scope) or (recorded is not None and not agrees):
+                skipped.append(SkippedEntry(conversation, found_scope, recorded))
+            elif last_seq is None:  # an erasure's tombstone: its entries about to go
+                if erased:
+                    listed.append(
+                        ScopedConversation(conversation, found_scope, time_of(created), 0)
+                    )
+            elif recorded is None and not (erased and last_seq == 0):
+                # A counter and no owner record: not a conversation of this scope. (With
+                # neither, an erasure's script tells "erased already" from "not ours".)
+                skipped.append(SkippedEntry(conversation, found_scope, recorded))
+            else:
                 listed.append(ScopedConversation(
                     conversation, found_scope, time_of(created), last_seq
                 ))  # fmt: skip
-        return ConversationPage(listed, encode_cursor(members[-1]) if more else None)
+        return ConversationPage(listed, encode_cursor(members[-1]) if more else None, skipped)
+
+
+def within(inner: Scope, outer: Scope) -> bool:
+    """Whether ``inner`` is ``outer`` or a scope below it."""
+    return inner[: len(outer)] == outer
 
 
 def index_problems(conversation: str, scope: Scope, missing: Sequence[str]) -> list[str]:

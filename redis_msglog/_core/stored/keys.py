@@ -20,6 +20,9 @@ Layout, for a prefix ``msglog`` and conversation id ``conv-42``::
                               TIME in µs, as text); see _core/lifecycle/scope.py for the indexes
     msglog:{conv-42}:idem:K   string, expiring: the result of the append made with
                               idempotency key K ("<last_seq> <at> <count> <fingerprint> <call>")
+    msglog:{conv-42}:records  sorted set: the key of each idempotency record, scored with
+                              its expiry (ms since the epoch), so that an erasure finds
+                              them without SCAN (the append writing a record adds it)
 
 The braces are a Redis Cluster hash tag: every key and the channel of one conversation
 hash to the same slot. Ids containing ``{``, ``}`` or ``%`` are percent-escaped
@@ -89,6 +92,7 @@ class ConversationKeys:
     hidden: str  # seq ranges no view shows: retracted messages and edit entries
     producers: str  # exactly-once records of the appends made without a key
     owner: str  # the scope the conversation belongs to (hash: scope, created)
+    records: str  # the idempotency records' keys (sorted set, score: expiry in ms)
 
     @classmethod
     def build(cls, prefix: str, conversation: str) -> ConversationKeys:
@@ -109,6 +113,7 @@ class ConversationKeys:
             hidden=f"{base}:hidden",
             producers=f"{base}:producers",
             owner=f"{base}:owner",
+            records=f"{base}:records",
         )
 
     def idempotency_record(self, idempotency_key: str) -> str:

@@ -70,6 +70,7 @@ class PreparedAppend:
     first_try: Write  # EVALSHA, and the durability wait behind it when there is one
     preflight: Plan[None] | None = None  # the once-per-client/log checks still needed
     eviction_risk: str | None = None  # what the preflight found, for the commit to carry
+    registered_again: bool = False  # a scoped log's call re-sent once after registering
 
     def settle(self) -> None:
         """No try of this call will be sent again: it leaves its producer's calls in flight."""
@@ -100,6 +101,7 @@ class Appends:
         publish: str,
         register: Callable[[], Plan[object]] | None = None,
         max_age: timedelta | None = None,
+        scope: str = "",
     ) -> None:
         self._reader = reader
         self.keys = reader.keys
@@ -116,6 +118,8 @@ class Appends:
         # write's preflight.
         self._register = register
         self.registered = register is None
+        # And every write of it names the scope: the script checks the owner record.
+        self.scope = scope
 
     def prepare(
         self,
@@ -151,7 +155,7 @@ class Appends:
             self.keys, batch.encoded, token, batch.blobs, self._publish, record,
             _millis(window), batch.fingerprint() if record is not None else "",
             not first_try_new, self._ttl_ms, expected_seq, "", "", b"", (), b"",
-            producer, pseq, floor, batch.blob_refs, self._max_age_us,
+            producer, pseq, floor, batch.blob_refs, self._max_age_us, self.scope,
         )  # fmt: skip
         if batch.edit is not None:
             call = _with_edit(call, batch)
@@ -253,7 +257,7 @@ class Appends:
 _CALL_FIELDS = (
     "keys", "messages", "call", "blobs", "publish", "record", "record_ttl_ms", "fingerprint",
     "look_up", "ttl_ms", "expected_seq", "op", "op_arg", "entry", "attrs", "attrs_json",
-    "producer", "pseq", "floor", "blob_refs", "max_age_us",
+    "producer", "pseq", "floor", "blob_refs", "max_age_us", "scope",
 )  # fmt: skip
 if tuple(field.name for field in dataclasses.fields(script.AppendCall)) != _CALL_FIELDS:
     raise ImportError("AppendCall's fields changed: update _CALL_FIELDS and prepare() here")

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from ... import errors
@@ -19,6 +20,16 @@ from ..steps import Command, NotSent, Pause, Plan, Refused, ReplyLost, StepFailu
 from ..stored.keys import ConversationKeys
 from .append import Commit, PreparedAppend
 from .producer import Producer, ProducerSlot
+
+
+@dataclass(frozen=True, slots=True)
+class ScopeGuard:
+    """A scoped log's answers to a write its conversation's owner record refused:
+    ``register`` (the registration plan, refused while the scope's tombstone stands) and
+    ``erased`` (whether a tombstone of the scope, or of a prefix of it, stands)."""
+
+    register: Callable[[], Plan[object]]
+    erased: Callable[[], Plan[bool]]
 
 
 class Tries:
@@ -33,8 +44,10 @@ class Tries:
         producers: ProducerSlot,
         runner: ScriptRunner,
         commit_of: Callable[[PreparedAppend, Any], Commit],
+        guard: ScopeGuard | None = None,
     ) -> None:
         self.keys = keys
+        self.guard = guard
         self.retry = retry
         self.clock = clock
         self.producers = producers
@@ -49,6 +62,8 @@ class Tries:
         looked up or refused. A script the server did not run (not cached, or a shebang
         it cannot parse) goes on to the ``EVAL`` fallback within the same try."""
         if isinstance(failure, Refused) and not script_not_run(failure):
+            if self.guard is not None:
+                return (yield from self._guarded(prepared, failure, first_sent, self.guard))
             prepared.settle()
             raise script.error_for(failure, self.keys) from failure.origin
         in_doubt = False
@@ -62,6 +77,40 @@ class Tries:
             # good (its producer retired), so that the server keeps its result for a retry.
             if not in_doubt:
                 prepared.settle()
+
+    def _guarded(
+        self, prepared: PreparedAppend, failure: Refused, first_sent: float, guard: ScopeGuard
+    ) -> Plan[Commit]:
+        """A scoped log's refused try. Its owner record gone (MSGLOG_UNOWNED: the
+        conversation was erased and its tombstone expired): register it again (refused
+        while the scope's tombstone stands) and re-send the same call once, its identity
+        kept. Refused by an erasure's tombstone: a ScopeErasedError if the scope's stands."""
+        if "MSGLOG_UNOWNED" in failure.text and not prepared.registered_again:
+            prepared.registered_again = True
+            try:
+                yield from guard.register()
+            except BaseException:
+                prepared.settle()
+                raise
+            call, then = prepared.call, prepared.first_try.then
+            try:
+                reply = yield from self.eval_append(call.keys_and_args(), then)
+            except StepFailure as again:
+                return (yield from self.retry_plan(prepared, again, first_sent))
+            return self.commit_of(prepared, reply)
+        prepared.settle()
+        error = script.error_for(failure, self.keys)
+        if "MSGLOG_ERASED" in failure.text:
+            try:
+                scope_erased = yield from guard.erased()
+            except errors.MessageLogError:
+                scope_erased = False  # the refusal stands as it is
+            if scope_erased:
+                error = errors.ScopeErasedError(
+                    f"{error} Its scope was erased too: its tombstone still stands, so the "
+                    "conversation cannot be created again in it until it expires."
+                )
+        raise error from failure.origin
 
     def _send_tries(
         self, prepared: PreparedAppend, failure: StepFailure, first_sent: float
@@ -91,6 +140,8 @@ class Tries:
             except NotSent as not_sent:
                 failure = not_sent  # nothing ran: no connection, or the cluster refused it
             except Refused as refused:
+                if self.guard is not None:
+                    return (yield from self._guarded(prepared, refused, first_sent, self.guard))
                 raise script.error_for(refused, self.keys) from refused.origin
             else:
                 return self.commit_of(prepared, reply)
