@@ -1,7 +1,9 @@
 """Erasing one conversation (docs/lifecycle.md, "Erasing a conversation"): every key it
 has deleted and its tombstone set by one atomic call of ``lua/erase.lua``, with its
 idempotency records found by ``SCAN`` on the conversation's node before the call and
-again after it (a record written just before the call is deleted then).
+again after it (a record written just before the call is deleted then). A user refused
+``SCAN`` (a tenant's ACL user: docs/security.md, "Tenants") erases every other key and
+leaves the records to expire; the tombstone refuses their replay meanwhile.
 
 The plan returns what the lead's ``Directory.erase`` needs to finish the job: the owner
 record's fields as they were (the conversation's scope), to remove its index entries."""
@@ -17,7 +19,7 @@ from ..._lua.load import ERASE_KEY_NAMES
 from ...errors import InvalidArgumentError
 from ..args import shown
 from ..read.roundtrip import Reader
-from ..steps import Command, Plan, StepFailure
+from ..steps import Command, Plan, Refused, StepFailure
 from ..stored.entries import text
 from ..stored.keys import ConversationKeys
 
@@ -88,7 +90,8 @@ class Eraser:
         is set again, for ``erased_for``)."""
         erased_for_ms = check_erased_for(erased_for)
         reader, keys = self._reader, self._reader.keys
-        records = yield from self._records()
+        scanned = yield from self._records()
+        records = scanned or []
         # In the order of ERASE_KEY_NAMES and ERASE_ARGV_NAMES, which erase.lua binds by name.
         named = conversation_keys(keys)
         every = (*named, *records[:RECORDS_PER_CALL])
@@ -101,7 +104,7 @@ class Eraser:
         # A record written between the SCAN and the script (its append committed before
         # the erasure, so its entries are gone): no append writes one past the tombstone.
         # And the records beyond the script's share.
-        stragglers = yield from self._records()
+        stragglers = ((yield from self._records()) or []) if scanned is not None else []
         for start in range(0, len(stragglers), RECORDS_PER_CALL):
             chunk = stragglers[start : start + RECORDS_PER_CALL]
             (unlinked,) = yield from reader.read(("UNLINK", *chunk))
@@ -115,14 +118,19 @@ class Eraser:
         (reply,) = yield from self._reader.read_raw((command,), patient=True)
         return reply
 
-    def _records(self) -> Plan[list[Any]]:
+    def _records(self) -> Plan[list[Any] | None]:
         """The conversation's idempotency records: ``SCAN MATCH`` on its node (the one
-        owning its hash slot, on a cluster), a page at a time."""
+        owning its hash slot, on a cluster), a page at a time; ``None`` when the user may
+        not ``SCAN`` (a tenant: the records expire within the idempotency window)."""
         pattern, cursor, found = record_pattern(self._reader.keys), "0", set()
         while True:
-            ((cursor_raw, keys),) = yield from self._reader.read(
-                ("SCAN", cursor, "MATCH", pattern, "COUNT", SCAN_COUNT)
-            )
+            command = ("SCAN", cursor, "MATCH", pattern, "COUNT", SCAN_COUNT)
+            try:
+                ((cursor_raw, keys),) = yield from self._reader.read_raw((command,), patient=True)
+            except StepFailure as failure:
+                if isinstance(failure, Refused) and failure.code == "NOPERM":
+                    return None
+                raise self._reader.error_for(failure) from (failure.origin or failure)
             found.update(keys)  # as sent back: SCAN may return a key twice
             cursor = text(cursor_raw)
             if cursor == "0":
