@@ -259,8 +259,8 @@ def test_every_operation_works_under_the_rules(acl: AclServer, scope: str, tmp_p
     user = acl.user(f"app-{scope}", tenant=tenant)
     owned = f"{tenant}:" if tenant else ""
     conversation, fork_to, imported = (f"{owned}{new_id()}" for _ in range(3))
-    scope = None if tenant is None else (tenant,)
-    exercise_the_library(acl.client(user), conversation, fork_to, acl.version, scope)
+    own_scope = None if tenant is None else (tenant,)
+    exercise_the_library(acl.client(user), conversation, fork_to, acl.version, own_scope)
     asyncio.run(exercise_asyncio(acl.url(user), conversation))
     exercise_the_command(acl.url(user), conversation, imported, tmp_path, tenant)
     log = MessageLog(acl.client(user), conversation)

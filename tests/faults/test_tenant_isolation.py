@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 import redis
@@ -34,7 +34,7 @@ PASSWORD = "tenant-isolation"
 SECRET = "beta-secret-7f3a"  # in every message and attribute of beta's
 
 
-def budget(examples: int) -> Any:
+def budget(examples: int) -> settings:
     """A fixed budget (the three suites: ~30 s on one core), the same examples every run."""
     return settings(
         max_examples=examples,
@@ -95,9 +95,10 @@ class Tenants:
         return self.beta_keys()
 
     def beta_keys(self) -> dict[bytes, tuple[bytes, bool]]:
+        keys: list[bytes] = cast(list[bytes], self.admin.keys("*"))
         return {
-            key: (self.admin.dump(key), self.admin.pttl(key) >= 0)
-            for key in self.admin.keys("*")
+            key: (cast(bytes, self.admin.dump(key)), self.admin.pttl(key) >= 0)
+            for key in keys
             if not key.startswith(b"msglog:{acme:")
         }
 
