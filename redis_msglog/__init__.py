@@ -30,7 +30,7 @@ if TYPE_CHECKING:  # the names, for type checkers and readers; imported on first
     from ._io.shell import configure_read_cache
     from ._io.subscription import AsyncSubscription, Subscription
     from ._sync import Directory, MessageLog
-    from ._tools.acl import acl_rules
+    from ._tools.acl import acl_rules, acl_rules_for
     from .adapters import (
         anthropic_system,
         from_anthropic,
@@ -91,7 +91,7 @@ if TYPE_CHECKING:  # the names, for type checkers and readers; imported on first
 # installs the package) does not import redis-py, pydantic and every client module: ~250 ms.
 # tests/no_server/test_layout.py checks that this table, the imports above and __all__ agree.
 _EXPORTS = {
-    "._tools.acl": ("acl_rules",),
+    "._tools.acl": ("acl_rules", "acl_rules_for"),
     "._async": ("AsyncDirectory", "AsyncMessageLog"),
     "._core.read.cache": ("DEFAULT_READ_CACHE_BYTES",),
     "._io.shell": ("configure_read_cache",),
@@ -247,6 +247,7 @@ __all__ = [
     "View",
     "WrongTypeError",
     "acl_rules",
+    "acl_rules_for",
     "anthropic_system",
     "configure_read_cache",
     "from_anthropic",

@@ -75,7 +75,8 @@ class ConversationStats:
     and ``redacted`` redacted rows (docs/lifecycle.md). Memory is ``MEMORY USAGE`` of the
     counter, the stream and the blobs stored off the rows, and separately of the
     exactly-once records (the idempotency records still remembered, and the producers
-    hash)."""
+    hash); ``idempotency_records`` is -1 for a user refused ``SCAN`` (a tenant's), and
+    ``idempotency_bytes`` then the producers hash alone."""
 
     conversation: str
     count: int
@@ -188,11 +189,7 @@ def conversation_stats(
     first: list[Any] = client.xrange(keys.stream, count=1) or []
     last: list[Any] = client.xrevrange(keys.stream, count=1) or []
     memory = sum(client.memory_usage(k) or 0 for k in (keys.seq, keys.stream, keys.blobs))
-    records = [
-        key
-        for key in client.scan_iter(match=_records_pattern(keys), count=page)
-        if text_of(key).startswith(keys.idempotency_record(""))
-    ]
+    records = _records(client, keys, page)
     producers = client.memory_usage(keys.producers) or 0
     first_seq, redacted = _first_and_redacted(client, keys)
     return ConversationStats(
@@ -201,13 +198,26 @@ def conversation_stats(
         first_at=_entry_time(first[0]) if first else None,
         last_at=_entry_time(last[0]) if last else None,
         memory_bytes=memory,
-        idempotency_records=len(records),
-        idempotency_bytes=producers + sum(client.memory_usage(k) or 0 for k in records),
+        idempotency_records=-1 if records is None else len(records),
+        idempotency_bytes=producers + sum(client.memory_usage(k) or 0 for k in records or ()),
         erased=is_tombstone(raw_count),
         first_seq=first_seq,
         entries=int(client.xlen(keys.stream)),
         redacted=redacted,
     )
+
+
+def _records(client: redis.Redis, keys: ConversationKeys, page: int) -> list[Any] | None:
+    """The conversation's idempotency records (``SCAN``), or ``None`` for a user refused
+    ``SCAN`` (a tenant's: docs/security.md)."""
+    try:
+        return [
+            key
+            for key in client.scan_iter(match=_records_pattern(keys), count=page)
+            if text_of(key).startswith(keys.idempotency_record(""))
+        ]
+    except redis_errors.NoPermissionError:
+        return None
 
 
 def _first_and_redacted(client: redis.Redis, keys: ConversationKeys) -> tuple[int, int]:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import click
 
 from .. import __version__
+from ._acl import acl
 from ._common import DEFAULT_URL, MsglogGroup, Settings
 from ._deletions import redact, trim
 from ._health import stats, verify
@@ -40,6 +41,7 @@ def main(ctx: click.Context, url: str | None, prefix: str, cluster: bool) -> Non
 
 
 for _command in (
+    acl,
     demo,
     list_command,
     show,

@@ -11,7 +11,7 @@ import re
 import signal
 import sys
 import urllib.parse
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import IO, Any, NoReturn, TypeVar, cast
@@ -25,11 +25,12 @@ from rich.console import Console
 
 from .. import admin
 from .._core.args import duration
+from .._core.lifecycle.scope import MAX_LIST_LIMIT, Scope, ScopedConversation, SkippedEntry
 from .._core.retry import RetryPolicy
 from .._core.stored.codec import encode_row
 from .._core.stored.entries import is_tombstone
 from .._core.stored.keys import ConversationKeys
-from .._sync import MessageLog
+from .._sync import Directory, MessageLog
 from .._tools.render import format_row, json_line, visible
 from ..edits import Entry
 from ..errors import MessageLogError
@@ -39,6 +40,7 @@ DEFAULT_URL = "redis://localhost:6379/0"
 # (an import re-run after it is still safe: each batch carries an idempotency key).
 CLI_RETRY = RetryPolicy(deadline=5.0)
 F = TypeVar("F", bound=Callable[..., Any])
+T = TypeVar("T")
 
 
 class _Console(Console):
@@ -226,3 +228,49 @@ def print_row(row: Entry, as_json: bool) -> None:
         sys.stdout.flush()
         return
     out.print(format_row(row))
+
+
+def scanned(found: Iterable[T]) -> Iterator[T]:
+    """``found`` (what ``SCAN`` lists), with a user refused ``SCAN`` (a tenant's ACL user,
+    docs/security.md) told in one line to list a scope's index instead."""
+    try:
+        yield from found
+    except redis_errors.NoPermissionError as exc:
+        if "'scan'" not in str(exc).lower():
+            raise
+        raise CliError(
+            "this user may not SCAN the keyspace (a tenant's ACL user): pass --scope "
+            "<tenant> to list the tenant's conversations from its scope's index"
+        ) from exc
+
+
+def scope_conversations(
+    client: redis.Redis, prefix: str, scope: Scope, limit: int | None = None
+) -> Iterator[ScopedConversation]:
+    """The conversations of ``scope`` and its sub-scopes, from its index (no ``SCAN``),
+    newest-created first, a page at a time; at most ``limit``."""
+    directory = Directory(client, prefix=prefix)
+    shown, cursor = 0, None
+    while True:
+        page = directory.list(
+            scope, limit=min(limit or MAX_LIST_LIMIT, MAX_LIST_LIMIT), cursor=cursor
+        )
+        report_skipped(page.skipped, "not shown")
+        for found in page.conversations:
+            if limit is not None and shown >= limit:
+                return
+            shown += 1
+            yield found
+        if page.cursor is None:
+            return
+        cursor = page.cursor
+
+
+def report_skipped(skipped: list[SkippedEntry], done: str) -> None:
+    """One line on stderr per index entry skipped (its owner record disagrees with it)."""
+    for entry in skipped:
+        err.print(
+            f"skipped {visible(entry.conversation)!r} ({done}): listed in the scope's index, "
+            f"but {visible(entry.reason)}",
+            markup=False,
+        )

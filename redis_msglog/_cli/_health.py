@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from collections.abc import Iterable, Iterator
 from typing import Any, cast
 
 import click
@@ -12,6 +13,7 @@ from rich.table import Table
 from rich.text import Text
 
 from .. import admin
+from .._core.lifecycle.scope import scope_of_text
 from .._sync import Directory
 from .._tools.render import human_bytes, safe_text
 from ..errors import MessageLogError
@@ -21,6 +23,8 @@ from ._common import (
     connection_options,
     describe,
     out,
+    scanned,
+    scope_conversations,
     shown_url,
 )
 from ._read import DAMAGED
@@ -28,9 +32,13 @@ from ._read import DAMAGED
 
 @click.command()
 @click.argument("conversation", required=False)
+@click.option("--scope", help="Totals of this scope's conversations, from its index (no SCAN).")
 @connection_options
-def stats(settings: Settings, conversation: str | None) -> None:
-    """Count, first/last commit and memory of one conversation, or totals for all."""
+def stats(settings: Settings, conversation: str | None, scope: str | None) -> None:
+    """Count, first/last commit and memory of one conversation, or totals for all (with
+    --scope, for a scope's: what a tenant's ACL user counts)."""
+    if conversation is not None and scope is not None:
+        raise click.UsageError("give a CONVERSATION or --scope (not both)")
     client = settings.client()
     table = Table(box=None, show_header=False)
     if conversation is not None:
@@ -42,16 +50,18 @@ def stats(settings: Settings, conversation: str | None) -> None:
         table.add_row("first commit (UTC)", f"{found.first_at or '-'}")
         table.add_row("last commit (UTC)", f"{found.last_at or '-'}")
         table.add_row("memory (counter, stream, blobs)", human_bytes(found.memory_bytes))
-        table.add_row(
-            "idempotency records",
-            f"{found.idempotency_records} ({human_bytes(found.idempotency_bytes)})",
+        records = (  # -1: this user may not SCAN (a tenant's), which finds them
+            "not counted (this user may not SCAN)"
+            if found.idempotency_records < 0
+            else str(found.idempotency_records)
         )
+        table.add_row("idempotency records", f"{records} ({human_bytes(found.idempotency_bytes)})")
     else:
         conversations = appended = damaged = 0
-        for info in admin.list_conversations(client, settings.prefix):
+        for count in _counts(client, settings.prefix, scope):
             conversations += 1
-            appended += max(info.count, 0)
-            damaged += info.count < 0
+            appended += max(count, 0)
+            damaged += count < 0
         server = client.info("server")
         if settings.cluster:  # one INFO per primary, keyed by node
             per_node: Any = cast(Any, client).info("memory", target_nodes="primaries")
@@ -74,24 +84,31 @@ def stats(settings: Settings, conversation: str | None) -> None:
 @click.command()
 @click.argument("conversation", required=False)
 @click.option("--all", "check_all", is_flag=True, help="Every conversation under the prefix.")
+@click.option("--scope", help="Every conversation of this scope, from its index (no SCAN).")
 @click.option(
     "--repair",
     is_flag=True,
     help="Add a scoped conversation missing from its scope's indexes to them.",
 )
 @connection_options
-def verify(settings: Settings, conversation: str | None, check_all: bool, repair: bool) -> None:
+def verify(
+    settings: Settings,
+    conversation: str | None,
+    check_all: bool,
+    scope: str | None,
+    repair: bool,
+) -> None:
     """Check that the seq counter matches the stream, seqs are contiguous from 1, every
     entry decodes and a scoped conversation is in its scopes' indexes. Exit code 1, with a
     precise report, when not (``--repair``: a conversation missing from its indexes is
-    added to them, and counts as repaired)."""
-    if (conversation is None) == (not check_all):
-        raise click.UsageError("give a CONVERSATION or --all (not both)")
+    added to them, and counts as repaired). --all: every conversation (SCAN); --scope:
+    a scope's, from its index (what a tenant's ACL user checks)."""
+    if (conversation is not None) + check_all + (scope is not None) != 1:
+        raise click.UsageError("give a CONVERSATION, --all or --scope (one of them)")
+    check_all = conversation is None
     client = settings.client()
-    names = (
-        [conversation]
-        if conversation is not None
-        else (info.conversation for info in admin.list_conversations(client, settings.prefix))
+    names: Iterable[str] = (
+        [conversation] if conversation is not None else _names(client, settings.prefix, scope)
     )
     checked = failed = 0
     for name in names:
@@ -121,6 +138,26 @@ def verify(settings: Settings, conversation: str | None, check_all: bool, repair
         out.print(f"{_count(checked, 'conversation')} checked, {failed} with problems")
     if failed:
         sys.exit(1)
+
+
+def _names(client: redis.Redis, prefix: str, scope: str | None) -> Iterator[str]:
+    """Every conversation's id: a scope's from its index, else the prefix's (SCAN)."""
+    if scope is not None:
+        for found in scope_conversations(client, prefix, scope_of_text(scope)):
+            yield found.conversation
+    else:
+        for info in scanned(admin.list_conversations(client, prefix)):
+            yield info.conversation
+
+
+def _counts(client: redis.Redis, prefix: str, scope: str | None) -> Iterator[int]:
+    """Every conversation's last seq (-1: a damaged counter), as :func:`_names` finds them."""
+    if scope is not None:
+        for found in scope_conversations(client, prefix, scope_of_text(scope)):
+            yield found.last_seq
+    else:
+        for info in scanned(admin.list_conversations(client, prefix)):
+            yield info.count
 
 
 def _count(n: int, one: str, many: str | None = None) -> str:

@@ -9,11 +9,11 @@ from datetime import timedelta
 
 import click
 
-from .._core.lifecycle.scope import SkippedEntry, scope_of_text
+from .._core.lifecycle.scope import scope_of_text
 from .._sync import Directory
 from .._tools.render import visible
 from ..errors import InvalidArgumentError
-from ._common import CliError, Settings, connection_options, err, out
+from ._common import CliError, Settings, connection_options, out, report_skipped
 
 _DURATION = re.compile(r"(\d{1,9})(ms|s|m|h|d)")
 _UNITS = {
@@ -133,13 +133,3 @@ def _erase_scope(
         markup=False,
     )
     report_skipped(erased.skipped, "not erased")
-
-
-def report_skipped(skipped: list[SkippedEntry], done: str) -> None:
-    """One line on stderr per index entry skipped (its owner record disagrees with it)."""
-    for entry in skipped:
-        err.print(
-            f"skipped {visible(entry.conversation)!r} ({done}): listed in the scope's index, "
-            f"but {visible(entry.reason)}",
-            markup=False,
-        )

@@ -10,8 +10,7 @@ import orjson
 from rich.table import Table
 
 from .. import admin
-from .._core.lifecycle.scope import MAX_LIST_LIMIT, Scope, ScopedConversation, joined, scope_of_text
-from .._sync import Directory
+from .._core.lifecycle.scope import Scope, ScopedConversation, joined, scope_of_text
 from .._tools.render import json_line, safe_text
 from ..edits import Entry
 from ._common import (
@@ -22,8 +21,9 @@ from ._common import (
     out,
     print_row,
     require_readable,
+    scanned,
+    scope_conversations,
 )
-from ._lifecycle import report_skipped
 
 DAMAGED = "damaged counter"
 """What ``ls`` shows for a seq counter that is missing or not a seq (``verify`` says which)."""
@@ -40,13 +40,14 @@ def list_command(
 ) -> None:
     """Conversations under the prefix, with message count and last activity (SCAN, a
     page at a time: safe on large keyspaces); with --scope, a scope's conversations from
-    its index (no SCAN), newest-created first, with their scope and created time."""
+    its index (no SCAN: what a tenant's ACL user lists), newest-created first, with their
+    scope and created time."""
     if scope is not None:
         if match != "*":
             raise click.UsageError("--scope and --match cannot be combined")
         _list_scope(settings, scope_of_text(scope), limit, as_json)
         return
-    infos = admin.list_conversations(settings.client(), settings.prefix, match=match)
+    infos = scanned(admin.list_conversations(settings.client(), settings.prefix, match=match))
     shown = 0
     # The seq counter: every entry ever appended, edits included; a trim does not lower it.
     table = Table("conversation", "last seq", "last activity (UTC)", box=None)
@@ -67,20 +68,11 @@ def list_command(
 
 
 def _list_scope(settings: Settings, scope: Scope, limit: int | None, as_json: bool) -> None:
-    directory = Directory(settings.client(), prefix=settings.prefix)
     table = Table("conversation", "scope", "last seq", "created (UTC)", box=None)
     shown = 0
-    page = directory.list(scope, limit=min(limit or MAX_LIST_LIMIT, MAX_LIST_LIMIT))
-    while True:
-        report_skipped(page.skipped, "not shown")
-        for found in page.conversations:
-            if limit is not None and shown >= limit:
-                break
-            shown += 1
-            _print_scoped(found, table, as_json)
-        if page.cursor is None or (limit is not None and shown >= limit):
-            break
-        page = directory.list(scope, limit=MAX_LIST_LIMIT, cursor=page.cursor)
+    for found in scope_conversations(settings.client(), settings.prefix, scope, limit):
+        shown += 1
+        _print_scoped(found, table, as_json)
     if not as_json:
         out.print(table if shown else "no conversations")
 

@@ -7,11 +7,16 @@ the ``msglog`` command send, and nothing else. ``FLUSHALL``, ``FLUSHDB``, ``SWAP
 ``DEL`` and every other command are refused (``UNLINK`` is allowed: ``log.erase()``
 deletes a conversation's keys with it). ``tests/contract/test_acl.py`` runs every public
 operation and ``msglog`` command under these rules and checks the refusals.
+
+A tenant's rules grant no command that lists the keyspace (``SCAN``: Redis does not
+filter its reply by the user's key patterns); what lists conversations under a tenant
+reads a scope's index instead (docs/security.md, "Tenants").
 """
 
 from __future__ import annotations
 
 import re
+from typing import Any
 
 from .._core.args import is_int, shown
 from .._core.stored.keys import _GLOB_SPECIAL, ConversationKeys
@@ -36,7 +41,7 @@ _READS = (
     "xread",  # follow(), subscribe(), msglog tail -f
     "hmget", "hgetall",  # blobs of a page; a view's attributes
     "hscan",  # msglog verify: the producers hash
-    "scan",  # msglog ls/verify --all, the Pydantic AI store's listing (names only)
+    "scan",  # msglog ls/verify --all/stats, erase (idempotency records): not for tenants
     "zrange", "zscore",  # Directory.list (a scope's index); verify: a scoped one's entries
     "memory|usage", "info",  # msglog stats
     # COMMAND (metadata only): the cluster client's key table; Durability(aof=True)
@@ -55,6 +60,11 @@ _CLUSTER = (  # a cluster client: the topology, redirections, reads from replica
 LIBRARY_COMMANDS: tuple[str, ...] = (
     *_CONNECTION, *_SCRIPTS, *_IN_SCRIPTS, *_READS, *_DURABILITY, *_EVENTS, *_CLUSTER
 )  # fmt: skip
+
+# What a tenant is not granted: SCAN shows every key name of the database, whatever the
+# user's key patterns (msglog ls --scope and the Pydantic AI store's scope read a scope's
+# index instead; an erasure leaves the idempotency records it cannot find to expire).
+KEYSPACE_COMMANDS = frozenset({"scan"})
 
 # Commands Redis 7.0 does not have (ACL SETUSER refuses an unknown name).
 _SINCE_7_2 = frozenset({"client|setinfo", "waitaof"})
@@ -81,7 +91,12 @@ def acl_rules(
     (``WAITAOF``, ``CLIENT SETINFO``), which ``ACL SETUSER`` would refuse; Valkey is 7.2.
     ``deletions``: also what ``trim()`` and ``redact()`` need to delete entries
     (``XTRIM``, ``XDEL``, inside the append script); without it a trim or a redaction is
-    refused by the ACL and writes nothing."""
+    refused by the ACL and writes nothing.
+
+    With ``tenant``, ``SCAN`` is left out (it lists every key name of the database, which
+    key patterns do not filter): list a tenant's conversations from its scope's index
+    (``Directory``, ``msglog ls --scope acme``). :func:`acl_rules_for` reads
+    ``redis_version`` from the server."""
     ConversationKeys.build(prefix, "x")  # validates the prefix
     if not (
         isinstance(redis_version, tuple)
@@ -105,7 +120,43 @@ def acl_rules(
         *(
             f"+{command}"
             for command in LIBRARY_COMMANDS
-            if redis_version >= (7, 2) or command not in _SINCE_7_2
+            if (redis_version >= (7, 2) or command not in _SINCE_7_2)
+            and (tenant is None or command not in KEYSPACE_COMMANDS)
         ),
         *(f"+{command}" for command in DELETION_COMMANDS if deletions is True),
     ]  # fmt: skip
+
+
+def acl_rules_for(
+    client: Any,
+    prefix: str = "msglog",
+    *,
+    tenant: str | None = None,
+    deletions: bool = False,
+) -> list[str]:
+    """:func:`acl_rules` for the server ``client`` (a sync ``redis.Redis`` or
+    ``RedisCluster``, of a user that may run ``INFO``) is connected to: its
+    ``redis_version`` read with ``INFO server`` (a cluster: the lowest of its nodes), so
+    that ``ACL SETUSER`` accepts every rule (Redis 7.0 knows no ``WAITAOF`` or ``CLIENT
+    SETINFO``; Valkey reports the Redis version it matches)."""
+    return acl_rules(
+        prefix, tenant=tenant, redis_version=server_version(client), deletions=deletions
+    )
+
+
+def server_version(client: Any) -> tuple[int, int]:
+    """``(major, minor)`` of ``redis_version`` in ``INFO server`` (a cluster client's
+    reply, one per node: the lowest)."""
+    info = client.info("server")
+    found = [info] if "redis_version" in info else [v for v in info.values() if isinstance(v, dict)]
+    versions = []
+    for node in found:
+        parts = str(node.get("redis_version", "")).split(".")
+        if len(parts) < 2 or not (parts[0].isdigit() and parts[1].isdigit()):
+            raise InvalidArgumentError(
+                f"the server's INFO gives no redis_version: {shown(node.get('redis_version'))}"
+            )
+        versions.append((int(parts[0]), int(parts[1])))
+    if not versions:
+        raise InvalidArgumentError("the server's INFO server reply has no redis_version")
+    return min(versions)

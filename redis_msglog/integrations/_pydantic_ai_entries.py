@@ -38,7 +38,11 @@ class EntryReads:
         )
 
     def _entry_key(self, entry_id: str) -> str:
-        return f"{self.prefix}:pydantic-ai:entry:{entry_id}"
+        # A scoped store's index is under its top scope's hash tag, which a tenant's ACL
+        # pattern (~<prefix>:{<tenant>:*) covers: no key outside the tenant's.
+        scope = self._options.get("scope")
+        tag = f":{{{scope[0]}:}}" if scope else ""
+        return f"{self.prefix}{tag}:pydantic-ai:entry:{entry_id}"
 
     def _remember(self, entry_id: str | None, where: Located | None) -> None:
         if entry_id is not None and where is not None:

@@ -35,14 +35,15 @@ read its messages. How the store maps to the log (docs/integrations.md):
   ``parent_id`` (entries of other branches in between are skipped);
   ``read_entry`` finds an entry by its id through ``<prefix>:pydantic-ai:entry:<id>``,
   written before the call (where the entry will be is known from ``expected_seq``) and
-  checked against the row it names.
+  checked against the row it names (a store with the log option ``scope=("acme", ...)``:
+  ``<prefix>:{acme:}:pydantic-ai:entry:<id>``, inside tenant ``acme``'s ACL pattern).
 - ``delete`` removes the record and ``clear()``s the log's view; the entries stay in the
   physical log (retention: the log's ``ttl``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from datetime import timedelta
 from typing import Any
 
@@ -58,6 +59,8 @@ try:
 except ModuleNotFoundError as exc:  # the extra is not installed
     raise missing_extra("pydantic-ai", exc) from exc
 
+from .._async import AsyncDirectory
+from .._core.lifecycle.scope import MAX_LIST_LIMIT
 from .._core.stored.keys import ConversationKeys, conversation_of
 from ..errors import SeqConflictError
 from ._clients import AsyncClient, LoopClients, client_factory
@@ -85,6 +88,10 @@ class RedisConversationStore(StoreWrites, ConversationStore):
         **log_options: the other options of :class:`~redis_msglog.AsyncMessageLog`
             (``ttl``, ``durability``, ``retry``...), for every conversation. With ``ttl``,
             records (the logs' attributes) and the entry index expire with the logs.
+            With ``scope=("acme", ...)`` every conversation is registered in that scope,
+            :meth:`read_records` lists the scope's index (no ``SCAN``) and the entry
+            index is ``<prefix>:{acme:}:pydantic-ai:entry:<id>``: what a tenant's ACL
+            user (``acl_rules(tenant="acme")``) may reach, its ids starting ``acme:``.
     """
 
     def __init__(
@@ -127,11 +134,12 @@ class RedisConversationStore(StoreWrites, ConversationStore):
     async def read_records(
         self, *, scope: str | None = None, limit: int | None = None
     ) -> Sequence[ConversationRecord]:
-        """Every record under the prefix (``SCAN`` for the view hashes, where attributes
-        live, on a cluster every primary's; their record fields read a page at a time),
-        newest ``updated_at`` first."""
+        """Every record of the store, newest ``updated_at`` first: a scoped store's (log
+        option ``scope=``) from its scope's index (``AsyncDirectory``: no ``SCAN``, what a
+        tenant's ACL user may read), else every one under the prefix (``SCAN`` for the
+        view hashes, where attributes live, on a cluster every primary's); their record
+        fields read a page at a time. ``scope``: Pydantic AI's own, a record's field."""
         client = self._clients.get()
-        pattern = f"{escape_glob(self.prefix)}:{{*}}:view"
         field = f"a:{RECORD_ATTR}"
         records: list[ConversationRecord] = []
         keys: list[str] = []
@@ -151,16 +159,32 @@ class RedisConversationStore(StoreWrites, ConversationStore):
                     if scope is None or record.scope == scope:
                         records.append(record)
 
-        async for raw_key in client.scan_iter(match=pattern, count=500):
-            key = raw_key.decode() if isinstance(raw_key, bytes) else str(raw_key)
-            if conversation_of(self.prefix, key, ":view") is not None:
-                keys.append(key)
-                if len(keys) >= 500:
-                    await flush()
+        async for key in self._view_keys(client):
+            keys.append(key)
+            if len(keys) >= 500:
+                await flush()
         if keys:
             await flush()
         records.sort(key=lambda record: record.updated_at, reverse=True)
         return records[:limit]
+
+    async def _view_keys(self, client: AsyncClient) -> AsyncIterator[str]:
+        """The view hash of each conversation: a scoped store's from its scope's index,
+        else every one under the prefix (``SCAN``)."""
+        if (own := self._options.get("scope")) is not None:
+            directory = AsyncDirectory(client, prefix=self.prefix)
+            cursor: str | None = None
+            while True:
+                page = await directory.list(own, limit=MAX_LIST_LIMIT, cursor=cursor)
+                for found in page.conversations:
+                    yield ConversationKeys.build(self.prefix, found.conversation).view
+                if (cursor := page.cursor) is None:
+                    return
+        pattern = f"{escape_glob(self.prefix)}:{{*}}:view"
+        async for raw_key in client.scan_iter(match=pattern, count=500):
+            key = raw_key.decode() if isinstance(raw_key, bytes) else str(raw_key)
+            if conversation_of(self.prefix, key, ":view") is not None:
+                yield key
 
     async def write_record(
         self,

@@ -38,6 +38,7 @@ from redis_msglog import (
     MessageLogError,
     NotDurableError,
     acl_rules,
+    acl_rules_for,
 )
 from redis_msglog._tools.acl import DELETION_COMMANDS, LIBRARY_COMMANDS
 from redis_msglog.testing import EphemeralServer
@@ -63,7 +64,7 @@ class AclServer:
         return server_version(self.admin)
 
     def user(self, name: str, prefix: str = "msglog", tenant: str | None = None) -> str:
-        rules = acl_rules(prefix, tenant=tenant, redis_version=self.version)
+        rules = acl_rules_for(self.admin, prefix, tenant=tenant)  # the server's version
         self.admin.execute_command("ACL", "SETUSER", name, "reset", "on", f">{PASSWORD}", *rules)
         return name
 
@@ -118,10 +119,14 @@ def msglog(url: str, *args: str, input: bytes | None = None) -> subprocess.Compl
 
 
 def exercise_the_library(
-    client: Any, conversation: str, fork_to: str, version: tuple[int, int]
+    client: Any,
+    conversation: str,
+    fork_to: str,
+    version: tuple[int, int],
+    scope: tuple[str, ...] | None = None,
 ) -> None:
-    """Every public operation of the sync client on ``conversation``."""
-    log = MessageLog(client, conversation, ttl=timedelta(days=1))
+    """Every public operation of the sync client on ``conversation`` (in ``scope``)."""
+    log = MessageLog(client, conversation, ttl=timedelta(days=1), scope=scope)
     assert log.add("user", "hello") == 1
     batch: list[dict[str, Any]] = [
         {"role": "assistant", "content": "", "toolCalls": [{"id": "c1", "name": "f", "args": {}}]},
@@ -188,12 +193,17 @@ async def exercise_asyncio(url: str, conversation: str) -> None:
         await client.aclose()
 
 
-def exercise_the_command(url: str, conversation: str, other: str, tmp_path: Path) -> None:
-    """Every ``msglog`` command on ``conversation`` (``other``: where to import)."""
+def exercise_the_command(
+    url: str, conversation: str, other: str, tmp_path: Path, scope: str | None = None
+) -> None:
+    """Every ``msglog`` command on ``conversation`` (``other``: where to import); with
+    ``scope`` (a tenant's, whose user may not SCAN) the listings are the scope's."""
     exported = tmp_path / f"{new_id()}.jsonl"
+    every = ["--scope", scope] if scope else ["--all"]
+    listing = ["--scope", scope] if scope else []
     for args in (
-        ["ls"],
-        ["ls", "--json"],
+        ["ls", *listing],
+        ["ls", "--json", *listing],
         ["show", conversation],
         ["show", conversation, "--physical", "--json"],
         ["tail", conversation, "-n", "3"],
@@ -201,17 +211,18 @@ def exercise_the_command(url: str, conversation: str, other: str, tmp_path: Path
         ["export", conversation, "--format", "openai"],
         ["import", str(exported), other],
         ["stats", conversation],
-        ["stats"],
+        ["stats", *listing],
         ["verify", conversation],
-        ["verify", "--all"],
+        ["verify", *every],
     ):
         result = msglog(url, *args)
         assert result.returncode == 0, (args, result.stderr)
         assert "NOPERM" not in result.stdout + result.stderr
-    listed = msglog(url, "ls", "--json").stdout.split()
+    listed = msglog(url, "ls", "--json", *listing).stdout.split()
     names = [orjson.loads(line)["conversation"] for line in listed]
     assert sorted(names) == sorted(set(names))  # each once
-    assert conversation in names and other in names
+    assert conversation in names
+    assert (other in names) == (scope is None)  # imported without a scope: in no index
 
 
 def subscribe_with_redis_cli(port: int, user: str, channel: str, publish: Callable[[], Any]) -> str:
@@ -248,9 +259,10 @@ def test_every_operation_works_under_the_rules(acl: AclServer, scope: str, tmp_p
     user = acl.user(f"app-{scope}", tenant=tenant)
     owned = f"{tenant}:" if tenant else ""
     conversation, fork_to, imported = (f"{owned}{new_id()}" for _ in range(3))
-    exercise_the_library(acl.client(user), conversation, fork_to, acl.version)
+    own_scope = None if tenant is None else (tenant,)
+    exercise_the_library(acl.client(user), conversation, fork_to, acl.version, own_scope)
     asyncio.run(exercise_asyncio(acl.url(user), conversation))
-    exercise_the_command(acl.url(user), conversation, imported, tmp_path)
+    exercise_the_command(acl.url(user), conversation, imported, tmp_path, tenant)
     log = MessageLog(acl.client(user), conversation)
     printed = subscribe_with_redis_cli(
         acl.server.port, user, log.keys.channel, lambda: log.add("user", "watched")
@@ -259,7 +271,8 @@ def test_every_operation_works_under_the_rules(acl: AclServer, scope: str, tmp_p
     if tenant is None:  # the demo's ids are its own: under a whole prefix only
         demo = msglog(acl.url(user), "demo", "--workers", "2", "--turns", "1")
         assert demo.returncode == 0, demo.stdout + demo.stderr
-    assert acl.refused(user) == []
+    # A tenant may not SCAN: `msglog stats CONV` leaves its idempotency records uncounted.
+    assert acl.refused(user) == ([] if tenant is None else ["command scan"])
 
 
 # -- what is refused ------------------------------------------------------------------------
@@ -314,11 +327,11 @@ def test_a_tenant_reaches_nothing_of_another(acl: AclServer, tmp_path: Path) -> 
     verifies the other's conversations (the pattern of ``acme`` does not match
     ``acme2``), and each sees its own once."""
     acme, acme2 = acl.user("acme", tenant="acme"), acl.user("acme2", tenant="acme2")
-    mine = MessageLog(acl.client(acme), "acme:c1")
-    theirs = MessageLog(acl.client(acme2), "acme2:c1")
+    mine = MessageLog(acl.client(acme), "acme:c1", scope=("acme",))
+    theirs = MessageLog(acl.client(acme2), "acme2:c1", scope=("acme2",))
     mine.append_many([{"role": "user", "content": "acme's"}] * 2)
     theirs.append_many([{"role": "user", "content": "acme2's"}] * 3)
-    damaged = MessageLog(acl.client(acme2), "acme2:damaged")
+    damaged = MessageLog(acl.client(acme2), "acme2:damaged", scope=("acme2",))
     damaged.add("user", "counter lost")
     acl.admin.delete(damaged.keys.seq)  # found by its stream alone
     for owner, other, count in ((acme, "acme2:c1", 3), (acme2, "acme:c1", 2)):
@@ -342,24 +355,33 @@ def test_a_tenant_reaches_nothing_of_another(acl: AclServer, tmp_path: Path) -> 
             MessageLog(client, owner).add("user", "outside")
     for owner, own, count in ((acme, "acme:c1", 2), (acme2, "acme2:c1", 3)):
         url = acl.url(owner)
-        listed = msglog(url, "ls", "--json")
+        listed = msglog(url, "ls", "--json", "--scope", owner)  # its scope's index: no SCAN
         assert listed.returncode == 0, listed.stderr
         rows = [orjson.loads(line) for line in listed.stdout.split()]
-        expected = [(own, count)] + ([("acme2:damaged", -1)] if owner == acme2 else [])
+        expected = [(own, count)] + ([("acme2:damaged", 0)] if owner == acme2 else [])
         assert sorted((r["conversation"], r["count"]) for r in rows) == sorted(expected)
-        verified = msglog(url, "verify", "--all")
+        verified = msglog(url, "verify", "--scope", owner)
         assert re.search(rf"\b{len(expected)} conversations? checked", verified.stdout), (
             verified.stdout
         )
         assert verified.returncode == (1 if owner == acme2 else 0)  # acme2's own damage
-        stats = msglog(url, "stats")
+        stats = msglog(url, "stats", "--scope", owner)
         assert stats.returncode == 0, stats.stderr
         assert re.search(rf"conversations +{len(expected)} ", stats.stdout), stats.stdout
         assert re.search(rf"entries appended \(edits included\) +{count} ", stats.stdout), (
             stats.stdout
         )
         other = "acme2:c1" if owner == acme else "acme:c1"
-        for args in (["show", other], ["export", other], ["stats", other], ["verify", other]):
+        other_scope = "acme2" if owner == acme else "acme"
+        for args in (
+            ["show", other],
+            ["export", other],
+            ["stats", other],
+            ["verify", other],
+            ["ls", "--scope", other_scope],
+            ["verify", "--scope", other_scope],
+            ["stats", "--scope", other_scope],
+        ):
             refused = msglog(url, *args)
             assert refused.returncode == 1 and "permission" in refused.stderr.lower(), args
             assert len(refused.stderr.splitlines()) == 1
@@ -367,8 +389,12 @@ def test_a_tenant_reaches_nothing_of_another(acl: AclServer, tmp_path: Path) -> 
     erased.append({"role": "user", "content": "x"}, idempotency_key="k")
     erased.erase()
     assert acl.admin.get(erased.keys.seq) == b"erased" and mine.count() == 2
-    for owner in (acme, acme2):  # only the intrusions above: no command the library needs
-        assert all(not r.startswith("command") for r in acl.refused(owner)), acl.refused(owner)
+    # Its idempotency record, which only SCAN finds, is left to expire (the tombstone
+    # refuses its replay meanwhile).
+    assert 0 < acl.admin.pttl(erased.keys.idempotency_record("k")) <= 86_400_000
+    for owner in (acme, acme2):  # only the intrusions above, and the erasures' SCAN
+        commands = {r for r in acl.refused(owner) if r.startswith("command")}
+        assert commands <= {"command scan"}, acl.refused(owner)
 
 
 @pytest.mark.parametrize("tenant", ["", "a:b", "a*", "x{y}", "a b", "é"])
@@ -537,3 +563,108 @@ def test_every_command_the_scripts_call_is_allowed() -> None:
     }
     assert called, "no redis.call found: the pattern no longer matches the scripts"
     assert called - set(LIBRARY_COMMANDS) == set(DELETION_COMMANDS)  # acl_rules(deletions=True)
+
+
+# -- what a tenant may not learn: the keyspace -------------------------------------------------
+
+KEYSPACE_WIDE: list[tuple[Any, ...]] = [
+    ("SCAN", 0), ("SCAN", 0, "MATCH", "msglog:{beta:*", "COUNT", 1000), ("KEYS", "*"),
+    ("RANDOMKEY",), ("DBSIZE",), ("CLUSTER", "GETKEYSINSLOT", 0, 10),
+    ("CLUSTER", "COUNTKEYSINSLOT", 0), ("MEMORY", "STATS"), ("MEMORY", "DOCTOR"),
+    ("PUBSUB", "CHANNELS"), ("PUBSUB", "SHARDCHANNELS"),
+    ("PUBSUB", "NUMSUB", "msglog:{beta:x}:events"), ("SLOWLOG", "GET"), ("CLIENT", "LIST"),
+    ("LATENCY", "LATEST"), ("OBJECT", "ENCODING", "msglog:{beta:x}:seq"),
+]  # fmt: skip
+
+
+def test_a_tenant_lists_no_other_tenants_keys(acl: AclServer) -> None:
+    """Redis does not filter ``SCAN``/``KEYS`` by a user's key patterns: a tenant is
+    refused every command that lists or counts the keyspace, from a script too, and
+    lists its own conversations from its scope's index (``msglog ls --scope``)."""
+    acme, beta = acl.user("acme", tenant="acme"), acl.user("beta", tenant="beta")
+    MessageLog(acl.client(acme), "acme:c1", scope=("acme",)).add("user", "acme's")
+    MessageLog(acl.client(beta), "beta:user-ssn-123", scope=("beta",)).add("user", "beta's")
+    client = acl.client(acme)
+    for command in KEYSPACE_WIDE:
+        with pytest.raises(redis.exceptions.NoPermissionError):
+            client.execute_command(*command)
+    for call in ("redis.call('SCAN', 0)", "redis.call('KEYS', '*')", "redis.call('DBSIZE')"):
+        with pytest.raises(redis.exceptions.ResponseError, match=r"permission|can't run"):
+            client.eval(f"return {call}", 0)
+    listed = msglog(acl.url(acme), "ls", "--json", "--scope", "acme")
+    assert listed.returncode == 0, listed.stderr
+    assert [orjson.loads(line)["conversation"] for line in listed.stdout.split()] == ["acme:c1"]
+    for args in (["ls"], ["verify", "--all"], ["stats"]):  # SCAN: told to pass --scope
+        refused = msglog(acl.url(acme), *args)
+        assert refused.returncode == 1 and "--scope" in refused.stderr, (args, refused.stderr)
+        assert len(refused.stderr.splitlines()) == 1
+    for args in (["ls", "--scope", "acme"], ["verify", "--scope", "acme"], ["stats", "acme:c1"]):
+        shown = msglog(acl.url(acme), *args)
+        assert shown.returncode == 0 and "beta" not in shown.stdout + shown.stderr, args
+    # The whole-prefix rules (a trusted application's user) keep SCAN: msglog ls.
+    app = acl.user("app")
+    assert acl.client(app).scan(0, match="msglog:{beta:*")[1]
+
+
+# -- rules that fit the server's version ----------------------------------------------------------
+
+
+@pytest.mark.parametrize("kind", REAL_BACKENDS)
+def test_the_rules_read_from_the_server_are_accepted(
+    kind: str, shared_server: Callable[[str], EphemeralServer]
+) -> None:
+    """``acl_rules_for(client)`` and ``msglog acl`` read the server's version: Redis 7.0
+    (no ``WAITAOF``, no ``CLIENT SETINFO``) accepts them, where it refuses the default
+    ``acl_rules()``."""
+    server = shared_server(kind)
+    admin = redis.Redis(port=server.port)
+    user = f"fit-{new_id()}"
+    for tenant in (None, "acme"):
+        for deletions in (False, True):
+            rules = acl_rules_for(admin, tenant=tenant, deletions=deletions)
+            assert admin.execute_command("ACL", "SETUSER", user, "reset", *rules)
+    printed = msglog(server.url, "acl", "--user", user, "--tenant", "acme")
+    assert printed.returncode == 0, printed.stderr
+    words = printed.stdout.split()
+    assert words[:5] == ["ACL", "SETUSER", user, "on", ">PASSWORD"]
+    assert words[5:] == acl_rules_for(admin, tenant="acme")
+    assert admin.execute_command(*[w.replace("PASSWORD", PASSWORD) for w in words])
+    if server_version(admin) < (7, 2):
+        with pytest.raises(redis.ResponseError, match=r"(?i)unknown command"):
+            admin.execute_command("ACL", "SETUSER", user, "reset", *acl_rules())
+    admin.execute_command("ACL", "DELUSER", user)
+
+
+def test_the_pydantic_ai_store_under_a_tenant(acl: AclServer) -> None:
+    """A store scoped to the tenant (log option ``scope=("acme",)``) saves, loads and
+    lists its records under tenant ``acme``'s rules, which grant no ``SCAN``: its listing
+    reads the scope's index and its entry index is inside the tenant's keys."""
+    from pydantic_ai import Agent
+    from pydantic_ai.conversation import Conversation
+    from pydantic_ai.models.test import TestModel
+
+    from redis_msglog.integrations.pydantic_ai import RedisConversationStore
+
+    user = acl.user("acme", tenant="acme")
+    beta = RedisConversationStore.from_url(acl.url(acl.user("app")))  # SCAN: all of them
+
+    async def run() -> None:
+        store = RedisConversationStore.from_url(acl.url(user), scope=("acme",))
+        ids = [f"acme:{new_id()}" for _ in range(2)]
+        for conversation_id in ids:
+            result = await Agent(TestModel()).run(
+                "hi", conversation=Conversation(conversation_id=conversation_id)
+            )
+            await store.save(result)
+            loaded = await store.load(conversation_id)
+            assert loaded is not None and loaded.messages
+        other = await Agent(TestModel()).run("hi", conversation=Conversation(conversation_id="b"))
+        await beta.save(other)  # another application's, outside the tenant
+        listed = await store.read_records()
+        assert sorted(r.conversation_id for r in listed) == sorted(ids)
+        assert len(await beta.read_records()) == 3
+        await store.aclose()
+        await beta.aclose()
+
+    asyncio.run(run())
+    assert acl.refused(user) == []
