@@ -87,7 +87,10 @@
 --           append (op "") trims the entries committed longer ago than that from the
 --           head, at most MAX_AGE_STEP of them, with a trim entry as its edit; "" for none
 --           (then one string compare is all it costs). Needs VIEW, HIDDEN and BLOBS.
--- ARGV[21..] the tail (ARGV[10..] when rest is ""): B pairs of a blob's SHA-256 (hex)
+-- ARGV[21]  rewrite: "<max_rewrite_bytes> <stream_node_entries>": the bytes a trim or a
+--           redact may rewrite, and the entries a stream node holds at most (edit_lib.lua;
+--           "": 8 MiB and 100)
+-- ARGV[22..] the tail (ARGV[10..] when rest is ""): B pairs of a blob's SHA-256 (hex)
 --           and its bytes, then A pairs of an attribute change ("+name" to set, "-name"
 --           to delete) and its value, then the encoded messages (JSON), in order; at
 --           least one unless this is an edit
@@ -123,9 +126,10 @@ local producer = ARGV[6]
 local pseq = ARGV[7]
 local floor = ARGV[8]
 local rest = ARGV[9]
-local NAMED = 20  -- the named arguments above: the tail follows them (9 when rest is "")
+local NAMED = 21  -- the named arguments above: the tail follows them (9 when rest is "")
 local fingerprint, ttl_ms, blob_count, expected_seq, op, op_arg = '', '', '0', '', '', ''
 local entry, attr_count, attrs_json, blob_refs, max_age_us = '', '0', '', '', ''
+local rewrite = ''
 if rest ~= '' then
   fingerprint = ARGV[10]
   ttl_ms = ARGV[11]
@@ -138,6 +142,7 @@ if rest ~= '' then
   attrs_json = ARGV[18]
   blob_refs = ARGV[19]
   max_age_us = ARGV[20]
+  rewrite = ARGV[21]
 else
   NAMED = 9
 end
@@ -302,6 +307,7 @@ end
 -- Retention by age: a plain append trims the entries older than max_age_us from the head
 -- (through the last message among them), at most MAX_AGE_STEP a call: one step per append,
 -- so the call stays short; a log that ages faster catches up over its next appends.
+local by_age = false  -- whether this call's trim is max_age's (edit_lib.lua: never refused)
 if max_age_us ~= '' and op == '' then
   local MAX_AGE_STEP = 100
   local cutoff = tonumber(at) - tonumber(max_age_us)
@@ -332,7 +338,7 @@ if max_age_us ~= '' and op == '' then
       end
     end
     if aged then
-      op, op_arg = 'trim', aged  -- this call's edit: a trim entry before its messages
+      op, op_arg, by_age = 'trim', aged, true  -- this call's edit: a trim entry first
     end
   end
 end
@@ -442,6 +448,9 @@ if edit then
     redis.call('XTRIM', STREAM, 'MINID', string.format('%d', through + 1))
     redis.call('HSET', VIEW, 'first', string.format('%d', through + 1))
     redact_part().trimmed(first, through)  -- and the redacted rows among them
+    if edit[6][3] then  -- and the trimmed bytes left in the node of `through`
+      redact_part().rewrite(edit[6][3][1], edit[6][3][2])
+    end
   end
   if edit[7] then  -- a redact: the entry leaves the stream, its replacement takes its place
     redact_part().redact(edit[7])

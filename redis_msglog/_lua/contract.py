@@ -27,7 +27,7 @@ ARGV_NAMES = (
     "publish", "channel", "record_ttl_ms", "look_up", "call", "producer", "pseq", "floor",
     "rest",
     "fingerprint", "ttl_ms", "blob_count", "expected_seq", "op", "op_arg", "entry",
-    "attr_count", "attrs_json", "blob_refs", "max_age_us",
+    "attr_count", "attrs_json", "blob_refs", "max_age_us", "rewrite",
 )  # fmt: skip
 """The named ``ARGV`` of the script, in order: ``keys_and_args`` sends them so, and the
 script binds each to a local of the same name (a test checks both). The blobs (digest,
@@ -82,6 +82,7 @@ class AppendCall:
     floor: int | None = None  # the producer's lowest call in flight (None: unknown)
     blob_refs: str = ""  # "<message>.<part>:<sha256> ...": references the batch cannot store
     max_age_us: int | None = None  # trim entries older than this on a plain append (µs)
+    rewrite: str = ""  # "<max_rewrite_bytes> <stream_node_entries>" for a trim or a redact
 
     def sent_key_names(self) -> tuple[str, ...]:
         """The ``KEYS`` this call sends, in order."""
@@ -145,6 +146,7 @@ class AppendCall:
             self.attrs_json,
             self.blob_refs,
             "" if self.max_age_us is None else self.max_age_us,
+            self.rewrite,
         )
         if not self.blobs and not self.attrs:
             return (len(keys), *keys, *argv, *self.messages)
@@ -222,6 +224,7 @@ ERRORS: dict[str, type[errors.MessageLogError]] = {
     "MSGLOG_KEYREUSED": errors.IdempotencyConflictError,
     "MSGLOG_CONFLICT": errors.SeqConflictError,  # an expected_seq the log has moved past
     "MSGLOG_BADEDIT": errors.InvalidEditError,  # an edit of a seq that is not in the view
+    "MSGLOG_TOOBIG": errors.RewriteTooLargeError,  # a trim or redact over max_rewrite_bytes
     "MSGLOG_BADVIEW": errors.CorruptLogError,  # a view hash we did not write
     "MSGLOG_STALE": errors.AppendInDoubtError,  # a producer's result no longer held
     "MSGLOG_BADBLOB": errors.InvalidMessageError,  # a blob reference the log does not hold
@@ -284,8 +287,8 @@ def error_for(refused: Refused, keys: ConversationKeys) -> errors.MessageLogErro
             "written; read what changed and decide again.",
             current_seq=current,
         )
-    if kind is errors.InvalidEditError:
-        return kind(f"{said}. Nothing was written.")
+    if kind is errors.InvalidEditError or kind is errors.RewriteTooLargeError:
+        return _edit_refused(said)
     if kind is errors.InvalidMessageError:
         return _missing_blob(refused.text, keys)
     if kind is errors.AppendInDoubtError:
@@ -306,6 +309,18 @@ def error_for(refused: Refused, keys: ConversationKeys) -> errors.MessageLogErro
     if kind is not None:
         return kind(said + _AFTER.get(kind, ""))
     return errors.StorageError(f"Redis error: {refused.text}")
+
+
+def _edit_refused(said: str) -> errors.InvalidEditError:
+    """An edit the script refused: MSGLOG_BADEDIT, or MSGLOG_TOOBIG (a rewrite over
+    max_rewrite_bytes, which the text names)."""
+    cap = re.search(r"more than (\d+) bytes of the stream \(max_rewrite_bytes", said)
+    if cap is None:
+        return errors.InvalidEditError(f"{said}. Nothing was written.")
+    return errors.RewriteTooLargeError(
+        f"{said}. Nothing was written: trim the log first, or raise max_rewrite_bytes.",
+        cap=int(cap.group(1)),
+    )
 
 
 def _missing_blob(text: str, keys: ConversationKeys) -> errors.InvalidMessageError:
