@@ -33,11 +33,13 @@ local function edit_part()
     return size
   end
 
+  local AGE_REWRITE_MAX = 65536  -- what a trim by age may rewrite: the append stays short
+
   -- The entries from `from` (an XRANGE start) to the stream's end but `skip` (an ID), which
   -- a rewrite adds again, or, when they and `extra` bytes (the call's own entries) are over
-  -- REWRITE_MAX, nil and their size so far. Read a step at a time, each step sized by the
+  -- `cap`, nil and their size so far. Read a step at a time, each step sized by the
   -- largest entry seen so that it stays within the cap: a refusal reads about the cap.
-  local function tail_from(from, skip, extra)
+  local function tail_from(from, skip, extra, cap)
     local tail, size, biggest, step = {}, extra, 1, 16
     while true do
       local page = redis.call('XRANGE', STREAM, from, '+', 'COUNT', step)
@@ -48,7 +50,7 @@ local function edit_part()
           tail[#tail + 1] = e
         end
       end
-      if size > REWRITE_MAX then
+      if size > cap then
         return nil, size
       end
       tail.upto = page[#page] and page[#page][1] or tail.upto  -- the last entry read
@@ -56,7 +58,7 @@ local function edit_part()
         return tail, size
       end
       from = '(' .. tail.upto
-      step = math.max(1, math.min(1000, math.floor((REWRITE_MAX - size) / biggest)))
+      step = math.max(1, math.min(1000, math.floor((cap - size) / biggest)))
     end
   end
 
@@ -328,13 +330,15 @@ local function edit_part()
     -- XTRIM only marks the trimmed entries of the node holding `through` deleted: their
     -- bytes stay until the node goes. So the entries kept after them are rewritten (all
     -- of them: an entry can only be added after the last), within the cap. A trim by age
-    -- over the cap trims without the rewrite (an append is not refused for its retention).
+    -- rewrites at most AGE_REWRITE_MAX, else trims without the rewrite: an append is
+    -- neither refused nor made long for its retention.
     local marker = '{"op":"trim","through":' .. int(through) .. '}'
     local extra = #marker + 40
     for i = messages_from, #ARGV do
       extra = extra + #ARGV[i] + 40
     end
-    local tail, size = tail_from(int(through + 1), nil, extra)
+    local cap = by_age and math.min(REWRITE_MAX, AGE_REWRITE_MAX) or REWRITE_MAX
+    local tail, size = tail_from(int(through + 1), nil, extra, cap)
     if not tail and not by_age then
       return too_big(what, size)
     end
@@ -396,7 +400,7 @@ local function edit_part()
     -- stream is rewritten to its end (redact_lib.lua), within the cap.
     local node = redis.call('XREVRANGE', STREAM, id, '-', 'COUNT', NODE_ENTRIES)
     local from = node[#node][1]
-    local tail, size = tail_from(from, id, #entry + 40)
+    local tail, size = tail_from(from, id, #entry + 40, REWRITE_MAX)
     if not tail then
       return too_big(what, size)
     end
