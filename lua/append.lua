@@ -96,7 +96,10 @@
 --           written: MSGLOG_UNOWNED when there is none (the conversation was erased and
 --           its id is free again: the client registers it again, then re-sends once),
 --           MSGLOG_SCOPE <recorded> when it names another
--- ARGV[22..] the tail (ARGV[10..] when rest is ""): B pairs of a blob's SHA-256 (hex)
+-- ARGV[22]  rewrite: "<max_rewrite_bytes> <stream_node_entries>": the bytes a trim or a
+--           redact may rewrite, and the entries a stream node holds at most (edit_lib.lua;
+--           "": 8 MiB and 100)
+-- ARGV[23..] the tail (ARGV[10..] when rest is ""): B pairs of a blob's SHA-256 (hex)
 --           and its bytes, then A pairs of an attribute change ("+name" to set, "-name"
 --           to delete) and its value, then the encoded messages (JSON), in order; at
 --           least one unless this is an edit
@@ -132,9 +135,10 @@ local producer = ARGV[6]
 local pseq = ARGV[7]
 local floor = ARGV[8]
 local rest = ARGV[9]
-local NAMED = 21  -- the named arguments above: the tail follows them (9 when rest is "")
+local NAMED = 22  -- the named arguments above: the tail follows them (9 when rest is "")
 local fingerprint, ttl_ms, blob_count, expected_seq, op, op_arg = '', '', '0', '', '', ''
 local entry, attr_count, attrs_json, blob_refs, max_age_us, scope = '', '0', '', '', '', ''
+local rewrite = ''
 if rest ~= '' then
   fingerprint = ARGV[10]
   ttl_ms = ARGV[11]
@@ -148,6 +152,7 @@ if rest ~= '' then
   blob_refs = ARGV[19]
   max_age_us = ARGV[20]
   scope = ARGV[21]
+  rewrite = ARGV[22]
 else
   NAMED = 9
 end
@@ -331,6 +336,7 @@ end
 -- Retention by age: a plain append trims the entries older than max_age_us from the head
 -- (through the last message among them), at most MAX_AGE_STEP a call: one step per append,
 -- so the call stays short; a log that ages faster catches up over its next appends.
+local by_age = false  -- whether this call's trim is max_age's (edit_lib.lua: never refused)
 if max_age_us ~= '' and op == '' then
   local MAX_AGE_STEP = 100
   local cutoff = tonumber(at) - tonumber(max_age_us)
@@ -361,7 +367,7 @@ if max_age_us ~= '' and op == '' then
       end
     end
     if aged then
-      op, op_arg = 'trim', aged  -- this call's edit: a trim entry before its messages
+      op, op_arg, by_age = 'trim', aged, true  -- this call's edit: a trim entry first
     end
   end
 end
@@ -471,6 +477,9 @@ if edit then
     redis.call('XTRIM', STREAM, 'MINID', string.format('%d', through + 1))
     redis.call('HSET', VIEW, 'first', string.format('%d', through + 1))
     redact_part().trimmed(first, through)  -- and the redacted rows among them
+    if edit[6][3] then  -- and the trimmed bytes left in the node of `through`
+      redact_part().rewrite(edit[6][3][1], edit[6][3][2])
+    end
   end
   if edit[7] then  -- a redact: the entry leaves the stream, its replacement takes its place
     redact_part().redact(edit[7])

@@ -14,10 +14,64 @@ local function edit_part()
 
   local MAX_RETRACT = 256  -- seqs one retract may take: it stays a short call
   local MAX_TRIM = 10000  -- entries one trim may remove: it stays a short call (~10 ms)
-  local MAX_REDACT_REBUILD = 10000  -- entries a redact rewrites (redact_lib.lua): ~10 ms
+  -- A trim or a redact rewrites the stream's tail (redact_lib.lua): the bytes it may move
+  -- and the entries a stream node holds at most, from `rewrite` ("<bytes> <entries>": the
+  -- log's max_rewrite_bytes and stream_node_entries; "": their defaults).
+  local cap_text, node_text = string.match(rewrite, '^(%d+) (%d+)$')
+  local REWRITE_MAX = tonumber(cap_text or '8388608')
+  local NODE_ENTRIES = tonumber(node_text or '100')
 
   local function bad_edit(text)
     return {err = 'MSGLOG_BADEDIT ' .. text}
+  end
+
+  local function entry_bytes(e)  -- an entry's ID, field names and values
+    local size = #e[1]
+    for _, value in ipairs(e[2]) do
+      size = size + #value
+    end
+    return size
+  end
+
+  local AGE_REWRITE_MAX = 65536  -- what a trim by age may rewrite: the append stays short
+
+  -- The entries from `from` (an XRANGE start) to the stream's end but `skip` (an ID), which
+  -- a rewrite adds again, or, when they and `extra` bytes (the call's own entries) are over
+  -- `cap`, nil and their size so far. Read a step at a time, each step sized by the
+  -- largest entry seen so that it stays within the cap: a refusal reads about the cap.
+  local function tail_from(from, skip, extra, cap)
+    local tail, size, biggest, step = {}, extra, 1, 16
+    while true do
+      local page = redis.call('XRANGE', STREAM, from, '+', 'COUNT', step)
+      for _, e in ipairs(page) do
+        if e[1] ~= skip then
+          local bytes = entry_bytes(e)
+          size, biggest = size + bytes, math.max(biggest, bytes)
+          tail[#tail + 1] = e
+        end
+      end
+      if size > cap then
+        return nil, size
+      end
+      tail.upto = page[#page] and page[#page][1] or tail.upto  -- the last entry read
+      if #page < step then
+        return tail, size
+      end
+      from = '(' .. tail.upto
+      step = math.max(1, math.min(1000, math.floor((cap - size) / biggest)))
+    end
+  end
+
+  local function too_big(what, size)
+    return {err = 'MSGLOG_TOOBIG ' .. what .. ' would rewrite more than ' .. int(REWRITE_MAX) ..
+      ' bytes of the stream (max_rewrite_bytes; at least ' .. int(size) .. ')'}
+  end
+
+  -- A rewrite deletes entries (XDEL) and moves the stream's last ID back (XSETID): a user
+  -- the ACL refuses either is refused before anything is written (Redis 7+).
+  local function may_rewrite()
+    return not redis.acl_check_cmd or (redis.acl_check_cmd('XDEL', STREAM, '0-1') and
+      redis.acl_check_cmd('XSETID', STREAM, '0-1'))
   end
 
   -- Whether seq s was redacted: its row is in the view hash, not the stream.
@@ -268,17 +322,32 @@ local function edit_part()
     end
     -- XTRIM runs after the first writes: a user the ACL refuses it is refused here, before
     -- anything is written (Redis 7+; acl_rules(deletions=True) grants it).
-    if redis.acl_check_cmd and not redis.acl_check_cmd('XTRIM', STREAM, 'MINID', '1') then
-      return {err = 'NOPERM this user has no permissions to trim (XTRIM) ' .. STREAM ..
-        ': see acl_rules(deletions=True)'}
+    if redis.acl_check_cmd and not (redis.acl_check_cmd('XTRIM', STREAM, 'MINID', '1') and
+        may_rewrite()) then
+      return {err = 'NOPERM this user has no permissions to trim (XTRIM, XDEL, XSETID) ' ..
+        STREAM .. ': see acl_rules(deletions=True)'}
+    end
+    -- XTRIM only marks the trimmed entries of the node holding `through` deleted: their
+    -- bytes stay until the node goes. So the entries kept after them are rewritten (all
+    -- of them: an entry can only be added after the last), within the cap. A trim by age
+    -- rewrites at most AGE_REWRITE_MAX, else trims without the rewrite: an append is
+    -- neither refused nor made long for its retention.
+    local marker = '{"op":"trim","through":' .. int(through) .. '}'
+    local extra = #marker + 40
+    for i = messages_from, #ARGV do
+      extra = extra + #ARGV[i] + 40
+    end
+    local cap = by_age and math.min(REWRITE_MAX, AGE_REWRITE_MAX) or REWRITE_MAX
+    local tail, size = tail_from(int(through + 1), nil, extra, cap)
+    if not tail and not by_age then
+      return too_big(what, size)
     end
     local removed, archived = rows_up_to(v, through)
     v.total = v.total - removed
     if v.archived and lookup(v, v.archived) then
       v.archivedrows = v.archivedrows - archived
     end
-    return {'{"op":"trim","through":' .. int(through) .. '}', v, false, {}, nil,
-      {first, through}}
+    return {marker, v, false, {}, nil, {first, through, tail and {int(through + 1), tail}}}
   end
 
   -- redact: the message at seq op_arg leaves the stream (XDEL, in append.lua) and its
@@ -302,12 +371,6 @@ local function edit_part()
     if is_redacted(s) then
       return bad_edit(what .. ' is already redacted')
     end
-    local length = redis.call('XLEN', STREAM)
-    if length > MAX_REDACT_REBUILD then
-      return bad_edit(what .. ': the stream holds ' .. int(length) .. ' entries, more than ' ..
-        MAX_REDACT_REBUILD .. ' (a redaction rewrites the stream to remove the bytes): trim ' ..
-        'the log first')
-    end
     local found = redis.call('XRANGE', STREAM, int(s), int(s))
     if not found[1] then
       return bad_edit(what .. ' is missing from the stream (deleted by hand?)')
@@ -328,10 +391,18 @@ local function edit_part()
     end
     -- XDEL runs after the first writes: a user the ACL refuses it is refused here, before
     -- anything is written (Redis 7+; acl_rules(deletions=True) grants it).
-    if redis.acl_check_cmd and not (redis.acl_check_cmd('XDEL', STREAM, id) and
-        redis.acl_check_cmd('UNLINK', STREAM)) then
-      return {err = 'NOPERM this user has no permissions to redact (XDEL) in ' .. STREAM ..
-        ': see acl_rules(deletions=True)'}
+    if not may_rewrite() then
+      return {err = 'NOPERM this user has no permissions to redact (XDEL, XSETID) in ' ..
+        STREAM .. ': see acl_rules(deletions=True)'}
+    end
+    -- XDEL only marks an entry deleted in its node: the node goes when all its entries do.
+    -- It holds at most NODE_ENTRIES, so from NODE_ENTRIES - 1 entries before this one, the
+    -- stream is rewritten to its end (redact_lib.lua), within the cap.
+    local node = redis.call('XREVRANGE', STREAM, id, '-', 'COUNT', NODE_ENTRIES)
+    local from = node[#node][1]
+    local tail, size = tail_from(from, id, #entry + 40, REWRITE_MAX)
+    if not tail then
+      return too_big(what, size)
     end
     if replacement == '' then  -- the marker: the role (and a tool result's call id) kept
       local role = string.match(body, '^{"role":"(%a+)"') or 'user'
@@ -339,12 +410,13 @@ local function edit_part()
       replacement = '{"role":"' .. role .. '","content":"[redacted]"' ..
         (call_id and (',"toolCallId":"' .. call_id .. '"') or '') .. ',"redacted":true}'
     end
-    return {entry, v, false, {}, nil, nil, {s, id, body, at .. ' ' .. replacement}}
+    return {entry, v, false, {}, nil, nil, {s, id, body, at .. ' ' .. replacement, from, tail}}
   end
 
   -- The edit to make: {marker, view state, false, seqs to hide, popped, trim, redact}; nil
   -- for a pop of an empty view; or an error reply. (trim: {first seq, through}, the
-  -- entries to remove; redact: {seq, entry ID, original body, the view hash's value}.)
+  -- entries to remove, and the rewrite {from, tail} unless one by age is over the cap;
+  -- redact: {seq, entry ID, original body, the view hash's value, from, tail}.)
   local function plan_edit()
     local v = open_view(VIEW, HIDDEN)
     if v.err then

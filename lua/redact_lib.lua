@@ -52,32 +52,56 @@ local function redact_lib_part()
     end
   end
 
-  -- XDEL only marks an entry deleted inside its stream node (a listpack of up to 100
-  -- entries): its bytes stay in memory, in DUMP and in RDB snapshots until every entry of
-  -- the node is deleted. So the stream is rebuilt: every other entry read, the key unlinked
-  -- and the entries added again with the same IDs and fields, into fresh nodes (bounded:
-  -- plan_redact refuses a stream of more than MAX_REDACT_REBUILD entries).
-  local function rebuild_without(id)
-    redis.call('XDEL', STREAM, id)
-    local kept = redis.call('XRANGE', STREAM, '-', '+')
-    -- The new key would have no expiry: a log object without ttl redacting a log that has
-    -- one would otherwise keep its stream forever.
-    local ttl = redis.call('PTTL', STREAM)
-    redis.call('UNLINK', STREAM)
+  -- Rewrite the stream from the entry `from` on: `tail` (the plan read it: the entries
+  -- from there, but the one redacted), and what this call added since, are deleted, the
+  -- stream's last ID moved back to the entry before `from` (XSETID), and they are added
+  -- again with the same IDs and fields. Every node holding an entry from `from` on is
+  -- then freed whole (a node goes when its last entry does), so the bytes of `drop` (the
+  -- redacted entry) or of the trimmed entries that shared the first one are gone. The
+  -- stream key stays (its expiry too). A server without XSETID (fakeredis) rebuilds the
+  -- whole stream instead: unlinked and every entry added again.
+  function redact_lib.rewrite(from, tail, drop)
     local unpack_ = table.unpack or unpack
-    for _, e in ipairs(kept) do
-      redis.call('XADD', STREAM, e[1], unpack_(e[2]))
+    local after = tail.upto and '(' .. tail.upto or from
+    for _, e in ipairs(redis.call('XRANGE', STREAM, after, '+')) do
+      tail[#tail + 1] = e
     end
-    if ttl > 0 then
-      redis.call('PEXPIRE', STREAM, ttl)
+    local ids = {drop}
+    for _, e in ipairs(tail) do
+      ids[#ids + 1] = e[1]
+    end
+    for i = 1, #ids, 500 do
+      redis.call('XDEL', STREAM, unpack_(ids, i, math.min(i + 499, #ids)))
+    end
+    local top = redis.call('XREVRANGE', STREAM, '+', '-', 'COUNT', 1)[1]
+    local moved = redis.pcall('XSETID', STREAM, top and top[1] or '0-0')
+    if type(moved) == 'table' and moved.err then
+      local kept = redis.call('XRANGE', STREAM, '-', '+')
+      for _, e in ipairs(tail) do
+        kept[#kept + 1] = e
+      end
+      tail = kept
+      local ttl = redis.call('PTTL', STREAM)
+      redis.call('UNLINK', STREAM)
+      for _, e in ipairs(tail) do
+        redis.call('XADD', STREAM, e[1], unpack_(e[2]))
+      end
+      if ttl > 0 then
+        redis.call('PEXPIRE', STREAM, ttl)
+      end
+      return
+    end
+    for _, e in ipairs(tail) do
+      redis.call('XADD', STREAM, e[1], unpack_(e[2]))
     end
   end
 
-  -- plan: {seq, entry ID, original body, "<at> <replacement JSON>"} (edit_lib.lua).
+  -- plan: {seq, entry ID, original body, "<at> <replacement JSON>", from, tail}
+  -- (edit_lib.lua).
   function redact_lib.redact(plan)
     local s, id, body, value = plan[1], plan[2], plan[3], plan[4]
     drop_blobs(id, body)
-    rebuild_without(id)
+    redact_lib.rewrite(plan[5], plan[6], id)
     local count = tonumber(redis.call('HGET', VIEW, 'redacted') or '0') or 0
     redis.call('HSET', VIEW, 'r:' .. seq_text(s), value, 'redacted', seq_text(count + 1))
   end

@@ -56,6 +56,15 @@ class MessageTooLargeError(MessageLogError, ValueError):
     ``max_message_bytes``."""
 
 
+class BatchTooLargeError(MessageTooLargeError):
+    """Nothing was written. The messages (and binaries) of one append call encode to more
+    than the log's ``max_batch_bytes`` (``cap``): write them in several calls."""
+
+    def __init__(self, message: str, *, cap: int) -> None:
+        super().__init__(message)
+        self.cap = cap
+
+
 class InvalidArgumentError(MessageLogError, ValueError, TypeError):
     """Nothing was written. An argument of a public call has the wrong type or value
     (``retract(4)``, a negative ``n``, an unknown ``view``, a conversation id, prefix,
@@ -140,6 +149,16 @@ class InvalidEditError(MessageLogError, ValueError):
     that is not a row of the view (beyond the end, an edit entry, already retracted or
     compacted away), or would move the archive watermark backwards; checked by the server
     atomically with the edit."""
+
+
+class RewriteTooLargeError(InvalidEditError):
+    """Nothing was written. A ``trim()`` or ``redact()`` would rewrite more bytes of the
+    stream than the log's ``max_rewrite_bytes`` (``cap``); checked by the server before
+    the first write (docs/lifecycle.md, "Bounds")."""
+
+    def __init__(self, message: str, *, cap: int) -> None:
+        super().__init__(message)
+        self.cap = cap
 
 
 class LogRewoundError(StorageError):

@@ -19,6 +19,11 @@ from .._core.options import LogOptions
 from .._core.read.views import AttrChanges, check_fork_point, fork_edit
 from .._core.retry import DEFAULT_RETRY, RetryPolicy
 from .._core.write.blobs import DEFAULT_BLOB_THRESHOLD
+from .._core.write.bounds import (
+    DEFAULT_MAX_BATCH_BYTES,
+    DEFAULT_MAX_REWRITE_BYTES,
+    DEFAULT_STREAM_NODE_ENTRIES,
+)
 from .._core.write.durability import Durability
 from .._core.write.encode import BeforeAppend
 from .._io.routing import AsyncRouter
@@ -81,6 +86,15 @@ class AsyncMessageLog(AsyncLogEdits, AsyncLogFormats):
         max_age: retention by age: a plain append also trims (``trim()``) the entries
             committed more than ``max_age`` ago from the head of the log, at most 100 a
             call, in the same atomic call (docs/lifecycle.md). ``None``: none.
+        max_batch_bytes: the most bytes one call may send: its encoded messages and
+            binaries together (default 16 MiB); more raises
+            :class:`~redis_msglog.BatchTooLargeError` before anything is sent.
+        max_rewrite_bytes: the most bytes of the stream one ``trim()`` or ``redact()`` may
+            rewrite to remove the bytes it deletes (default 8 MiB); more raises
+            :class:`~redis_msglog.RewriteTooLargeError`, nothing written (a trim by
+            ``max_age`` over it trims without the rewrite). See docs/lifecycle.md, "Bounds".
+        stream_node_entries: the server's ``stream-node-max-entries`` (default 100, the
+            server's default): how far back from an entry a rewrite starts.
 
     Cancellation, asyncio only: an append cancelled while in flight has either committed or
     not (the script is atomic); its connection is discarded, never reused mid-reply.
@@ -105,6 +119,9 @@ class AsyncMessageLog(AsyncLogEdits, AsyncLogFormats):
         scope: tuple[str, ...] | None = None,
         before_append: BeforeAppend | None = None,
         max_age: timedelta | None = None,
+        max_batch_bytes: int = DEFAULT_MAX_BATCH_BYTES,
+        max_rewrite_bytes: int = DEFAULT_MAX_REWRITE_BYTES,
+        stream_node_entries: int = DEFAULT_STREAM_NODE_ENTRIES,
     ) -> None:
         options = LogOptions(
             prefix=prefix,
@@ -118,6 +135,9 @@ class AsyncMessageLog(AsyncLogEdits, AsyncLogFormats):
             scope=scope,
             before_append=before_append,
             max_age=max_age,
+            max_batch_bytes=max_batch_bytes,
+            max_rewrite_bytes=max_rewrite_bytes,
+            stream_node_entries=stream_node_entries,
         )
         self._setup_core(redis, conversation, on_append, options)
         self._redis = redis

@@ -40,6 +40,7 @@ from .stored.entries import EditsPresent, StoredEntries, parse_seq_counter
 from .stored.keys import ConversationKeys
 from .write.append import RETRY_KEY_PREFIX, Appends, Commit, PreparedAppend
 from .write.blobs import DEFAULT_BLOB_THRESHOLD
+from .write.bounds import DEFAULT_MAX_BATCH_BYTES, DEFAULT_REWRITE, Rewrite
 from .write.durability import Durability
 from .write.encode import Batch, BatchRules, BeforeAppend
 from .write.producer import Producer, ProducerSlot
@@ -95,6 +96,8 @@ class LogCore:
         durability: Durability | None = None,
         blob_threshold: int | None = DEFAULT_BLOB_THRESHOLD,
         max_age: timedelta | None = None,
+        max_batch_bytes: int = DEFAULT_MAX_BATCH_BYTES,
+        rewrite: Rewrite = DEFAULT_REWRITE,
         clock: Clock,
         producer: Producer | None = None,
         scope: Scope | None = None,
@@ -110,28 +113,23 @@ class LogCore:
             durability=durability,
             blob_threshold=blob_threshold,
             before_append=before_append,
+            bounds=(max_batch_bytes, rewrite),
         )
         self.conversation = conversation
         self.keys = ConversationKeys.build(prefix, conversation)
         self.scope = None if scope is None else check_scope(scope)
-        # A scoped log registers its conversation (once, in its first append's preflight).
-        register, guard = None, None
-        if self.scope is not None:
-            scoped = Scoped(prefix, retry, clock)
-            register = functools.partial(scoped.register_plan, conversation, self.scope)
-            # Its writes name the scope (the script checks the owner record); a refusal
-            # registers again, or says the scope was erased.
-            guard = ScopeGuard(register, functools.partial(scoped.erased_plan, self.scope))
+        register, guard = _scope_hooks(prefix, retry, clock, conversation, self.scope)
         self.page_size = page_size
         self.retry = retry
         self.clock = clock
         self._build(
-            BatchRules(max_message_bytes, blob_threshold, before_append),
+            BatchRules(max_message_bytes, blob_threshold, before_append, max_batch_bytes),
             idempotency_window=idempotency_window,
             # Sharded pub/sub on a cluster: the event goes to the conversation's own shard.
             publish="SPUBLISH" if sharded_events else "PUBLISH",
             ttl=ttl,
             max_age=max_age,
+            rewrite=rewrite,
             durability=durability,
             # The idempotent producer numbering this log's calls: the process's (None),
             # shared by every log object of it, so that their records do not grow with
@@ -149,6 +147,7 @@ class LogCore:
         publish: str,
         ttl: timedelta | None,
         max_age: timedelta | None,
+        rewrite: Rewrite,
         durability: Durability | None,
         producers: ProducerSlot,
         register: Callable[[], Plan[object]] | None,
@@ -168,6 +167,7 @@ class LogCore:
             idempotency_window=idempotency_window,
             ttl=ttl,
             max_age=max_age,
+            rewrite=rewrite,
             durability=durability,
             producers=producers,
             publish=publish,
@@ -250,9 +250,13 @@ def _check_options(
     durability: Durability | None,
     blob_threshold: int | None,
     before_append: BeforeAppend | None,
+    bounds: tuple[int, Rewrite],
 ) -> None:
     """A log's options, each checked before anything can be sent: InvalidArgumentError."""
     _require_positive("max_message_bytes", max_message_bytes)
+    _require_positive("max_batch_bytes", bounds[0])
+    _require_positive("max_rewrite_bytes", bounds[1].max_bytes)
+    _require_positive("stream_node_entries", bounds[1].node_entries)
     if before_append is not None:
         require_callable("before_append", before_append)
     if blob_threshold is not None:
@@ -282,3 +286,16 @@ def _at_least(value: object, least: timedelta) -> bool:
 
 def _require_positive(name: str, value: int) -> None:
     check_int(name, value, lowest=1)
+
+
+def _scope_hooks(
+    prefix: str, retry: RetryPolicy, clock: Clock, conversation: str, scope: Scope | None
+) -> tuple[Callable[[], Plan[object]] | None, ScopeGuard | None]:
+    """A scoped log registers its conversation (once, in its first append's preflight), and
+    its writes name the scope (the script checks the owner record): a refusal registers
+    again, or says the scope was erased. ``(None, None)`` for a log without a scope."""
+    if scope is None:
+        return None, None
+    scoped = Scoped(prefix, retry, clock)
+    register = functools.partial(scoped.register_plan, conversation, scope)
+    return register, ScopeGuard(register, functools.partial(scoped.erased_plan, scope))

@@ -20,6 +20,12 @@ from .facade import (
 )
 from .retry import DEFAULT_RETRY, RetryPolicy
 from .write.blobs import DEFAULT_BLOB_THRESHOLD
+from .write.bounds import (
+    DEFAULT_MAX_BATCH_BYTES,
+    DEFAULT_MAX_REWRITE_BYTES,
+    DEFAULT_STREAM_NODE_ENTRIES,
+    Rewrite,
+)
 from .write.durability import Durability
 from .write.encode import BeforeAppend
 
@@ -41,6 +47,9 @@ class LogOptions:
     scope: tuple[str, ...] | None = None  # a fork's new log takes the source's
     before_append: BeforeAppend | None = None
     max_age: timedelta | None = None
+    max_batch_bytes: int = DEFAULT_MAX_BATCH_BYTES
+    max_rewrite_bytes: int = DEFAULT_MAX_REWRITE_BYTES
+    stream_node_entries: int = DEFAULT_STREAM_NODE_ENTRIES
 
     def keywords(self) -> dict[str, Any]:
         """The options as the clients' keyword arguments (a fork's new log takes them)."""
@@ -61,6 +70,8 @@ class LogOptions:
             blob_threshold=self.blob_threshold,
             before_append=self.before_append,
             max_age=self.max_age,
+            max_batch_bytes=self.max_batch_bytes,
+            rewrite=Rewrite(self.max_rewrite_bytes, self.stream_node_entries),
             sharded_events=sharded_events,
             scope=self.scope,
             clock=clock,

@@ -28,7 +28,7 @@ ARGV_NAMES = (
     "publish", "channel", "record_ttl_ms", "look_up", "call", "producer", "pseq", "floor",
     "rest",
     "fingerprint", "ttl_ms", "blob_count", "expected_seq", "op", "op_arg", "entry",
-    "attr_count", "attrs_json", "blob_refs", "max_age_us", "scope",
+    "attr_count", "attrs_json", "blob_refs", "max_age_us", "scope", "rewrite",
 )  # fmt: skip
 """The named ``ARGV`` of the script, in order: ``keys_and_args`` sends them so, and the
 script binds each to a local of the same name (a test checks both). The blobs (digest,
@@ -84,6 +84,7 @@ class AppendCall:
     blob_refs: str = ""  # "<message>.<part>:<sha256> ...": references the batch cannot store
     max_age_us: int | None = None  # trim entries older than this on a plain append (µs)
     scope: str = ""  # a scoped log's scope ("/"-joined): its owner record must name it
+    rewrite: str = ""  # "<max_rewrite_bytes> <stream_node_entries>" for a trim or a redact
 
     def sent_key_names(self) -> tuple[str, ...]:
         """The ``KEYS`` this call sends, in order."""
@@ -154,6 +155,7 @@ class AppendCall:
             self.blob_refs,
             "" if self.max_age_us is None else self.max_age_us,
             self.scope,
+            self.rewrite,
         )
         if not self.blobs and not self.attrs:
             return (len(keys), *keys, *argv, *self.messages)
@@ -241,6 +243,7 @@ ERRORS: dict[str, type[errors.MessageLogError]] = {
     "MSGLOG_KEYREUSED": errors.IdempotencyConflictError,
     "MSGLOG_CONFLICT": errors.SeqConflictError,  # an expected_seq the log has moved past
     "MSGLOG_BADEDIT": errors.InvalidEditError,  # an edit of a seq that is not in the view
+    "MSGLOG_TOOBIG": errors.RewriteTooLargeError,  # a trim or redact over max_rewrite_bytes
     "MSGLOG_BADVIEW": errors.CorruptLogError,  # a view hash we did not write
     "MSGLOG_STALE": errors.AppendInDoubtError,  # a producer's result no longer held
     "MSGLOG_BADBLOB": errors.InvalidMessageError,  # a blob reference the log does not hold
@@ -305,8 +308,8 @@ def error_for(refused: Refused, keys: ConversationKeys) -> errors.MessageLogErro
             "written; read what changed and decide again.",
             current_seq=current,
         )
-    if kind is errors.InvalidEditError:
-        return kind(f"{said}. Nothing was written.")
+    if kind is errors.InvalidEditError or kind is errors.RewriteTooLargeError:
+        return _edit_refused(said)
     if kind is errors.InvalidMessageError:
         return _missing_blob(refused.text, keys)
     if kind is errors.AppendInDoubtError:
@@ -344,6 +347,18 @@ def _erased_or_scope_error(code: str, said: str, keys: ConversationKeys) -> erro
         f"the conversation belongs to scope {said!r}, not this log's: a conversation "
         "keeps the scope it was created with. Nothing was written.",
         recorded=tuple(said.split("/")),
+    )
+
+
+def _edit_refused(said: str) -> errors.InvalidEditError:
+    """An edit the script refused: MSGLOG_BADEDIT, or MSGLOG_TOOBIG (a rewrite over
+    max_rewrite_bytes, which the text names)."""
+    cap = re.search(r"more than (\d+) bytes of the stream \(max_rewrite_bytes", said)
+    if cap is None:
+        return errors.InvalidEditError(f"{said}. Nothing was written.")
+    return errors.RewriteTooLargeError(
+        f"{said}. Nothing was written: trim the log first, or raise max_rewrite_bytes.",
+        cap=int(cap.group(1)),
     )
 
 

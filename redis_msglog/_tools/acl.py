@@ -51,7 +51,7 @@ _READS = (
 _DURABILITY = ("wait", "waitaof")
 # trim() and redact() delete entries (docs/lifecycle.md): granted only with
 # acl_rules(deletions=True).
-DELETION_COMMANDS: tuple[str, ...] = ("xtrim", "xdel")
+DELETION_COMMANDS: tuple[str, ...] = ("xtrim", "xdel", "xsetid")
 _EVENTS = ("subscribe", "unsubscribe", "ssubscribe", "sunsubscribe")  # redis-cli SUBSCRIBE
 _CLUSTER = (  # a cluster client: the topology, redirections, reads from replicas
     "cluster|slots", "cluster|shards", "asking", "readonly", "readwrite",

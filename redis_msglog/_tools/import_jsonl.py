@@ -204,7 +204,14 @@ def _units(log: MessageLog, source: _Source, batch_size: int) -> Iterator[_Unit]
     messages: list[dict[str, Any]] = []
     edit: tuple[int, bytes, dict[str, Any]] | None = None
     owed = 0  # messages still belonging to ``edit``
+    # A batch also ends before its lines reach the log's max_batch_bytes (a line is at
+    # least the bytes its message is stored as: it holds its binaries as base64).
+    cap, held = log._options.max_batch_bytes, 0
     for number, line in _lines(source):
+        if edit is None and chunk and held + len(line) > cap:
+            yield _Unit(chunk, messages)
+            chunk, messages, held = [], [], 0
+        held += len(line)
         doc = _parse_line(log, source, number, line)
         if "edit" in doc and owed:
             raise ImportFileError(
@@ -222,10 +229,10 @@ def _units(log: MessageLog, source: _Source, batch_size: int) -> Iterator[_Unit]
             owed = max(0, owed - 1)
         if edit is not None and not owed:
             yield _Unit(chunk, messages, edit[2])
-            chunk, messages, edit = [], [], None
+            chunk, messages, edit, held = [], [], None, 0
         elif edit is None and len(chunk) == batch_size:
             yield _Unit(chunk, messages)
-            chunk, messages = [], []
+            chunk, messages, held = [], [], 0
     if owed:
         raise ImportFileError(
             f"{source.name}: the file ends before the {owed} messages its last edit announces"

@@ -38,7 +38,7 @@ def _deletions_granted(request: pytest.FixtureRequest) -> None:
     if "env" in request.fixturenames:
         env: Env = request.getfixturevalue("env")
         if env.backend == "acl":
-            env.raw.execute_command("ACL", "SETUSER", ACL_USER, "+xtrim")
+            env.raw.execute_command("ACL", "SETUSER", ACL_USER, "+xtrim", "+xdel", "+xsetid")
 
 
 def user(text: str) -> dict[str, str]:

@@ -76,6 +76,8 @@ SCRIPT_REPLIES = {
     "MSGLOG_KEYREUSED": "MSGLOG_KEYREUSED idempotency key k:idem:x was used for a different batch",
     "MSGLOG_CONFLICT": "MSGLOG_CONFLICT 5 is the last seq of s, not 3",
     "MSGLOG_BADEDIT": "MSGLOG_BADEDIT retract: seq 9 is not a row of the view",
+    "MSGLOG_TOOBIG": "MSGLOG_TOOBIG redact: seq 9 would rewrite more than 8388608 bytes of "
+    "the stream (max_rewrite_bytes; at least 8388700)",
     "MSGLOG_BADVIEW": "MSGLOG_BADVIEW view k:view holds a segment 'x' (set by hand?)",
     "MSGLOG_STALE": "MSGLOG_STALE producer p of k:producers no longer holds the result of call 3",
     "MSGLOG_BADBLOB": "MSGLOG_BADBLOB 0 1 " + "ab" * 32,

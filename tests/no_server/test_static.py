@@ -146,7 +146,7 @@ def test_an_append_call_sends_each_field_at_its_named_position() -> None:
         record="rec", record_ttl_ms=111, fingerprint="fp", look_up=False, ttl_ms=222,
         expected_seq=333, op="attrs", op_arg="arg", entry=b"{}", attrs=(("a", "1"),),
         attrs_json=b'{"a":"1"}', producer="prod", pseq=444, floor=555, blob_refs="0.1:ab",
-        max_age_us=666,
+        max_age_us=666, rewrite="8 100",
     )  # fmt: skip
     command = ("EVALSHA", "sha", *call.keys_and_args())
     assert {name: AppendCall.argument(command, name) for name in ARGV_NAMES} == {
@@ -155,6 +155,7 @@ def test_an_append_call_sends_each_field_at_its_named_position() -> None:
         "expected_seq": 333, "op": "attrs", "op_arg": "arg", "entry": b"{}",
         "producer": "prod", "pseq": 444, "floor": 555, "attr_count": 1,
         "attrs_json": b'{"a":"1"}', "blob_refs": "0.1:ab", "max_age_us": 666, "scope": "",
+        "rewrite": "8 100",
     }  # fmt: skip
     assert AppendCall.sent_keys(command) == {
         "seq": keys.seq, "stream": keys.stream, "blobs": keys.blobs,

@@ -25,6 +25,7 @@ from ..retry import RetryPolicy
 from ..steps import Plan, Write
 from ..stored.codec import decode_entry
 from .blobs import hydrate
+from .bounds import DEFAULT_REWRITE, Rewrite
 from .durability import Durability
 from .encode import Batch
 from .preflight import check_durability_support, eviction_risk
@@ -102,6 +103,7 @@ class Appends:
         register: Callable[[], Plan[object]] | None = None,
         max_age: timedelta | None = None,
         scope: str = "",
+        rewrite: Rewrite = DEFAULT_REWRITE,
     ) -> None:
         self._reader = reader
         self.keys = reader.keys
@@ -113,6 +115,7 @@ class Appends:
         self._publish = publish
         self._ttl_ms = None if ttl is None else _millis(ttl)
         self._max_age_us = None if max_age is None else max_age // timedelta(microseconds=1)
+        self._rewrite = f"{rewrite.max_bytes} {rewrite.node_entries}"
         self.durability_checked = durability is None or not durability.aof
         # A scoped log's registration (_core/lifecycle/scope.py), run once in its first
         # write's preflight.
@@ -155,7 +158,7 @@ class Appends:
             self.keys, batch.encoded, token, batch.blobs, self._publish, record,
             _millis(window), batch.fingerprint() if record is not None else "",
             not first_try_new, self._ttl_ms, expected_seq, "", "", b"", (), b"",
-            producer, pseq, floor, batch.blob_refs, self._max_age_us, self.scope,
+            producer, pseq, floor, batch.blob_refs, self._max_age_us, self.scope, self._rewrite,
         )  # fmt: skip
         if batch.edit is not None:
             call = _with_edit(call, batch)
@@ -257,7 +260,7 @@ class Appends:
 _CALL_FIELDS = (
     "keys", "messages", "call", "blobs", "publish", "record", "record_ttl_ms", "fingerprint",
     "look_up", "ttl_ms", "expected_seq", "op", "op_arg", "entry", "attrs", "attrs_json",
-    "producer", "pseq", "floor", "blob_refs", "max_age_us", "scope",
+    "producer", "pseq", "floor", "blob_refs", "max_age_us", "scope", "rewrite",
 )  # fmt: skip
 if tuple(field.name for field in dataclasses.fields(script.AppendCall)) != _CALL_FIELDS:
     raise ImportError("AppendCall's fields changed: update _CALL_FIELDS and prepare() here")

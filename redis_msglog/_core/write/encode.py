@@ -22,6 +22,7 @@ from ...models import AgentMessage, describe_errors
 from ..read.views import AttrChanges, Edit
 from ..stored.codec import encode_message
 from .blobs import blob_references, offload
+from .bounds import DEFAULT_MAX_BATCH_BYTES, check_batch_bytes
 from .depth import MAX_JSON_DEPTH, too_deep_field
 
 
@@ -61,17 +62,19 @@ class BatchRules:
     """How a log validates and encodes its batches: its size limit, blob threshold and
     write filter (``before_append``)."""
 
-    __slots__ = ("before_append", "blob_threshold", "max_message_bytes")
+    __slots__ = ("before_append", "blob_threshold", "max_batch_bytes", "max_message_bytes")
 
     def __init__(
         self,
         max_message_bytes: int,
         blob_threshold: int | None,
         before_append: BeforeAppend | None = None,
+        max_batch_bytes: int = DEFAULT_MAX_BATCH_BYTES,
     ) -> None:
         self.max_message_bytes = max_message_bytes
         self.blob_threshold = blob_threshold
         self.before_append = before_append
+        self.max_batch_bytes = max_batch_bytes
 
     def batch(
         self,
@@ -102,6 +105,8 @@ class BatchRules:
         if not models and (self.before_append is None or not filtered):
             plain = encode_plain(items, self.max_message_bytes)
             if plain is not None:
+                if len(plain) > 1 or self.max_batch_bytes < self.max_message_bytes:
+                    check_batch_bytes(plain, (), self.max_batch_bytes)
                 return Batch((), plain, (), edit, changes)
         messages = _coerce_all(items)
         if not (filtered and messages and self.before_append is not None):
@@ -113,6 +118,8 @@ class BatchRules:
             note = f"{exc} (as before_append returned it)"
             if isinstance(exc, errors.InvalidMessageError):
                 raise errors.InvalidMessageError(note, index=exc.index) from exc
+            if isinstance(exc, errors.BatchTooLargeError):
+                raise errors.BatchTooLargeError(note, cap=exc.cap) from exc
             raise type(exc)(note) from exc
 
     def _encoded(
@@ -142,6 +149,7 @@ class BatchRules:
         # The references whose bytes this call does not bring: the script checks that the
         # conversation holds them (only the server can tell, atomically with the write).
         held = " ".join(f"{i}.{p}:{d}" for i, p, d in refs if d not in blobs) if refs else ""
+        check_batch_bytes(tuple(encoded), tuple(blobs.items()), self.max_batch_bytes)
         return Batch(messages, tuple(encoded), tuple(blobs.items()), edit, changes, held)
 
 

@@ -1,0 +1,33 @@
+"""One append call's byte cap, checked before anything is sent (docs/lifecycle.md,
+"Bounds"): no server needed, the batch is refused while it is built."""
+
+from __future__ import annotations
+
+import pytest
+
+from redis_msglog import BatchTooLargeError, MessageTooLargeError
+from redis_msglog._core.write.bounds import DEFAULT_MAX_BATCH_BYTES
+from redis_msglog._core.write.encode import BatchRules
+
+
+def test_the_default_cap_refuses_a_17_mib_batch_of_1_kb_messages() -> None:
+    rules = BatchRules(8 * 1024 * 1024, None)
+    batch = [{"role": "user", "content": "x" * 1024} for _ in range(17 * 1024)]
+    with pytest.raises(BatchTooLargeError, match="max_batch_bytes") as caught:
+        rules.batch(batch)
+    assert caught.value.cap == DEFAULT_MAX_BATCH_BYTES
+    assert isinstance(caught.value, MessageTooLargeError)
+    assert str(DEFAULT_MAX_BATCH_BYTES) in str(caught.value)
+    assert len(rules.batch(batch[: 15 * 1024]).encoded) == 15 * 1024
+
+
+def test_binaries_count_and_a_filter_result_is_held_to_it_too() -> None:
+    image = {"type": "image", "data": b"\x89PNG" + b"\x00" * 6000, "media_type": "image/png"}
+    rules = BatchRules(1 << 20, 1000, max_batch_bytes=10_000)
+    with pytest.raises(BatchTooLargeError):  # 2 blobs of 6 KB: the rows alone are small
+        rules.batch([{"role": "user", "content": [image]}, {"role": "user", "content": [
+            {**image, "data": b"\x89PNG" + b"\x01" * 6000}]}])  # fmt: skip
+    grow = BatchRules(1 << 20, None, lambda ms: [m.model_copy(update={"content": "y" * 6000})
+                                                  for m in ms], max_batch_bytes=10_000)  # fmt: skip
+    with pytest.raises(BatchTooLargeError, match="before_append"):
+        grow.batch([{"role": "user", "content": "a"}, {"role": "user", "content": "b"}])
