@@ -6,14 +6,17 @@ mountable in FastAPI or any ASGI app. See docs/web.md.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 from .._core.args import is_number, shown
 from ..errors import InvalidArgumentError, MissingExtraError
 
 try:
-    from ._app import Action, Api, Authorize, build
-    from ._logs import Logs
+    from ._app import Action, Api, Authorize, Options, build
+    from ._guard import origin_of
+    from ._logs import Logs, follower_client
+    from ._stream import Hub
 except ModuleNotFoundError as exc:  # pragma: no cover - the extra is installed in tests
     if exc.name not in ("starlette", "uvicorn"):
         raise
@@ -26,8 +29,20 @@ if TYPE_CHECKING:
 
 DEFAULT_MAX_QUEUE = 1000
 """Events one slow SSE client may have waiting before its stream ends (``overflow``)."""
+DEFAULT_MAX_FOLLOWERS = 64
+"""Distinct conversations one app follows at once (a Redis connection each): the next
+conversation's event stream is a ``503`` with ``Retry-After``."""
+DEFAULT_MAX_BODY_BYTES = 16 * 1024 * 1024
+"""The largest request body (an append's JSON), in bytes: 16 MiB."""
 
-__all__ = ["DEFAULT_MAX_QUEUE", "Action", "Authorize", "create_app"]
+__all__ = [
+    "DEFAULT_MAX_BODY_BYTES",
+    "DEFAULT_MAX_FOLLOWERS",
+    "DEFAULT_MAX_QUEUE",
+    "Action",
+    "Authorize",
+    "create_app",
+]
 
 
 def create_app(
@@ -39,6 +54,11 @@ def create_app(
     prefix: str = "msglog",
     max_queue: int = DEFAULT_MAX_QUEUE,
     viewer: bool = False,
+    max_followers: int = DEFAULT_MAX_FOLLOWERS,
+    follower_client: Any = None,
+    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
+    cors_origins: Iterable[str] = (),
+    allowed_hosts: Iterable[str] | None = None,
     **log_options: Any,
 ) -> Starlette:
     """An ASGI application serving the conversations of ``client`` (a sync or asyncio
@@ -57,6 +77,23 @@ def create_app(
             its last id), so a slow client cannot make the server hold unbounded memory.
         viewer: also serve the operator's viewer page (``GET /``, ``/static``) and the
             conversation listing (``GET /conversations``); what ``msglog serve`` does.
+        max_followers: the most conversations followed at once (each holds one
+            connection of ``follower_client`` in a blocking ``XREAD``, and a thread with
+            a sync client); an event stream of one more is a ``503`` with ``Retry-After``.
+        follower_client: the client the followers read with. Default: a copy of
+            ``client`` (same server and options) with a pool of its own of
+            ``max_followers`` connections, so they never take a connection the pages and
+            appends need; a cluster client or a pool of another kind (Sentinel...) cannot
+            be copied so: give a second client of the same kind (with at least
+            ``max_followers`` connections per node).
+        max_body_bytes: the largest request body, in bytes (``413`` beyond, refused before
+            it is read past the cap).
+        cors_origins: origins (``"https://app.example.com"``) whose pages may call the
+            app from the browser (CORS, with credentials). Default none: no CORS headers,
+            and an append whose ``Origin`` is another site's is a ``403``.
+        allowed_hosts: the names and addresses the ``Host`` header may name (``421``
+            otherwise: the guard against DNS rebinding); ``None`` (default) checks none,
+            for an app mounted behind a proxy that checks them. ``msglog serve`` sets it.
         log_options: passed to every :class:`~redis_msglog.MessageLog` the app makes
             (``page_size``, ``retry``, ``max_message_bytes``, ...).
     """
@@ -71,17 +108,57 @@ def create_app(
         )
     if type(max_queue) is not int or max_queue < 1:
         raise InvalidArgumentError(f"max_queue must be an int >= 1, got {shown(max_queue)}")
+    for name, number in (("max_followers", max_followers), ("max_body_bytes", max_body_bytes)):
+        if type(number) is not int or number < 1:
+            raise InvalidArgumentError(f"{name} must be an int >= 1, got {shown(number)}")
     for name, flag in (("allow_appends", allow_appends), ("viewer", viewer)):
         if type(flag) is not bool:
             raise InvalidArgumentError(f"{name} must be a bool, got {shown(flag)}")
-    logs = Logs(client, {"prefix": prefix, **log_options})
+    options = {"prefix": prefix, **log_options}
+    logs = Logs(client, options)
     logs.log("-")  # the client and the options checked now, by the log itself
-    api = Api(
-        logs,
-        authorize,
+    follow = (
+        follower_client
+        if follower_client is not None
+        else follower_client_of(client, max_followers)
+    )
+    follow_logs = Logs(follow, options)
+    if follow_logs.sync != logs.sync:
+        raise InvalidArgumentError("follower_client must be sync if client is, asyncio if it is")
+    settings = Options(
         allow_appends=allow_appends,
         heartbeat=float(heartbeat),
         max_queue=max_queue,
         prefix=prefix,
+        max_body_bytes=max_body_bytes,
+        cors_origins=_origins(cors_origins),
+        allowed_hosts=None if allowed_hosts is None else _texts("allowed_hosts", allowed_hosts),
     )
-    return build(api, viewer)
+    hub = Hub(logs, follow_logs, max_followers)
+    return build(Api(logs, hub, authorize, settings), viewer)
+
+
+def follower_client_of(client: Any, size: int) -> Any:
+    follow = follower_client(client, size)
+    if follow is None:
+        raise InvalidArgumentError(
+            f"create_app cannot copy a {type(client).__name__} with its own pool for the "
+            "event streams' followers: give follower_client= a second client like it"
+        )
+    return follow
+
+
+def _texts(name: str, values: Iterable[str]) -> tuple[str, ...]:
+    if isinstance(values, str) or not all(isinstance(v, str) and v for v in values):
+        raise InvalidArgumentError(f"{name} must be a list of non-empty strings")
+    return tuple(values)
+
+
+def _origins(values: Iterable[str]) -> frozenset[str]:
+    origins = _texts("cors_origins", values)
+    if any(origin.strip() == "*" or "://" not in origin for origin in origins):
+        raise InvalidArgumentError(
+            "cors_origins lists origins like 'https://app.example.com' (never '*': the "
+            "app's answers are per user)"
+        )
+    return frozenset(origin_of(origin) for origin in origins)
