@@ -7,7 +7,7 @@ mountable in FastAPI or any ASGI app. See docs/web.md.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from .._core.args import is_number, shown
 from ..errors import InvalidArgumentError, MissingExtraError
@@ -77,52 +77,19 @@ def create_app(
             its last id), so a slow client cannot make the server hold unbounded memory.
         viewer: also serve the operator's viewer page (``GET /``, ``/static``) and the
             conversation listing (``GET /conversations``); what ``msglog serve`` does.
-        max_followers: the most conversations followed at once (each holds one
-            connection of ``follower_client`` in a blocking ``XREAD``, and a thread with
-            a sync client); an event stream of one more is a ``503`` with ``Retry-After``.
-        follower_client: the client the followers read with. Default: a copy of
-            ``client`` (same server and options) with a pool of its own of
-            ``max_followers`` connections, so they never take a connection the pages and
-            appends need; a cluster client or a pool of another kind (Sentinel...) cannot
-            be copied so: give a second client of the same kind (with at least
-            ``max_followers`` connections per node).
-        max_body_bytes: the largest request body, in bytes (``413`` beyond, refused before
-            it is read past the cap).
-        cors_origins: origins (``"https://app.example.com"``) whose pages may call the
-            app from the browser (CORS, with credentials). Default none: no CORS headers,
-            and an append whose ``Origin`` is another site's is a ``403``.
-        allowed_hosts: the names and addresses the ``Host`` header may name (``421``
-            otherwise: the guard against DNS rebinding); ``None`` (default) checks none,
-            for an app mounted behind a proxy that checks them. ``msglog serve`` sets it.
+        max_followers, follower_client, max_body_bytes, cors_origins, allowed_hosts:
+            the bounds and request checks of docs/web.md ("Threat model"): conversations
+            followed at once (``503`` beyond), the followers' own client (default: a
+            copy of ``client`` with a pool of ``max_followers`` connections; required
+            for a cluster client), the largest body in bytes (``413``), the origins
+            allowed CORS (none by default), the ``Host`` names served (``421`` for others).
         log_options: passed to every :class:`~redis_msglog.MessageLog` the app makes
             (``page_size``, ``retry``, ``max_message_bytes``, ...).
     """
-    if authorize is None or not callable(authorize):
-        raise InvalidArgumentError(
-            "create_app needs authorize(request, conversation, action) -> bool: a callable "
-            f"deciding each request (got {shown(authorize)})"
-        )
-    if not is_number(heartbeat) or not 0 < heartbeat <= 3600:
-        raise InvalidArgumentError(
-            f"heartbeat must be a number of seconds in (0, 3600], got {shown(heartbeat)}"
-        )
-    if type(max_queue) is not int or max_queue < 1:
-        raise InvalidArgumentError(f"max_queue must be an int >= 1, got {shown(max_queue)}")
-    for name, number in (("max_followers", max_followers), ("max_body_bytes", max_body_bytes)):
-        if type(number) is not int or number < 1:
-            raise InvalidArgumentError(f"{name} must be an int >= 1, got {shown(number)}")
-    for name, flag in (("allow_appends", allow_appends), ("viewer", viewer)):
-        if type(flag) is not bool:
-            raise InvalidArgumentError(f"{name} must be a bool, got {shown(flag)}")
-    options = {"prefix": prefix, **log_options}
-    logs = Logs(client, options)
+    _check(authorize, heartbeat, max_queue, max_followers, max_body_bytes, allow_appends, viewer)
+    logs = Logs(client, options := {"prefix": prefix, **log_options})
     logs.log("-")  # the client and the options checked now, by the log itself
-    follow = (
-        follower_client
-        if follower_client is not None
-        else follower_client_of(client, max_followers)
-    )
-    follow_logs = Logs(follow, options)
+    follow_logs = Logs(follower_client or follower_client_of(client, max_followers), options)
     if follow_logs.sync != logs.sync:
         raise InvalidArgumentError("follower_client must be sync if client is, asyncio if it is")
     settings = Options(
@@ -135,7 +102,30 @@ def create_app(
         allowed_hosts=None if allowed_hosts is None else _texts("allowed_hosts", allowed_hosts),
     )
     hub = Hub(logs, follow_logs, max_followers)
-    return build(Api(logs, hub, authorize, settings), viewer)
+    return build(Api(logs, hub, cast("Authorize", authorize), settings), viewer)
+
+
+def _check(*args: Any) -> None:
+    authorize, heartbeat, max_queue, max_followers, max_body_bytes, appends, viewer = args
+    for name, flag in (("allow_appends", appends), ("viewer", viewer)):
+        if type(flag) is not bool:
+            raise InvalidArgumentError(f"{name} must be a bool, got {shown(flag)}")
+    if authorize is None or not callable(authorize):
+        raise InvalidArgumentError(
+            "create_app needs authorize(request, conversation, action) -> bool: a callable "
+            f"deciding each request (got {shown(authorize)})"
+        )
+    if not is_number(heartbeat) or not 0 < heartbeat <= 3600:
+        raise InvalidArgumentError(
+            f"heartbeat must be a number of seconds in (0, 3600], got {shown(heartbeat)}"
+        )
+    for name, number in (
+        ("max_queue", max_queue),
+        ("max_followers", max_followers),
+        ("max_body_bytes", max_body_bytes),
+    ):
+        if type(number) is not int or number < 1:
+            raise InvalidArgumentError(f"{name} must be an int >= 1, got {shown(number)}")
 
 
 def follower_client_of(client: Any, size: int) -> Any:

@@ -356,6 +356,14 @@ def test_create_app_needs_an_authorize_hook() -> None:
         create_app(client, authorize=allow, heartbeat=0)
     with pytest.raises(InvalidArgumentError, match="max_queue"):
         create_app(client, authorize=allow, max_queue=0)
+    with pytest.raises(InvalidArgumentError, match="max_followers"):
+        create_app(client, authorize=allow, max_followers=0)
+    with pytest.raises(InvalidArgumentError, match="max_body_bytes"):
+        create_app(client, authorize=allow, max_body_bytes=True)
+    with pytest.raises(InvalidArgumentError, match="never '\\*'"):
+        create_app(client, authorize=allow, cors_origins=["*"])
+    with pytest.raises(InvalidArgumentError, match="allowed_hosts"):
+        create_app(client, authorize=allow, allowed_hosts="localhost")
 
 
 def test_post_idempotency_key_and_if_match(shared_server: Callable[[str], EphemeralServer]) -> None:
@@ -629,6 +637,7 @@ def test_serve_runs_the_app_with_the_viewer(
     port = free_tcp_port()
     env = {**os.environ, "PYTHONPATH": os.getcwd()}
     command = [sys.executable, "-m", "redis_msglog", "serve", "--url", url, "--port", str(port)]
+    command += ["--allow-host", "viewer.lan"]
     process = subprocess.Popen(command, env=env, stderr=subprocess.PIPE)
     try:
         assert process.stderr is not None
@@ -644,6 +653,11 @@ def test_serve_runs_the_app_with_the_viewer(
         assert names[conversation] == 1
         page = httpx.get(f"{base}/conversations/{conversation}/messages").json()
         assert page["messages"][0]["message"] == {"role": "user", "content": "served"}
+        for host, status in (("localhost", 200), ("viewer.lan:80", 200), ("rebind.example", 421)):
+            answer = httpx.get(
+                f"{base}/conversations/{conversation}/messages", headers={"Host": host}
+            )
+            assert answer.status_code == status, host
     finally:
         process.terminate()
         process.wait(timeout=30)
