@@ -6,14 +6,17 @@ mountable in FastAPI or any ASGI app. See docs/web.md.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any, cast
 
 from .._core.args import is_number, shown
 from ..errors import InvalidArgumentError, MissingExtraError
 
 try:
-    from ._app import Action, Api, Authorize, build
-    from ._logs import Logs
+    from ._app import Action, Api, Authorize, Options, build
+    from ._guard import origin_of
+    from ._logs import Logs, follower_client
+    from ._stream import Hub
 except ModuleNotFoundError as exc:  # pragma: no cover - the extra is installed in tests
     if exc.name not in ("starlette", "uvicorn"):
         raise
@@ -26,8 +29,20 @@ if TYPE_CHECKING:
 
 DEFAULT_MAX_QUEUE = 1000
 """Events one slow SSE client may have waiting before its stream ends (``overflow``)."""
+DEFAULT_MAX_FOLLOWERS = 64
+"""Distinct conversations one app follows at once (a Redis connection each): the next
+conversation's event stream is a ``503`` with ``Retry-After``."""
+DEFAULT_MAX_BODY_BYTES = 16 * 1024 * 1024
+"""The largest request body (an append's JSON), in bytes: 16 MiB."""
 
-__all__ = ["DEFAULT_MAX_QUEUE", "Action", "Authorize", "create_app"]
+__all__ = [
+    "DEFAULT_MAX_BODY_BYTES",
+    "DEFAULT_MAX_FOLLOWERS",
+    "DEFAULT_MAX_QUEUE",
+    "Action",
+    "Authorize",
+    "create_app",
+]
 
 
 def create_app(
@@ -39,6 +54,11 @@ def create_app(
     prefix: str = "msglog",
     max_queue: int = DEFAULT_MAX_QUEUE,
     viewer: bool = False,
+    max_followers: int = DEFAULT_MAX_FOLLOWERS,
+    follower_client: Any = None,
+    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
+    cors_origins: Iterable[str] = (),
+    allowed_hosts: Iterable[str] | None = None,
     **log_options: Any,
 ) -> Starlette:
     """An ASGI application serving the conversations of ``client`` (a sync or asyncio
@@ -57,9 +77,39 @@ def create_app(
             its last id), so a slow client cannot make the server hold unbounded memory.
         viewer: also serve the operator's viewer page (``GET /``, ``/static``) and the
             conversation listing (``GET /conversations``); what ``msglog serve`` does.
+        max_followers, follower_client, max_body_bytes, cors_origins, allowed_hosts:
+            the bounds and request checks of docs/web.md ("Threat model"): conversations
+            followed at once (``503`` beyond), the followers' own client (default: a
+            copy of ``client`` with a pool of ``max_followers`` connections; required
+            for a cluster client), the largest body in bytes (``413``), the origins
+            allowed CORS (none by default), the ``Host`` names served (``421`` for others).
         log_options: passed to every :class:`~redis_msglog.MessageLog` the app makes
             (``page_size``, ``retry``, ``max_message_bytes``, ...).
     """
+    _check(authorize, heartbeat, max_queue, max_followers, max_body_bytes, allow_appends, viewer)
+    logs = Logs(client, options := {"prefix": prefix, **log_options})
+    logs.log("-")  # the client and the options checked now, by the log itself
+    follow_logs = Logs(follower_client or follower_client_of(client, max_followers), options)
+    if follow_logs.sync != logs.sync:
+        raise InvalidArgumentError("follower_client must be sync if client is, asyncio if it is")
+    settings = Options(
+        allow_appends=allow_appends,
+        heartbeat=float(heartbeat),
+        max_queue=max_queue,
+        prefix=prefix,
+        max_body_bytes=max_body_bytes,
+        cors_origins=_origins(cors_origins),
+        allowed_hosts=None if allowed_hosts is None else _texts("allowed_hosts", allowed_hosts),
+    )
+    hub = Hub(logs, follow_logs, max_followers)
+    return build(Api(logs, hub, cast("Authorize", authorize), settings), viewer)
+
+
+def _check(*args: Any) -> None:
+    authorize, heartbeat, max_queue, max_followers, max_body_bytes, appends, viewer = args
+    for name, flag in (("allow_appends", appends), ("viewer", viewer)):
+        if type(flag) is not bool:
+            raise InvalidArgumentError(f"{name} must be a bool, got {shown(flag)}")
     if authorize is None or not callable(authorize):
         raise InvalidArgumentError(
             "create_app needs authorize(request, conversation, action) -> bool: a callable "
@@ -69,19 +119,36 @@ def create_app(
         raise InvalidArgumentError(
             f"heartbeat must be a number of seconds in (0, 3600], got {shown(heartbeat)}"
         )
-    if type(max_queue) is not int or max_queue < 1:
-        raise InvalidArgumentError(f"max_queue must be an int >= 1, got {shown(max_queue)}")
-    for name, flag in (("allow_appends", allow_appends), ("viewer", viewer)):
-        if type(flag) is not bool:
-            raise InvalidArgumentError(f"{name} must be a bool, got {shown(flag)}")
-    logs = Logs(client, {"prefix": prefix, **log_options})
-    logs.log("-")  # the client and the options checked now, by the log itself
-    api = Api(
-        logs,
-        authorize,
-        allow_appends=allow_appends,
-        heartbeat=float(heartbeat),
-        max_queue=max_queue,
-        prefix=prefix,
-    )
-    return build(api, viewer)
+    for name, number in (
+        ("max_queue", max_queue),
+        ("max_followers", max_followers),
+        ("max_body_bytes", max_body_bytes),
+    ):
+        if type(number) is not int or number < 1:
+            raise InvalidArgumentError(f"{name} must be an int >= 1, got {shown(number)}")
+
+
+def follower_client_of(client: Any, size: int) -> Any:
+    follow = follower_client(client, size)
+    if follow is None:
+        raise InvalidArgumentError(
+            f"create_app cannot copy a {type(client).__name__} with its own pool for the "
+            "event streams' followers: give follower_client= a second client like it"
+        )
+    return follow
+
+
+def _texts(name: str, values: Iterable[str]) -> tuple[str, ...]:
+    if isinstance(values, str) or not all(isinstance(v, str) and v for v in values):
+        raise InvalidArgumentError(f"{name} must be a list of non-empty strings")
+    return tuple(values)
+
+
+def _origins(values: Iterable[str]) -> frozenset[str]:
+    origins = _texts("cors_origins", values)
+    if any(origin.strip() == "*" or "://" not in origin for origin in origins):
+        raise InvalidArgumentError(
+            "cors_origins lists origins like 'https://app.example.com' (never '*': the "
+            "app's answers are per user)"
+        )
+    return frozenset(origin_of(origin) for origin in origins)

@@ -2,21 +2,29 @@
 
 from __future__ import annotations
 
+import asyncio
 import inspect
 import re
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
 import orjson
 from starlette.applications import Starlette
+from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import FileResponse, Response, StreamingResponse
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
+from starlette.types import Receive, Scope, Send
 
 from .. import adapters, errors
+from .._core.args import MAX_SEQ
 from ..edits import EditEntry, Entry
+from . import _guard
+from ._errors import HttpError, error_response, json_response
+from ._listing import listing_page
 from ._logs import Logs
 from ._stream import Hub, entry_data, event_stream
 
@@ -32,17 +40,8 @@ FORMATS["responses"] = adapters.to_responses
 SHA256 = re.compile(r"[0-9a-f]{64}")
 MEDIA_TYPE = re.compile(r"[a-z]+/[a-z0-9][a-z0-9.+-]{0,100}")
 STATIC = Path(__file__).parent / "static"
-STATUS = {  # the library's errors as HTTP statuses; anything else of ours is a 400
-    errors.SeqConflictError: 409,
-    errors.IdempotencyConflictError: 409,
-    errors.MessageTooLargeError: 413,
-    errors.ConversationErasedError: 410,  # Gone: erased, its tombstone stands (lifecycle.md)
-    errors.StorageError: 503,
-    errors.AppendInDoubtError: 503,  # not a StorageError (it may have committed); still a 503
-    errors.NotDurableError: 503,
-}
-
-
+RETRY_AFTER = 10
+"""Seconds a refused event stream is told to wait (``Retry-After``) before trying again."""
 MAGIC = (
     (b"\x89PNG\r\n\x1a\n", "image/png"),
     (b"\xff\xd8\xff", "image/jpeg"),
@@ -61,36 +60,15 @@ def sniffed(data: bytes) -> str:
     )
 
 
-class HttpError(Exception):
-    def __init__(self, status: int, name: str, message: str, **extra: Any) -> None:
-        super().__init__(message)
-        self.status, self.name, self.extra = status, name, extra
-
-
-def json_response(body: Any, status: int = 200, headers: dict[str, str] | None = None) -> Response:
-    return Response(orjson.dumps(body), status, headers, media_type="application/json")
-
-
-def error_response(exc: Exception) -> Response:
-    if isinstance(exc, HttpError):
-        return json_response({"error": exc.name, "message": str(exc), **exc.extra}, exc.status)
-    assert isinstance(exc, errors.MessageLogError)
-    status = next((code for kind, code in STATUS.items() if isinstance(exc, kind)), 400)
-    body: dict[str, Any] = {"error": type(exc).__name__, "message": str(exc)}
-    if isinstance(exc, errors.SeqConflictError):
-        body["current_seq"] = exc.current_seq
-    if isinstance(exc, errors.NotDurableError):  # it committed: say where, not to re-send
-        body["last_seq"] = exc.last_seq
-    return json_response(body, status)
-
-
 def seq_of(name: str, text: str | None, default: int | None = None) -> int:
     if text is None or text == "":
         if default is None:
             raise errors.InvalidArgumentError(f"{name} is required")
         return default
-    if not text.isascii() or not text.isdigit() or len(text) > 19:
-        raise errors.InvalidArgumentError(f"{name} must be a seq (an integer >= 0), got {text!r}")
+    if not text.isascii() or not text.isdigit() or len(text) > 19 or int(text) > MAX_SEQ:
+        raise errors.InvalidArgumentError(
+            f"{name} must be a seq (an integer from 0 to {MAX_SEQ}), got {text!r}"
+        )
     return int(text)
 
 
@@ -101,23 +79,27 @@ def choice(name: str, text: str | None, allowed: tuple[str, ...], default: str) 
     return value
 
 
-class Api:
-    """The endpoints, over one client."""
+@dataclass(frozen=True)
+class Options:
+    """The app's settings (:func:`redis_msglog.web.create_app`'s arguments)."""
 
-    def __init__(
-        self,
-        logs: Logs,
-        authorize: Authorize,
-        *,
-        allow_appends: bool,
-        heartbeat: float,
-        max_queue: int,
-        prefix: str,
-    ) -> None:
-        self.logs, self.hub = logs, Hub(logs)
+    allow_appends: bool
+    heartbeat: float
+    max_queue: int
+    prefix: str
+    max_body_bytes: int
+    cors_origins: frozenset[str]
+    allowed_hosts: tuple[str, ...] | None
+
+
+class Api:
+    """The endpoints, over one client (and the followers' own, in ``hub``)."""
+
+    def __init__(self, logs: Logs, hub: Hub, authorize: Authorize, options: Options) -> None:
+        self.logs, self.hub, self.options = logs, hub, options
         self._authorize = authorize
-        self.allow_appends, self.heartbeat, self.max_queue = allow_appends, heartbeat, max_queue
-        self.prefix = prefix
+        self.allow_appends, self.heartbeat = options.allow_appends, options.heartbeat
+        self.max_queue, self.prefix = options.max_queue, options.prefix
 
     async def check(self, request: Request, conversation: str, action: Action) -> None:
         """``authorize``, before any Redis call: anything but ``True`` is a 403."""
@@ -135,6 +117,14 @@ class Api:
         if after is None:
             after = seq_of("after", request.query_params.get("after"), 0)
         self.logs.log(conversation)  # a bad id is a 400 now, not a broken stream
+        if not self.hub.admit(conversation):
+            raise HttpError(
+                503,
+                "TooManyFollowers",
+                f"{self.hub.limit} conversations are followed already (max_followers): "
+                "try again later",
+                retry_after=RETRY_AFTER,
+            )
         stream = event_stream(
             self.hub,
             self.logs,
@@ -144,7 +134,9 @@ class Api:
             heartbeat=self.heartbeat,
         )
         headers = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
-        return StreamingResponse(stream, media_type="text/event-stream", headers=headers)
+        response = EventStream(stream, media_type="text/event-stream", headers=headers)
+        response.release = lambda: self.hub.release(conversation)
+        return response
 
     async def messages(self, request: Request) -> Response:
         conversation = request.path_params["conversation"]
@@ -199,12 +191,15 @@ class Api:
         conversation = request.path_params["conversation"]
         if not self.allow_appends:
             raise HttpError(405, "MethodNotAllowed", "appends are off (allow_appends=False)")
+        _guard.check_same_origin(request, self.options.cors_origins)
+        _guard.require_json(request)  # a form or text/plain POST needs no CORS preflight
         await self.check(request, conversation, "append")
         key = request.headers.get("idempotency-key") or None
         match = request.headers.get("if-match")
         expected = None if match is None else seq_of("If-Match", match.strip('" '))
+        data = await _guard.read_body(request, self.options.max_body_bytes)
         try:
-            body = orjson.loads(await request.body())
+            body = orjson.loads(data)
         except orjson.JSONDecodeError as exc:
             raise errors.CodecError(f"the body is not JSON: {exc}") from exc
         messages = body if isinstance(body, list) else [body]
@@ -214,24 +209,22 @@ class Api:
         return json_response({"last_seq": last_seq}, 201, {"ETag": f'"{last_seq}"'})
 
     async def conversations(self, request: Request) -> Response:
-        """The operator listing (viewer mode): every conversation, by ``SCAN``."""
+        """The operator listing (viewer mode): a page of conversations, by ``SCAN``."""
         await self.check(request, "", "list")
-        from .. import admin
-
         if not self.logs.sync:
             raise HttpError(501, "NotImplemented", "the listing needs a sync redis client")
-        infos = await _to_thread_list(admin.list_conversations, self.logs.client, self.prefix)
+        limit = seq_of("limit", request.query_params.get("limit"), DEFAULT_PAGE)
+        if not 1 <= limit <= MAX_PAGE:
+            raise errors.InvalidArgumentError(f"limit must be 1 to {MAX_PAGE}, got {limit}")
+        cursor = request.query_params.get("cursor")
+        infos, after = await asyncio.to_thread(
+            listing_page, self.logs.client, self.prefix, cursor, limit
+        )
         listed = [
             {"conversation": i.conversation, "count": i.count, "last_at": _iso(i.last_at)}
             for i in infos
         ]
-        return json_response({"conversations": listed})
-
-
-async def _to_thread_list(function: Callable[..., Any], *args: Any) -> list[Any]:
-    import asyncio
-
-    return await asyncio.to_thread(lambda: list(function(*args)))
+        return json_response({"conversations": listed, "next_cursor": after})
 
 
 def _iso(value: Any) -> Any:
@@ -252,10 +245,10 @@ def handled(endpoint: Callable[[Request], Awaitable[Response]]) -> Callable[...,
 
 def routes(api: Api, viewer: bool) -> list[Any]:
     found: list[Any] = [
-        Route("/conversations/{conversation}/events", handled(api.events)),
-        Route("/conversations/{conversation}/messages", handled(api.messages)),
-        Route("/conversations/{conversation}/messages", handled(api.append), methods=["POST"]),
-        Route("/conversations/{conversation}/blobs/{sha}", handled(api.blob)),
+        Route("/conversations/{conversation:path}/events", handled(api.events)),
+        Route("/conversations/{conversation:path}/messages", handled(api.messages)),
+        Route("/conversations/{conversation:path}/messages", handled(api.append), methods=["POST"]),
+        Route("/conversations/{conversation:path}/blobs/{sha}", handled(api.blob)),
     ]
     if viewer:
         found += [
@@ -274,6 +267,25 @@ def build(api: Api, viewer: bool) -> Starlette:
         yield
         await api.hub.close()
 
-    app = Starlette(routes=routes(api, viewer), lifespan=lifespan)
+    options, middleware = api.options, []
+    if options.allowed_hosts is not None:  # first: a foreign Host gets nothing else
+        middleware.append(Middleware(_guard.HostCheck, allowed=options.allowed_hosts))
+    if options.cors_origins:
+        middleware.append(Middleware(_guard.cors, origins=sorted(options.cors_origins)))
+    app = Starlette(routes=routes(api, viewer), lifespan=lifespan, middleware=middleware)
     app.state.msglog = api
     return app
+
+
+class EventStream(StreamingResponse):
+    """An event stream that gives its follower place back (``release``) when it ends,
+    however it ends: even when the client left before its first byte (then the body's
+    generator never ran, and its own ``finally`` with it)."""
+
+    release: Callable[[], None] = staticmethod(lambda: None)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        try:
+            await super().__call__(scope, receive, send)
+        finally:
+            self.release()

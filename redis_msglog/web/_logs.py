@@ -8,6 +8,7 @@ import asyncio
 import functools
 from typing import Any
 
+import redis
 import redis.asyncio
 import redis.asyncio.cluster
 
@@ -53,3 +54,27 @@ class Logs:
         else:
             (value,) = await log._run(plan)
         return value if value is None or isinstance(value, bytes) else str(value).encode()
+
+
+POOLS = (
+    redis.ConnectionPool,
+    redis.BlockingConnectionPool,
+    redis.asyncio.ConnectionPool,
+    redis.asyncio.BlockingConnectionPool,
+)
+
+
+def follower_client(client: Any, size: int) -> Any:
+    """A client like ``client`` (same server, options and login) over a pool of its own of
+    ``size`` connections, for the followers' blocking ``XREAD``: they never take a
+    connection of ``client``'s pool, which the pages and appends keep to themselves.
+    ``None`` when ``client`` cannot be copied so (a cluster client, a Sentinel pool...):
+    then the app needs a ``follower_client`` given."""
+    pool = getattr(client, "connection_pool", None)
+    if type(client) not in (redis.Redis, redis.asyncio.Redis) or type(pool) not in POOLS:
+        return None
+    assert pool is not None
+    own = type(pool)(
+        connection_class=pool.connection_class, max_connections=size, **pool.connection_kwargs
+    )
+    return type(client).from_pool(own)

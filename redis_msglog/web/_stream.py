@@ -154,12 +154,30 @@ class Feed:
 
 class Hub:
     """The feeds of one app: started on a conversation's first client, stopped after its
-    last one leaves."""
+    last one leaves. ``logs`` serves the reads; ``follow`` (a client of its own, so a
+    blocking ``XREAD`` never holds a connection a page or an append needs) the followers.
+    At most ``limit`` conversations are followed at once: :meth:`admit` refuses others."""
 
-    def __init__(self, logs: Logs) -> None:
-        self._logs = logs
+    def __init__(self, logs: Logs, follow: Logs, limit: int) -> None:
+        self._logs, self._follow, self.limit = logs, follow, limit
         self._feeds: dict[str, Feed] = {}
         self._starting: dict[str, asyncio.Lock] = collections.defaultdict(asyncio.Lock)
+        self._admitted: collections.Counter[str] = collections.Counter()
+
+    def admit(self, conversation: str) -> bool:
+        """Count one more client of ``conversation``, if it is followed already or fewer
+        than ``limit`` conversations are; ``False`` (nothing counted) otherwise. No await
+        between the check and the count: concurrent requests cannot both take the last
+        place. Each admitted client is given back once, by :meth:`release`."""
+        if conversation not in self._admitted and len(self._admitted) >= self.limit:
+            return False
+        self._admitted[conversation] += 1
+        return True
+
+    def release(self, conversation: str) -> None:
+        self._admitted[conversation] -= 1
+        if self._admitted[conversation] <= 0:
+            del self._admitted[conversation]
 
     @property
     def followers(self) -> int:
@@ -171,7 +189,7 @@ class Hub:
             feed = self._feeds.get(conversation)
             if feed is None or feed.failure is not None:  # a failed one is replaced
                 start = await self._logs.call(conversation, "count")
-                feed = self._feeds[conversation] = Feed(self._logs, conversation, start)
+                feed = self._feeds[conversation] = Feed(self._follow, conversation, start)
             feed.listeners.add(listener)
             listener.feed = feed
 

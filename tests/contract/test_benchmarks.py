@@ -257,3 +257,13 @@ def test_web_stream_benchmark_smoke_run(shared_server: Any) -> None:
     assert results["server RSS idle (KiB)"] > 0
     assert results["commit to delivery p50, SSE clients (ms)"] > 0
     assert results["server peak RSS (KiB)"] >= results["server RSS with the clients (KiB)"]
+
+
+def test_web_load_benchmark_smoke_run(shared_server: Any) -> None:
+    from benchmarks import web_load
+
+    url = shared_server("redis").url
+    results = web_load.main(["--url", url, "--streams", "5", "--seconds", "0.3"])
+    assert results["reader pages, 5 streams"] > 0 and results["reader pages, no streams"] > 0
+    assert results["reader p99, 5 streams (ms)"] > 0
+    assert "server KiB per stream" in results

@@ -42,6 +42,7 @@ from ..conftest import free_tcp_port, new_id, require_binary
 from ..support.cluster import LocalCluster
 
 WRITERS = 8
+JSON = {"Content-Type": "application/json"}
 ROUNDS = 16  # each: an append of 1, an append of 2, then a retract or a pop
 
 
@@ -355,6 +356,14 @@ def test_create_app_needs_an_authorize_hook() -> None:
         create_app(client, authorize=allow, heartbeat=0)
     with pytest.raises(InvalidArgumentError, match="max_queue"):
         create_app(client, authorize=allow, max_queue=0)
+    with pytest.raises(InvalidArgumentError, match="max_followers"):
+        create_app(client, authorize=allow, max_followers=0)
+    with pytest.raises(InvalidArgumentError, match="max_body_bytes"):
+        create_app(client, authorize=allow, max_body_bytes=True)
+    with pytest.raises(InvalidArgumentError, match="never '\\*'"):
+        create_app(client, authorize=allow, cors_origins=["*"])
+    with pytest.raises(InvalidArgumentError, match="allowed_hosts"):
+        create_app(client, authorize=allow, allowed_hosts="localhost")
 
 
 def test_post_idempotency_key_and_if_match(shared_server: Callable[[str], EphemeralServer]) -> None:
@@ -421,7 +430,12 @@ def test_a_redacted_row_is_marked(shared_server: Callable[[str], EphemeralServer
 
 
 BAD_REQUESTS: list[tuple[str, dict[str, Any], int, str]] = [
-    ("content", {"content": b"{not json"}, 400, "CodecError"),
+    (
+        "content",
+        {"content": b"{not json", "headers": {"Content-Type": "application/json"}},
+        400,
+        "CodecError",
+    ),
     ("content", {"json": {"role": "robot", "content": "x"}}, 400, "InvalidMessageError"),
     ("content", {"json": {"role": "user", "content": 5}}, 400, "InvalidMessageError"),
     (
@@ -499,7 +513,7 @@ def test_bad_input_is_a_4xx_with_the_library_error_and_writes_nothing(
                 body["role"] = "nobody"
             if isinstance(body, list):
                 body = [*body, {"role": "nobody", "content": ""}]  # one bad row rejects all
-            response = http.post(f"{path}/messages", json=body)
+            response = http.post(f"{path}/messages", content=orjson.dumps(body), headers=JSON)
             assert 400 <= response.status_code < 500, body
             assert response.json()["error"] in ("InvalidMessageError", "CodecError")
 
@@ -558,6 +572,7 @@ def test_async_clients_on_a_cluster(shared_cluster: Callable[[], LocalCluster]) 
     node = cluster.primaries[0]
     app = create_app(
         redis.asyncio.cluster.RedisCluster(host="127.0.0.1", port=node.port),
+        follower_client=redis.asyncio.cluster.RedisCluster(host="127.0.0.1", port=node.port),
         authorize=allow,
         heartbeat=0.2,
         allow_appends=True,
@@ -622,6 +637,7 @@ def test_serve_runs_the_app_with_the_viewer(
     port = free_tcp_port()
     env = {**os.environ, "PYTHONPATH": os.getcwd()}
     command = [sys.executable, "-m", "redis_msglog", "serve", "--url", url, "--port", str(port)]
+    command += ["--allow-host", "viewer.lan"]
     process = subprocess.Popen(command, env=env, stderr=subprocess.PIPE)
     try:
         assert process.stderr is not None
@@ -637,6 +653,11 @@ def test_serve_runs_the_app_with_the_viewer(
         assert names[conversation] == 1
         page = httpx.get(f"{base}/conversations/{conversation}/messages").json()
         assert page["messages"][0]["message"] == {"role": "user", "content": "served"}
+        for host, status in (("localhost", 200), ("viewer.lan:80", 200), ("rebind.example", 421)):
+            answer = httpx.get(
+                f"{base}/conversations/{conversation}/messages", headers={"Host": host}
+            )
+            assert answer.status_code == status, host
     finally:
         process.terminate()
         process.wait(timeout=30)
@@ -686,7 +707,12 @@ def test_the_stream_waits_out_a_cluster_failover() -> None:
     with LocalCluster(require_binary("any")) as cluster:
         log = MessageLog(cluster.client(socket_timeout=5), conversation)
         log.append_many([{"role": "user", "content": str(i)} for i in range(2)])
-        app = create_app(cluster.client(socket_timeout=5), authorize=allow, heartbeat=0.2)
+        app = create_app(
+            cluster.client(socket_timeout=5),
+            follower_client=cluster.client(socket_timeout=5),
+            authorize=allow,
+            heartbeat=0.2,
+        )
         got: list[Event] = []
         with serving(app) as base, httpx.Client(timeout=60) as http:
             url = f"{base}/conversations/{conversation}/events"

@@ -381,3 +381,36 @@ def test_viewer_labels_every_part_kind(
         assert "call call-1" in rows.nth(2).inner_text()
         page.screenshot(path=str(ARTIFACTS / "7-parts.png"), full_page=True)
         page.goto("about:blank")
+
+
+def test_viewer_folds_redactions_and_trims_live(
+    browser_page: Any,
+    viewer_app: Callable[[str], Any],
+    viewed: Viewed,
+) -> None:
+    """A redaction replaces the row's content on the open page (the marker, or the
+    replacement it was given), a trim takes its rows away, even from the physical view:
+    what a reload would show, without one."""
+    page = browser_page
+    url, conversation, log = viewed
+    for text in ("one", "card 4242 4242", "three", "four"):
+        log.add("user", text)
+    with Uvicorn(viewer_app(url)) as base:
+        page.goto(f"{base}/#{conversation}")
+        rows = page.locator("#rows")
+        page.wait_for_selector('#rows li[data-seq="4"]', timeout=WAIT_MS)
+        assert "card 4242" in rows.inner_text()
+        log.redact(2, reason="pii")
+        rows.locator('li[data-seq="2"]', has_text="[redacted]").wait_for(timeout=WAIT_MS)
+        log.redact(3, {"role": "user", "content": "three, reworded"})
+        rows.locator('li[data-seq="3"]', has_text="three, reworded").wait_for(timeout=WAIT_MS)
+        log.trim(1)
+        page.wait_for_selector('#rows li[data-seq="1"]', state="detached", timeout=WAIT_MS)
+        page.check("#physical")
+        page.wait_for_selector('#rows li[data-seq="7"].edit', timeout=WAIT_MS)
+        seqs = rows.locator("li").evaluate_all("(items) => items.map((li) => li.dataset.seq)")
+        assert seqs == ["2", "3", "4", "5", "6", "7"]  # the trimmed row is gone here too
+        text = rows.inner_text()
+        assert "card 4242" not in text and "one" not in text.split("\n")
+        page.screenshot(path=str(ARTIFACTS / "8-redacted-trimmed.png"), full_page=True)
+        page.goto("about:blank")

@@ -58,7 +58,7 @@ def test_an_append_in_doubt_is_not_a_server_failure() -> None:
 
 def test_the_http_api_still_answers_an_append_in_doubt_with_503() -> None:
     pytest.importorskip("starlette")
-    from redis_msglog.web._app import error_response
+    from redis_msglog.web._errors import error_response
 
     assert error_response(errors.AppendInDoubtError("lost")).status_code == 503
     assert error_response(errors.ServerUnavailableError("away")).status_code == 503

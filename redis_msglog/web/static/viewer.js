@@ -7,6 +7,7 @@ const $ = (id) => document.getElementById(id);
 const SHA256 = /^[0-9a-f]{64}$/;
 const BASE64 = /^[A-Za-z0-9+/]*={0,2}$/;
 const MEDIA_TYPE = /^[a-z]+\/[A-Za-z0-9.+-]+$/;
+const PAGE = 100; // conversations per page of the listing
 
 let current = null; // {id, source, entries: [], lastSeq}
 let scheduled = false;
@@ -207,9 +208,43 @@ function receive(kind, event) {
   const seq = Number(event.lastEventId);
   // Exactly once even if a reconnect replays: a seq at or below the last one is old.
   if (!current || !Number.isSafeInteger(seq) || seq <= current.lastSeq) return;
-  current.entries.push({ kind, seq, data: JSON.parse(event.data) });
+  const data = JSON.parse(event.data);
+  current.entries.push({ kind, seq, data });
   current.lastSeq = seq;
+  if (kind === "edit") deleted(data.edit || {});
   schedule();
+}
+
+// The edits that delete from Redis change what was received, as a reload would show it:
+// a trim takes the entries through its seq away (even from the physical view), a
+// redaction replaces the row's content where it stands.
+function deleted(edit) {
+  if (edit.op === "trim" && Number.isSafeInteger(edit.through)) {
+    current.entries = current.entries.filter((entry) => entry.seq > edit.through);
+  } else if (edit.op === "redact") {
+    for (const seq of edit.seqs || []) redact(seq);
+  }
+}
+
+function redact(seq) {
+  const entry = current.entries.find((e) => e.seq === seq && e.kind === "message");
+  if (!entry) return;
+  const old = entry.data.message || {};
+  // At once, the marker redact() leaves; then the stored row (a replacement, if any).
+  entry.data.message = { role: old.role, content: "[redacted]", redacted: true };
+  if (old.role === "tool" && old.tool_call_id) entry.data.message.tool_call_id = old.tool_call_id;
+  const conversation = current.id;
+  const url = conversationPath(conversation) + "/messages?view=physical&limit=1&after=" + (seq - 1);
+  fetch(url, { headers: { Accept: "application/json" } })
+    .then((response) => (response.ok ? response.json() : null))
+    .then((page) => {
+      const row = page && page.messages && page.messages[0];
+      if (current && current.id === conversation && row && row.seq === seq && row.message) {
+        entry.data.message = row.message;
+        schedule();
+      }
+    })
+    .catch(() => {}); // the marker stays: the content is gone either way
 }
 
 function setStatus(text, live) {
@@ -235,30 +270,37 @@ function open(id) {
   if (location.hash !== "#" + encodeURIComponent(id)) location.hash = encodeURIComponent(id);
 }
 
-async function listConversations() {
+// The listing, a page at a time: "more" asks for the next one (next_cursor).
+let nextCursor = null;
+
+async function listConversations(cursor) {
   const list = $("conversations");
   try {
-    const response = await fetch("conversations", { headers: { Accept: "application/json" } });
+    const query = "conversations?limit=" + PAGE + (cursor ? "&cursor=" + encodeURIComponent(cursor) : "");
+    const response = await fetch(query, { headers: { Accept: "application/json" } });
     const body = await response.json();
     if (!response.ok) throw new Error(body.message || response.statusText);
-    list.replaceChildren(
-      ...(body.conversations || []).map((c) => {
+    nextCursor = body.next_cursor ?? null;
+    $("more").hidden = nextCursor === null;
+    const items = (body.conversations || []).map((c) => {
         const li = el("li", null, c.conversation);
         li.dataset.id = c.conversation;
         li.append(el("br"), el("small", null, c.count + " entries · " + (c.last_at || "")));
         li.addEventListener("click", () => open(c.conversation));
         if (current && current.id === c.conversation) li.classList.add("current");
         return li;
-      }),
-    );
+      });
+    if (cursor) list.append(...items);
+    else list.replaceChildren(...items);
   } catch (error) {
     list.replaceChildren(el("li", "meta", "cannot list: " + error.message));
   }
 }
 
 $("physical").addEventListener("change", schedule);
-$("refresh").addEventListener("click", listConversations);
-listConversations();
+$("refresh").addEventListener("click", () => listConversations(null));
+$("more").addEventListener("click", () => listConversations(nextCursor));
+listConversations(null);
 try {
   if (location.hash.length > 1) open(decodeURIComponent(location.hash.slice(1)));
 } catch (error) {
