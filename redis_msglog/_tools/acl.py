@@ -18,6 +18,9 @@ from __future__ import annotations
 import re
 from typing import Any
 
+import redis
+import redis.cluster
+
 from .._core.args import is_int, shown
 from .._core.stored.keys import _GLOB_SPECIAL, ConversationKeys
 from ..errors import InvalidArgumentError
@@ -139,6 +142,10 @@ def acl_rules_for(
     ``redis_version`` read with ``INFO server`` (a cluster: the lowest of its nodes), so
     that ``ACL SETUSER`` accepts every rule (Redis 7.0 knows no ``WAITAOF`` or ``CLIENT
     SETINFO``; Valkey reports the Redis version it matches)."""
+    if not isinstance(client, (redis.Redis, redis.cluster.RedisCluster)):
+        raise InvalidArgumentError(
+            f"client must be a sync redis.Redis or RedisCluster, got {type(client).__name__}"
+        )
     return acl_rules(
         prefix, tenant=tenant, redis_version=server_version(client), deletions=deletions
     )

@@ -217,6 +217,7 @@ def module_calls(ctx: Ctx) -> dict[str, Callable[[str, Any], Any]]:
             redis_msglog.configure_read_cache, {"client": client, "max_bytes": 1000}
         ),
         "acl_rules": kw(redis_msglog.acl_rules, {"prefix": "msglog"}),
+        "acl_rules_for": kw(redis_msglog.acl_rules_for, {"client": client, "prefix": "msglog"}),
         "ConversationKeys.build": kw(keys.build, {"prefix": "msglog", "conversation": "c"}),
         "RetryPolicy": kw(redis_msglog.RetryPolicy, {}),
         "Durability": kw(redis_msglog.Durability, {"replicas": 1}),
@@ -297,7 +298,7 @@ def module_params(name: str) -> list[str]:
 
 
 MODULE_NAMES = [
-    "configure_read_cache", "acl_rules", "ConversationKeys.build", "RetryPolicy",
+    "configure_read_cache", "acl_rules", "acl_rules_for", "ConversationKeys.build", "RetryPolicy",
     "Durability", "LogView", "LogView.apply", "to_openai", "to_anthropic", "to_langchain",
     "to_responses", "to_langchain_messages", "anthropic_system", "from_openai",
     "from_langchain", "from_responses", "from_anthropic", "list_conversations",
@@ -488,7 +489,7 @@ def test_every_public_callable_is_covered() -> None:
         "AudioPart", "ContentPart", "FilePart", "ImagePart", "ReasoningPart",
         "RedactedThinkingPart", "RefusalPart", "TextPart", "ThinkingPart", "Subscription",
         "AsyncSubscription", "Role", "View", "MessageView", "ConversationPage",
-        "ScopedConversation",
+        "ScopedConversation", "ScopeErasure", "SkippedEntry",
     }  # fmt: skip
     constants = {"DEFAULT_READ_CACHE_BYTES", "DEFAULT_RETRY", "NO_RETRY", "MAX_JSON_DEPTH"}
     shells = {"MessageLog", "AsyncMessageLog", "AsyncDirectory"}  # the last: as Directory

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import hashlib
+import json
 import multiprocessing
 import os
 import random
@@ -513,7 +514,8 @@ def test_bad_input_is_a_4xx_with_the_library_error_and_writes_nothing(
                 body["role"] = "nobody"
             if isinstance(body, list):
                 body = [*body, {"role": "nobody", "content": ""}]  # one bad row rejects all
-            response = http.post(f"{path}/messages", content=orjson.dumps(body), headers=JSON)
+            # json, not orjson: a generated integer past 64 bits must reach the app
+            response = http.post(f"{path}/messages", content=json.dumps(body), headers=JSON)
             assert 400 <= response.status_code < 500, body
             assert response.json()["error"] in ("InvalidMessageError", "CodecError")
 
@@ -650,6 +652,11 @@ def test_serve_runs_the_app_with_the_viewer(
             except httpx.ConnectError:
                 time.sleep(0.02)
         names = {c["conversation"]: c["count"] for c in listing.json()["conversations"]}
+        cursor = listing.json()["next_cursor"]
+        while conversation not in names and cursor is not None:  # the listing is paged
+            page = httpx.get(f"{base}/conversations", params={"cursor": cursor}, timeout=10)
+            names |= {c["conversation"]: c["count"] for c in page.json()["conversations"]}
+            cursor = page.json()["next_cursor"]
         assert names[conversation] == 1
         page = httpx.get(f"{base}/conversations/{conversation}/messages").json()
         assert page["messages"][0]["message"] == {"role": "user", "content": "served"}

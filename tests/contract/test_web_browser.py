@@ -39,6 +39,8 @@ from redis_msglog.parts import (
 )
 from redis_msglog.testing import EphemeralServer
 
+from ..conftest import SERVER_ARGS, require_binary
+
 pytestmark = pytest.mark.browser
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -171,11 +173,20 @@ def viewer_app() -> Callable[[str], Any]:
     return build
 
 
+@pytest.fixture(scope="module")
+def browser_server() -> Iterator[EphemeralServer]:
+    """A server of this module's own: the viewer's listing is paged, and on the shared
+    server a test's conversation need not be on its first page."""
+    server = EphemeralServer(require_binary("redis"), SERVER_ARGS).start()
+    yield server
+    server.stop()
+
+
 @pytest.fixture
-def viewed(shared_server: Callable[[str], EphemeralServer]) -> Viewed:
-    """A new conversation on the shared redis-server (binaries over 1 KiB stored as
+def viewed(browser_server: EphemeralServer) -> Viewed:
+    """A new conversation on the module's redis-server (binaries over 1 KiB stored as
     blobs), for a test to show in the viewer."""
-    url = shared_server("redis").url
+    url = browser_server.url
     conversation = f"browser-{uuid.uuid4().hex[:8]}"
     log = MessageLog(redis.Redis.from_url(url), conversation, blob_threshold=1024)
     return Viewed(url, conversation, log)
