@@ -50,12 +50,8 @@ def stats(settings: Settings, conversation: str | None, scope: str | None) -> No
         table.add_row("first commit (UTC)", f"{found.first_at or '-'}")
         table.add_row("last commit (UTC)", f"{found.last_at or '-'}")
         table.add_row("memory (counter, stream, blobs)", human_bytes(found.memory_bytes))
-        records = (  # -1: this user may not SCAN (a tenant's), which finds them
-            "not counted (this user may not SCAN)"
-            if found.idempotency_records < 0
-            else str(found.idempotency_records)
-        )
-        table.add_row("idempotency records", f"{records} ({human_bytes(found.idempotency_bytes)})")
+        records = f"{found.idempotency_records} ({human_bytes(found.idempotency_bytes)})"
+        table.add_row("idempotency records", records)
     else:
         conversations = appended = damaged = 0
         for count in _counts(client, settings.prefix, scope):
@@ -182,6 +178,8 @@ def _verified(report: admin.VerifyReport) -> str:
     """What a sound log holds: ``"12 entries (seqs 7..18, 1..6 trimmed)"``."""
     if report.erased:
         return "erased (its tombstone stands; no entries)"
+    if report.values:
+        return f"{_count(report.values, 'value', 'values')} kept in place (no log)"
     held = _seqs(report.first_seq, report.last_seq, report.redacted)
     return f"{_count(report.entries, 'entry', 'entries')} ({held})"
 

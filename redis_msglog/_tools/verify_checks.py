@@ -42,6 +42,7 @@ class VerifyReport:
     first_seq: int = 1
     redacted: int = 0
     erased: bool = False  # an erasure's tombstone stands (an empty log)
+    values: int = 0  # values kept in place, when the conversation holds only those (no log)
 
     @property
     def ok(self) -> bool:

@@ -87,6 +87,17 @@ def state_of(attrs: dict[str, str]) -> dict[str, Any]:
     return {k[len(STATE) :]: orjson.loads(v) for k, v in attrs.items() if k.startswith(STATE)}
 
 
+def state_values(state: dict[str, Any]) -> dict[str, str]:
+    """``user:`` or ``app:`` state (unprefixed keys) as values kept in place (name: the
+    key, value: its JSON), checked as :func:`state_attrs` checks them."""
+    return {name[len(STATE) :]: str(value) for name, value in state_attrs(state).items()}
+
+
+def state_of_values(values: dict[str, str]) -> dict[str, Any]:
+    """The state (unprefixed keys) that values kept in place hold."""
+    return {name: orjson.loads(value) for name, value in values.items()}
+
+
 def event_message(event: Event) -> dict[str, Any]:
     """A message for ``event``: its author's role and its text for every other reader,
     and in ``extras["adk"]["event"]`` its JSON (``model_dump(mode="json",

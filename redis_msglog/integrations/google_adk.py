@@ -5,11 +5,12 @@
 conversation ``<app>:<user>:<session>`` (each id encoded, see ``_google_adk_codec``) in
 the scope ``(<app>, <user>)``, one message per event, and its state (the fold of its
 events' ``state_delta``) in the conversation's attributes, changed in the same atomic
-call as the event. ``user:`` and ``app:`` state are the attributes of one conversation
-per user (``<app>:<user>:~user``) and per app (``<app>:~app``), written right after the
-event (another slot). ``append_event`` commits only if nobody wrote to the session since
-it was read (``expected_seq``): a stale writer gets ADK's ``StaleSessionError`` and
-nothing is written. docs/integrations.md maps every call to its round trips and keys.
+call as the event. ``user:`` and ``app:`` state are current values, kept in place (no
+history: ``_google_adk_state``) for one conversation per user (``<app>:<user>:~user``)
+and per app (``<app>:~app``), written right after the event (another slot).
+``append_event`` commits only if nobody wrote to the session since it was read
+(``expected_seq``): a stale writer gets ADK's ``StaleSessionError`` and nothing is
+written. docs/integrations.md maps every call to its round trips and keys.
 
 This module imports ADK; ``redis_msglog`` itself never does.
 """
@@ -52,6 +53,8 @@ from ..errors import ConversationErasedError, InvalidArgumentError, SeqConflictE
 from ..models import StoredMessage
 from . import _google_adk_codec as codec
 from ._clients import LoopClients, LoopLog, client_factory
+from ._google_adk_state import SharedState
+from ._google_adk_state import check as check_shared
 from ._log_options import integration_options
 
 __all__ = ["MessageLogSessionService", "SessionsPage"]
@@ -89,7 +92,8 @@ class MessageLogSessionService(BaseSessionService):
         **log_options: options of :class:`~redis_msglog.AsyncMessageLog` (``prefix``,
             ``ttl``, ``durability``, ``retry``...) but ``scope``, which the service sets.
             ``ttl`` and ``max_age`` apply to the sessions, not to the ``user:`` and
-            ``app:`` state, which is kept until erased.
+            ``app:`` state, which is kept (current values only) until its scope is
+            erased.
     """
 
     def __init__(
@@ -109,8 +113,8 @@ class MessageLogSessionService(BaseSessionService):
         self.check_stale = check_stale
         self._erased_for = erased_for
         self._options = log_options
-        self._shared_options = {k: v for k, v in log_options.items() if k not in ("ttl", "max_age")}
         self._clients = LoopClients(redis)
+        self._shared = SharedState(self._clients, log_options)
         self._logs: OrderedDict[str, AsyncMessageLog] = OrderedDict()
         self._lock = threading.Lock()
 
@@ -139,10 +143,7 @@ class MessageLogSessionService(BaseSessionService):
         with self._lock:  # loops in several threads may share the service
             log = None if fresh else self._logs.get(conversation)
             if log is None:
-                options = self._options
-                if parts[-1] in (codec.USER_STATE, codec.APP_STATE):
-                    options = self._shared_options  # shared state outlives its sessions
-                log = LoopLog(self._clients, conversation, scope=scope, **options)
+                log = LoopLog(self._clients, conversation, scope=scope, **self._options)
                 self._logs[conversation] = log
                 while len(self._logs) > _LOGS_KEPT:
                     self._logs.popitem(last=False)
@@ -154,27 +155,6 @@ class MessageLogSessionService(BaseSessionService):
         a, u = codec.encode_id("app_name", app), codec.encode_id("user_id", user)
         s = codec.encode_id("session_id", sid)
         return self._log((a, u, s), (a, u), fresh=fresh)
-
-    def _user_log(self, app: str, user: str) -> Any:
-        a, u = codec.encode_id("app_name", app), codec.encode_id("user_id", user)
-        return self._log((a, u, codec.USER_STATE), (a, u))
-
-    def _app_log(self, app: str) -> Any:
-        a = codec.encode_id("app_name", app)
-        return self._log((a, codec.APP_STATE), (a,))
-
-    async def _shared_state(self, app: str, user: str) -> tuple[dict[str, Any], dict[str, Any]]:
-        app_attrs, user_attrs = await asyncio.gather(
-            self._app_log(app).attrs(), self._user_log(app, user).attrs()
-        )
-        return codec.state_of(app_attrs.values), codec.state_of(user_attrs.values)
-
-    async def _write_shared(self, app: str, user: str, deltas: dict[str, dict[str, Any]]) -> None:
-        """The ``user:`` then the ``app:`` state of a write, after its session's entry."""
-        if deltas["user"]:
-            await self._user_log(app, user).set_attrs(codec.state_attrs(deltas["user"]))
-        if deltas["app"]:
-            await self._app_log(app).set_attrs(codec.state_attrs(deltas["app"]))
 
     # -- the BaseSessionService interface -------------------------------------------
 
@@ -194,8 +174,7 @@ class MessageLogSessionService(BaseSessionService):
             sid = platform_uuid.new_uuid()
         log = self._session_log(app_name, user_id, sid, fresh=True)
         deltas = _session_util.extract_state_delta(state or {})
-        for k in ("user", "app"):
-            codec.state_attrs(deltas[k])  # checked before anything is written
+        check_shared(deltas)  # before anything is written
         now = platform_time.get_time()
         attrs: dict[str, str | None] = {codec.APP: app_name, codec.USER: user_id, codec.ID: sid}
         attrs[codec.UPDATED] = repr(now)
@@ -204,8 +183,8 @@ class MessageLogSessionService(BaseSessionService):
             seq = await log.set_attrs(attrs, expected_seq=0)
         except SeqConflictError:
             raise AlreadyExistsError(f"Session with id {sid} already exists.") from None
-        await self._write_shared(app_name, user_id, deltas)
-        app_state, user_state = await self._shared_state(app_name, user_id)
+        await self._shared.write(app_name, user_id, deltas)
+        app_state, user_state = await self._shared.read(app_name, user_id)
         session = Session(
             id=sid,
             app_name=app_name,
@@ -231,7 +210,9 @@ class MessageLogSessionService(BaseSessionService):
         state read meanwhile."""
         session_id = _normal(session_id)
         log = self._session_log(app_name, user_id, session_id)
-        shared = asyncio.ensure_future(self._shared_state(app_name, user_id))
+        shared = asyncio.ensure_future(self._shared.read(app_name, user_id))
+        # Its failure is retrieved, whenever it ends: the session's own one is raised.
+        shared.add_done_callback(lambda done: done.cancelled() or done.exception())
         try:
             for _ in range(_SNAPSHOT_TRIES):
                 attrs = await log.attrs()
@@ -303,14 +284,16 @@ class MessageLogSessionService(BaseSessionService):
             self._logs.pop(log.conversation, None)
 
     async def get_user_state(self, *, app_name: str, user_id: str) -> dict[str, Any]:
-        """The user's state (unprefixed keys): its conversation's attributes."""
-        return codec.state_of((await self._user_log(app_name, user_id).attrs()).values)
+        """The user's state (unprefixed keys): its current values."""
+        return await self._shared.user_state(app_name, user_id)
 
     async def append_event(self, session: Session, event: Event) -> Event:
         """Append the event (skipped when ``partial``, or when equal to one of the
         session object's 64 newest events with its id: delivered again; ``temp:`` state
         applied to the session only) with its session state in one atomic call, conditional on the
-        session's last seq (``check_stale``); then its ``user:`` and ``app:`` state."""
+        session's last seq (``check_stale``); then its ``user:`` and ``app:`` state (a
+        refusal of those, e.g. under an erasure's tombstone, raises with the event stored
+        and in the session object)."""
         if event.partial:
             return event
         recent = session.events[-_REDELIVERY_WINDOW:]
@@ -320,8 +303,7 @@ class MessageLogSessionService(BaseSessionService):
         event = self._trim_temp_delta_state(event)
         delta = event.actions.state_delta if event.actions else {}
         deltas = _session_util.extract_state_delta(delta or {})
-        for k in ("user", "app"):
-            codec.state_attrs(deltas[k])  # checked before anything is written
+        check_shared(deltas)  # before anything is written
         attrs = codec.state_attrs(deltas["session"])
         attrs[codec.UPDATED] = repr(event.timestamp)
         message = codec.event_message(event)
@@ -334,10 +316,13 @@ class MessageLogSessionService(BaseSessionService):
             raise StaleSessionError(_STALE.format(now=exc.current_seq, then=then)) from None
         except ConversationErasedError:
             raise SessionNotFoundError(f"Session {session.id} not found.") from None
-        await self._write_shared(session.app_name, session.user_id, deltas)
         session.last_update_time = event.timestamp
         _mark(session, seq)
-        return self._commit_event_to_session(session, event)
+        committed = self._commit_event_to_session(session, event)  # stored: the session has it
+        # Another slot, so another call: a refusal here leaves the event stored (and the
+        # session object current) and raises, its user: and app: state not written.
+        await self._shared.write(session.app_name, session.user_id, deltas)
+        return committed
 
     async def _expected_seq(self, log: Any, session: Session) -> int | None:
         """The seq the append is conditional on: the session object's, when checking;
@@ -435,7 +420,7 @@ async def _gather_sessions(service: MessageLogSessionService, ids: list[str]) ->
                 continue  # erased meanwhile, or not a session of ours
             app, user = values[codec.APP], values[codec.USER]
             if (app, user) not in shared:
-                shared[(app, user)] = await service._shared_state(app, user)
+                shared[(app, user)] = await service._shared.read(app, user)
             app_state, user_state = shared[(app, user)]
             session = Session(
                 id=values[codec.ID],

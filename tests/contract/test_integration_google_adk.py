@@ -8,6 +8,7 @@ ids and state values, refused with typed errors or read back exactly."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import math
 import uuid
 from collections.abc import Callable, Iterator
@@ -24,8 +25,13 @@ from google.genai import types
 from hypothesis import HealthCheck, Phase, example, given, settings
 from hypothesis import strategies as st
 
-from redis_msglog import AsyncMessageLog
-from redis_msglog.errors import ConversationErasedError, InvalidArgumentError
+from redis_msglog import AsyncDirectory, AsyncMessageLog, ConversationKeys
+from redis_msglog.errors import (
+    ConversationErasedError,
+    InvalidArgumentError,
+    ScopeMismatchError,
+)
+from redis_msglog.integrations import _google_adk_codec as codec
 from redis_msglog.integrations.google_adk import MessageLogSessionService
 from redis_msglog.testing import EphemeralServer
 
@@ -66,6 +72,7 @@ def make(
 
     build.run = env.loop.run_until_complete  # type: ignore[attr-defined]
     build.client = new_client  # type: ignore[attr-defined]
+    build.raw = env.raw  # type: ignore[attr-defined]
     yield build
     for client in clients:
         env.loop.run_until_complete(client.aclose())
@@ -154,6 +161,90 @@ def test_sessions_state_and_events_as_adk_services_keep_them(make: Any) -> None:
         await svc.create_session(app_name=a, user_id="u1", session_id="never")
         with pytest.raises(SessionNotFoundError):
             await svc.append_event(again, text_event("after the deletion"))
+
+    make.run(scenario())
+
+
+def test_shared_state_is_kept_as_current_values_with_no_history(make: Any) -> None:
+    """``user:`` and ``app:`` state keep only their current values (issue 34, item 9): an
+    overwritten value, set by a session since deleted, is in no key of the state's
+    conversations; 200 changes leave one hash of current values and no stream; writers on
+    other keys never lose each other's changes; a scope's erasure deletes the state."""
+    svc, a = make(), app()
+    old, raw = "overwritten-7c1e", make.raw
+    shared = [f"{a}:u1:~user", f"{a}:~app"]
+
+    async def scenario() -> None:
+        s = await svc.create_session(
+            app_name=a, user_id="u1", session_id="s", state={"user:k": old, "app:k": old}
+        )
+        for i in range(100):
+            delta = {"user:k": i, "app:k": i, "user:n": i}
+            await svc.append_event(s, text_event(f"{i}", actions=EventActions(state_delta=delta)))
+        await svc.delete_session(app_name=a, user_id="u1", session_id="s")
+
+        async def writer(name: str) -> None:
+            own = await svc.create_session(app_name=a, user_id="u1", session_id=name)
+            for i in range(50):
+                delta = {f"user:{name}": i, f"app:{name}": i}
+                event = text_event(name, actions=EventActions(state_delta=delta))
+                await svc.append_event(own, event)
+
+        await asyncio.gather(writer("w1"), writer("w2"))
+        assert await svc.get_user_state(app_name=a, user_id="u1") == {
+            "k": 99, "n": 99, "w1": 49, "w2": 49
+        }  # fmt: skip
+        fresh = await svc.create_session(app_name=a, user_id="u2", session_id="s")
+        assert fresh.state == {"app:k": 99, "app:w1": 49, "app:w2": 49}
+
+    make.run(scenario())
+    for conversation in shared:
+        keys = ConversationKeys.build("msglog", conversation)
+        assert raw.exists(keys.stream, keys.seq) == 0  # no history
+        assert raw.pttl(keys.values) == -1  # kept, until its scope is erased
+        for name in dataclasses.asdict(keys).values():
+            assert old.encode() not in (raw.dump(name) or b""), name
+    assert raw.hlen(ConversationKeys.build("msglog", shared[0]).values) == 4
+
+    async def erase() -> None:
+        await AsyncDirectory(make.client()).erase((codec.encode_id("app_name", a),))
+
+    make.run(erase())
+    for conversation in shared:
+        keys = ConversationKeys.build("msglog", conversation)
+        assert raw.exists(keys.values, keys.owner) == 0
+
+
+def test_shared_state_is_written_only_where_its_scope_could_write(make: Any) -> None:
+    """The state's conversation under an erasure's tombstone refuses the write
+    (``ConversationErasedError``), and once it expires is registered in its scope again
+    (owner record and index) as a scoped log's first write is; an owner record naming
+    another scope refuses it (``ScopeMismatchError``). Nothing written when refused."""
+    svc, a = make(), app()
+    raw, user_state = make.raw, f"{a}:u:~user"
+    keys = ConversationKeys.build("msglog", user_state)
+
+    def setting(value: int) -> Event:
+        return text_event("x", actions=EventActions(state_delta={"user:k": value}))
+
+    async def scenario() -> None:
+        s = await svc.create_session(app_name=a, user_id="u", state={"user:k": 0})
+        await AsyncMessageLog(make.client(), user_state).erase(erased_for=timedelta(seconds=1))
+        with pytest.raises(ConversationErasedError):
+            await svc.append_event(s, setting(1))
+        assert raw.exists(keys.values, keys.owner) == 0
+        await asyncio.sleep(1.2)  # the tombstone expires
+        await svc.append_event(s, setting(2))
+        assert await svc.get_user_state(app_name=a, user_id="u") == {"k": 2}
+        directory = AsyncDirectory(make.client())
+        owner = await directory.owner(user_state)
+        assert owner is not None and owner[0] == (a, "u")
+        listed = await directory.list((a, "u"))
+        assert user_state in [c.conversation for c in listed.conversations]
+        raw.hset(keys.owner, "scope", f"{a}/other")  # as another tenant's conversation
+        with pytest.raises(ScopeMismatchError):
+            await svc.append_event(s, setting(3))
+        assert raw.hgetall(keys.values) == {b"k": b"2"}
 
     make.run(scenario())
 

@@ -283,14 +283,54 @@ def test_ttl_applies_to_sessions_not_to_shared_state(
         await client.aclose()
 
     asyncio.run(scenario())
-    for conversation, expiring in (
-        (f"{app}:u:s", True),
-        (f"{app}:u:~user", False),
-        (f"{app}:~app", False),
-    ):
+    session = ConversationKeys.build("msglog", f"{app}:u:s")
+    for key in (session.seq, session.stream):
+        assert raw.pttl(key) > 0, key
+    current = {f"{app}:u:~user": {b"b": b"4"}, f"{app}:~app": {b"a": b"3"}}
+    for conversation, values in current.items():
+        key = ConversationKeys.build("msglog", conversation).values
+        assert raw.hgetall(key) == values  # the current values only
+        assert raw.pttl(key) == -1, key  # no expiry
+    raw.close()
+
+
+def test_msglog_verifies_and_erases_an_apps_shared_state(
+    shared_server: Callable[[str], EphemeralServer],
+) -> None:
+    """``msglog verify --scope <app>`` finds the state's conversations sound (values kept
+    in place, no log) and ``msglog erase --scope <app>`` deletes them."""
+    from click.testing import CliRunner
+    from google.adk.events import Event, EventActions
+
+    from redis_msglog import ConversationKeys
+    from redis_msglog._cli import main
+
+    url = shared_server("redis").url
+    app = f"app{uuid.uuid4().hex[:8]}"
+
+    async def scenario() -> None:
+        client = redis.asyncio.Redis.from_url(url)
+        service = MessageLogSessionService(client)
+        session = await service.create_session(
+            app_name=app, user_id="u", session_id="s", state={"app:a": 1, "user:b": 2}
+        )
+        delta = {"user:b": 3, "user:c": 4}
+        await service.append_event(
+            session, Event(author="u", actions=EventActions(state_delta=delta))
+        )
+        await client.aclose()
+
+    asyncio.run(scenario())
+    verified = CliRunner().invoke(main, ["--url", url, "verify", "--scope", app])
+    assert verified.exit_code == 0, verified.output
+    assert f"ok    {app}:u:~user: 2 values kept in place (no log)" in verified.output
+    assert f"ok    {app}:~app: 1 value kept in place (no log)" in verified.output
+    erased = CliRunner().invoke(main, ["--url", url, "erase", "--yes", "--scope", app])
+    assert erased.exit_code == 0, erased.output
+    raw = redis.Redis.from_url(url)
+    for conversation in (f"{app}:u:~user", f"{app}:~app", f"{app}:u:s"):
         keys = ConversationKeys.build("msglog", conversation)
-        for key in (keys.seq, keys.stream):
-            assert (raw.pttl(key) > 0) is expiring, (conversation, key)
+        assert raw.exists(keys.values, keys.owner, keys.stream) == 0, conversation
     raw.close()
 
 

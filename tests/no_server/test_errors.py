@@ -109,13 +109,13 @@ def test_a_script_refusal_is_told_in_words(code: str, wrapped: bool) -> None:
     """The error's text never shows the script's code (``MSGLOG_KEYREUSED``...): it was a
     name for the client, and read to a person like a crash. The error type stays the
     code's (tests/no_server/test_plans.py maps each one), wrapped by a server or not."""
-    from redis_msglog._core.lifecycle.scope import _error_for
+    from redis_msglog._core.lifecycle.scope import error_for
     from redis_msglog._core.steps import Refused
 
     reply = SCRIPT_REPLIES[code]
     if wrapped:  # how some servers (fakeredis) hand a script's error over
         reply = f"ERR Error running script: @user_script:1: {reply}"
-    error = _error_for(Refused(reply), "conv-1")
+    error = error_for(Refused(reply), "conv-1")
     assert "MSGLOG_" not in str(error), str(error)
     said = SCRIPT_REPLIES[code].split(" ", 1)[1]
     if code in ("MSGLOG_BADSEQ", "MSGLOG_AHEAD", "MSGLOG_KEYREUSED", "MSGLOG_STALE"):

@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from ..conftest import require_frameworks
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -109,14 +111,27 @@ def test_the_view_scripts_bindings_match_its_names() -> None:
     assert _documented("view.lua") == expected
 
 
-def test_the_erase_scripts_bindings_match_its_names() -> None:
+def _tailed_scripts() -> list[tuple[str, tuple[str, ...], tuple[str, ...], str]]:
+    """Scripts with named arguments then a tail: (script, KEYS, ARGV, the base of the
+    tail as the binding block writes it)."""
+    from redis_msglog._core.lifecycle.values import VALUES_ARGV_NAMES, VALUES_KEY_NAMES
     from redis_msglog._lua.load import ERASE_ARGV_NAMES, ERASE_KEY_NAMES
 
-    expected = (_positions(ERASE_ARGV_NAMES), _positions(ERASE_KEY_NAMES, keys=True))
-    assert _bindings("erase.lua") == expected
-    assert _documented("erase.lua") == expected
-    block = _BINDING.search((ROOT / "lua" / "erase.lua").read_text(encoding="utf-8"))
-    assert block and f"local NAMED_KEYS = {len(ERASE_KEY_NAMES)} " in block[1]  # the tail's base
+    return [
+        ("erase.lua", ERASE_KEY_NAMES, ERASE_ARGV_NAMES, f"NAMED_KEYS = {len(ERASE_KEY_NAMES)}"),
+        ("values.lua", VALUES_KEY_NAMES, VALUES_ARGV_NAMES, f"NAMED = {len(VALUES_ARGV_NAMES)}"),
+    ]
+
+
+@pytest.mark.parametrize("script, keys, argv, base", _tailed_scripts())
+def test_the_tailed_scripts_bindings_match_their_names(
+    script: str, keys: tuple[str, ...], argv: tuple[str, ...], base: str
+) -> None:
+    expected = (_positions(argv), _positions(keys, keys=True))
+    assert _bindings(script) == expected
+    assert _documented(script) == expected
+    block = _BINDING.search((ROOT / "lua" / script).read_text(encoding="utf-8"))
+    assert block and f"local {base} " in block[1]  # the tail's base
 
 
 def test_no_script_reads_a_numbered_argument_outside_its_binding_block() -> None:

@@ -257,7 +257,7 @@ class Scoped:
         try:
             return (yield from self.read_raw(commands, route))
         except Refused as refused:
-            raise _error_for(refused, route) from (refused.origin or refused)
+            raise error_for(refused, route) from (refused.origin or refused)
 
     def read_raw(self, commands: tuple[Command, ...], route: str | None) -> Plan[list[Any]]:
         """One round trip, re-sent under the retry policy while it cannot be served (every
@@ -272,7 +272,7 @@ class Scoped:
             except NotSent as failure:
                 delay = self.retry.pause_before(tries, self.clock() - started)
                 if delay is None:
-                    raise _error_for(failure, None) from (failure.origin or failure)
+                    raise error_for(failure, None) from (failure.origin or failure)
             yield Pause(delay)
 
     def _script(self, name: str, keys_and_args: Command, route: str | None) -> Plan[Any]:
@@ -283,7 +283,7 @@ class Scoped:
         try:
             return (yield from self.runner.run_script(name, keys_and_args, send))
         except Refused as refused:
-            raise _error_for(refused, route) from (refused.origin or refused)
+            raise error_for(refused, route) from (refused.origin or refused)
 
     def register_plan(
         self, conversation: str, scope: Scope, *, route_owner: str | None = None
@@ -455,7 +455,7 @@ def micros_of(at: datetime) -> int:
 _CODE = re.compile(r"\b(MSGLOG_[A-Z_]+)\b ?(\S*)")
 
 
-def _error_for(failure: StepFailure, route: str | None) -> errors.MessageLogError:
+def error_for(failure: StepFailure, route: str | None) -> errors.MessageLogError:
     """This library's error for a failed scope script or read."""
     if not isinstance(failure, Refused):
         return errors.ServerUnavailableError(f"Redis is unavailable: {failure.text}")

@@ -23,6 +23,9 @@ Layout, for a prefix ``msglog`` and conversation id ``conv-42``::
     msglog:{conv-42}:records  sorted set: the key of each idempotency record, scored with
                               its expiry (ms since the epoch), so that an erasure finds
                               them without SCAN (the append writing a record adds it)
+    msglog:{conv-42}:values   hash: values kept in place, with no history (Google ADK's
+                              user: and app: state), field = a name, value = its text;
+                              see _core/lifecycle/values.py
 
 The braces are a Redis Cluster hash tag: every key and the channel of one conversation
 hash to the same slot. Ids containing ``{``, ``}`` or ``%`` are percent-escaped
@@ -93,6 +96,7 @@ class ConversationKeys:
     producers: str  # exactly-once records of the appends made without a key
     owner: str  # the scope the conversation belongs to (hash: scope, created)
     records: str  # the idempotency records' keys (sorted set, score: expiry in ms)
+    values: str  # values kept in place, with no history (hash: name, value)
 
     @classmethod
     def build(cls, prefix: str, conversation: str) -> ConversationKeys:
@@ -114,6 +118,7 @@ class ConversationKeys:
             producers=f"{base}:producers",
             owner=f"{base}:owner",
             records=f"{base}:records",
+            values=f"{base}:values",
         )
 
     def idempotency_record(self, idempotency_key: str) -> str:
