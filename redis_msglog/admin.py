@@ -74,9 +74,11 @@ class ConversationStats:
     stream); the log holds seqs ``first_seq`` to ``count``, as ``entries`` stream entries
     and ``redacted`` redacted rows (docs/lifecycle.md). Memory is ``MEMORY USAGE`` of the
     counter, the stream and the blobs stored off the rows, and separately of the
-    exactly-once records (the idempotency records still remembered, and the producers
-    hash); ``idempotency_records`` is -1 for a user refused ``SCAN`` (a tenant's), and
-    ``idempotency_bytes`` then the producers hash alone."""
+    exactly-once records (the idempotency records still remembered, found through the
+    conversation's ``records`` set without ``SCAN``, and the producers hash).
+    ``idempotency_records`` was -1 for a user refused ``SCAN`` in earlier versions; it is
+    always counted now (records written by 0.1.0, before the set, are not: they expire
+    within the log's ``idempotency_window``)."""
 
     conversation: str
     count: int
@@ -181,7 +183,8 @@ def require_conversation(client: redis.Redis, keys: ConversationKeys, conversati
 def conversation_stats(
     client: redis.Redis, prefix: str, conversation: str, *, page: int = 500
 ) -> ConversationStats:
-    """Count, first and last commit time, and memory of one conversation."""
+    """Count, first and last commit time, and memory of one conversation (no ``SCAN``;
+    ``page`` is checked and kept for compatibility: nothing is paged now)."""
     check_int("page", page, lowest=1, highest=MAX_SEQ)
     keys = ConversationKeys.build(prefix, conversation)
     require_conversation(client, keys, conversation)
@@ -189,7 +192,7 @@ def conversation_stats(
     first: list[Any] = client.xrange(keys.stream, count=1) or []
     last: list[Any] = client.xrevrange(keys.stream, count=1) or []
     memory = sum(client.memory_usage(k) or 0 for k in (keys.seq, keys.stream, keys.blobs))
-    records = _records(client, keys, page)
+    records = _records(client, keys)
     producers = client.memory_usage(keys.producers) or 0
     first_seq, redacted = _first_and_redacted(client, keys)
     return ConversationStats(
@@ -198,8 +201,8 @@ def conversation_stats(
         first_at=_entry_time(first[0]) if first else None,
         last_at=_entry_time(last[0]) if last else None,
         memory_bytes=memory,
-        idempotency_records=-1 if records is None else len(records),
-        idempotency_bytes=producers + sum(client.memory_usage(k) or 0 for k in records or ()),
+        idempotency_records=len(records),
+        idempotency_bytes=producers + sum(records.values()),
         erased=is_tombstone(raw_count),
         first_seq=first_seq,
         entries=int(client.xlen(keys.stream)),
@@ -207,17 +210,16 @@ def conversation_stats(
     )
 
 
-def _records(client: redis.Redis, keys: ConversationKeys, page: int) -> list[Any] | None:
-    """The conversation's idempotency records (``SCAN``), or ``None`` for a user refused
-    ``SCAN`` (a tenant's: docs/security.md)."""
-    try:
-        return [
-            key
-            for key in client.scan_iter(match=_records_pattern(keys), count=page)
-            if text_of(key).startswith(keys.idempotency_record(""))
-        ]
-    except redis_errors.NoPermissionError:
-        return None
+def _records(client: redis.Redis, keys: ConversationKeys) -> dict[str, int]:
+    """The conversation's idempotency records still stored, and the memory of each: the
+    names its ``records`` set holds (no ``SCAN``: a tenant's user counts them too), less
+    those expired since (the set drops names lazily)."""
+    named = sorted({text_of(k) for k in client.zrange(keys.records, 0, -1)})
+    pipe = client.pipeline(transaction=False)
+    for name in named:
+        pipe.memory_usage(name)
+    sizes = pipe.execute() if named else []
+    return {name: int(size) for name, size in zip(named, sizes, strict=True) if size is not None}
 
 
 def _first_and_redacted(client: redis.Redis, keys: ConversationKeys) -> tuple[int, int]:
@@ -241,11 +243,6 @@ def _stats_count(raw: Any) -> int:
     return -1 if parsed is None else parsed
 
 
-def _records_pattern(keys: ConversationKeys) -> str:
-    base = keys.idempotency_record("")
-    return "".join("\\" + c if c in "*?[]\\" else c for c in base) + "*"
-
-
 def verify_conversation(
     client: redis.Redis,
     prefix: str,
@@ -262,7 +259,6 @@ def verify_conversation(
     check_int("page", page, lowest=1, highest=MAX_SEQ)
     check_int("max_problems", max_problems)
     keys = ConversationKeys.build(prefix, conversation)
-    require_conversation(client, keys, conversation)
     report = VerifyReport(conversation, counter=None, entries=0, last_seq=0)
 
     def problem(text: str) -> None:
@@ -270,6 +266,12 @@ def verify_conversation(
             report.problems.append(text)
         elif len(report.problems) == max_problems:
             report.problems.append("(more problems not shown)")
+
+    if not client.exists(keys.seq, keys.stream) and (values := client.hlen(keys.values)):
+        report.values = int(values)  # values kept in place, no log (ADK's user: state)
+        check_scope(client, prefix, conversation, report, problem)
+        return report
+    require_conversation(client, keys, conversation)
 
     report.counter = read_counter(client, keys, problem, report)
     first = report.first_seq = read_first(client, keys, problem)

@@ -41,6 +41,8 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any, cast
 
+from redis import exceptions as redis_errors
+
 from .._core.args import missing_extra
 
 try:
@@ -53,7 +55,13 @@ except ModuleNotFoundError as exc:  # the extra is not installed
 from .._async import AsyncMessageLog
 from .._core.read.views import MAX_RETRACT
 from .._core.stored.keys import ConversationKeys, conversation_of, key_pattern
-from ..errors import InvalidEditError, LogRewoundError, SeqConflictError
+from ..errors import (
+    InvalidEditError,
+    LogRewoundError,
+    PermissionDeniedError,
+    SeqConflictError,
+    ServerUnavailableError,
+)
 from ..models import StoredMessage
 from ._clients import AsyncClient, LoopClients, client_factory
 from ._llama_index_base import MessageLogBaseChatStore
@@ -159,11 +167,20 @@ class MessageLogChatStore(AsyncDBChatStore):
         """Every conversation under the prefix, found with ``SCAN`` (on a cluster, every
         primary's), not only the keys this store wrote."""
         found: set[str] = set()
-        async for raw in self._clients.get().scan_iter(match=key_pattern(self.prefix), count=500):
-            name = raw.decode() if isinstance(raw, bytes) else str(raw)
-            for suffix in (":seq", ":stream"):
-                if (conversation := conversation_of(self.prefix, name, suffix)) is not None:
-                    found.add(conversation)
+        scan = self._clients.get().scan_iter(match=key_pattern(self.prefix), count=500)
+        try:
+            async for raw in scan:
+                name = raw.decode() if isinstance(raw, bytes) else str(raw)
+                for suffix in (":seq", ":stream"):
+                    if (conversation := conversation_of(self.prefix, name, suffix)) is not None:
+                        found.add(conversation)
+        except redis_errors.NoPermissionError:
+            raise PermissionDeniedError(
+                "get_keys needs SCAN, which a tenant's Redis user may not run (acl_rules("
+                "tenant=...)): SCAN would list every tenant's keys. Nothing was read."
+            ) from None
+        except (redis_errors.ConnectionError, redis_errors.TimeoutError) as exc:
+            raise ServerUnavailableError(f"Redis is unavailable: {exc}") from exc
         return sorted(found)
 
     # -- writes ------------------------------------------------------------------------

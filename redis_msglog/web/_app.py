@@ -7,6 +7,7 @@ import inspect
 import re
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any, Literal
 
@@ -24,7 +25,7 @@ from .._core.args import MAX_SEQ
 from ..edits import EditEntry, Entry
 from . import _guard
 from ._errors import HttpError, error_response, json_response
-from ._listing import listing_page
+from ._listing import listing_page, scope_page
 from ._logs import Logs
 from ._stream import Hub, entry_data, event_stream
 
@@ -117,6 +118,9 @@ class Api:
         if after is None:
             after = seq_of("after", request.query_params.get("after"), 0)
         self.logs.log(conversation)  # a bad id is a 400 now, not a broken stream
+        # One read before the stream starts: a conversation the app's Redis user may not
+        # read (another tenant's) is a 403 now, and takes no follower's place.
+        await self.logs.call(conversation, "count")
         if not self.hub.admit(conversation):
             raise HttpError(
                 503,
@@ -209,17 +213,21 @@ class Api:
         return json_response({"last_seq": last_seq}, 201, {"ETag": f'"{last_seq}"'})
 
     async def conversations(self, request: Request) -> Response:
-        """The operator listing (viewer mode): a page of conversations, by ``SCAN``."""
-        await self.check(request, "", "list")
+        """The operator listing (viewer mode): a page of conversations, by ``SCAN``, or of
+        one scope's (``?scope=``), from its index."""
+        scope = request.query_params.get("scope")
+        await self.check(request, scope or "", "list")
         if not self.logs.sync:
             raise HttpError(501, "NotImplemented", "the listing needs a sync redis client")
         limit = seq_of("limit", request.query_params.get("limit"), DEFAULT_PAGE)
         if not 1 <= limit <= MAX_PAGE:
             raise errors.InvalidArgumentError(f"limit must be 1 to {MAX_PAGE}, got {limit}")
         cursor = request.query_params.get("cursor")
+        client, prefix = self.logs.client, self.prefix
         infos, after = await asyncio.to_thread(
-            listing_page, self.logs.client, self.prefix, cursor, limit
-        )
+            listing_page if scope is None else partial(scope_page, scope=scope),
+            client, prefix, cursor=cursor, limit=limit,
+        )  # fmt: skip
         listed = [
             {"conversation": i.conversation, "count": i.count, "last_at": _iso(i.last_at)}
             for i in infos

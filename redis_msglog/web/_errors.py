@@ -9,7 +9,9 @@ from starlette.responses import Response
 
 from .. import errors
 
-STATUS = {  # the library's errors as HTTP statuses; anything else of ours is a 400
+STATUS = {  # the library's errors as HTTP statuses (the first that matches); else a 400
+    # The app's Redis user may not touch those keys (a tenant's ACL): not the server failing.
+    errors.PermissionDeniedError: 403,
     errors.SeqConflictError: 409,
     errors.IdempotencyConflictError: 409,
     errors.MessageTooLargeError: 413,

@@ -1,6 +1,7 @@
 """The viewer's conversation listing, a page at a time (docs/web.md ``GET /conversations``):
 one request costs a few ``SCAN`` calls of ``COUNT limit`` and one pipeline over the
-conversations they found, whatever the size of the keyspace."""
+conversations they found, whatever the size of the keyspace; or, for a scope, a page of
+its index (no ``SCAN``: what a tenant's Redis user may run) and the same pipeline."""
 
 from __future__ import annotations
 
@@ -11,9 +12,11 @@ import redis.cluster
 from redis import exceptions as redis_errors
 
 from .. import admin
+from .._core.lifecycle.scope import scope_of_text
 from .._core.stored.entries import is_tombstone, parse_seq_counter
 from .._core.stored.keys import ConversationKeys, conversation_of, key_pattern
-from ..errors import InvalidArgumentError
+from .._sync import Directory
+from ..errors import InvalidArgumentError, PermissionDeniedError
 
 MAX_SCANS = 8
 """``SCAN`` calls one page makes at most: a keyspace mostly of other keys gives a short
@@ -50,7 +53,13 @@ def listing_page(
     pattern = key_pattern(prefix)
     found: list[tuple[str, bool]] = []  # (conversation, found by its stream)
     for _ in range(MAX_SCANS):
-        at, keys = nodes[node].scan(at, match=pattern, count=limit)
+        try:
+            at, keys = nodes[node].scan(at, match=pattern, count=limit)
+        except redis_errors.NoPermissionError:
+            raise PermissionDeniedError(
+                "the app's Redis user may not SCAN (a tenant's ACL user): list a scope of "
+                "its own with ?scope=<tenant>"
+            ) from None
         for key in keys:
             text = key.decode() if isinstance(key, bytes) else str(key)
             if (conversation := conversation_of(prefix, text)) is not None:
@@ -96,3 +105,13 @@ def _describe(
             admin.ConversationInfo(conversation, -1 if parsed is None else parsed, last_at)
         )
     return infos
+
+
+def scope_page(
+    client: Any, prefix: str, scope: str, cursor: str | None, limit: int
+) -> tuple[list[admin.ConversationInfo], str | None]:
+    """A page of ``scope``'s conversations (``"acme/user-42"``) from its index, newest
+    registered first (``Directory.list``), and the cursor of the next page."""
+    page = Directory(client, prefix=prefix).list(scope_of_text(scope), limit=limit, cursor=cursor)
+    infos = _describe(client, prefix, [(c.conversation, False) for c in page.conversations])
+    return infos, page.cursor

@@ -17,7 +17,10 @@ from collections.abc import Callable, Iterator
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, cast
+from urllib.parse import quote
 
+import httpx
+import orjson
 import pytest
 import redis
 from click.testing import CliRunner
@@ -230,3 +233,74 @@ def test_a_msglog_command_on_another_tenants_id_is_refused(
     assert tenants.beta_keys() == before
     own = CliRunner().invoke(main, ["--url", tenants.url, "ls", "--json", "--scope", "acme"])
     assert own.exit_code == 0 and beta not in own.stdout and "acme:own" in own.stdout
+
+
+# -- the web app, its Redis user acme's --------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def acme_web(tenants: Tenants) -> Iterator[str]:
+    """The web app on acme's Redis user, its own ``authorize`` letting every request in
+    (the worst case: only the Redis user confines it), appends and the viewer on."""
+    from redis_msglog.web import create_app
+
+    from ..contract.test_web import allow, serving
+
+    client = redis.Redis(port=tenants.server.port, username="acme", password=PASSWORD)
+    app = create_app(client, authorize=allow, allow_appends=True, viewer=True, heartbeat=0.2)
+    with serving(app) as base:
+        yield base
+    client.close()
+
+
+def _web_requests(target: str) -> list[tuple[str, str]]:
+    path = f"/conversations/{quote(target, safe='')}"
+    return [
+        ("GET", f"{path}/messages"),
+        ("GET", f"{path}/messages?view=physical"),
+        ("GET", f"{path}/messages?format=openai"),
+        ("GET", f"{path}/events"),
+        ("GET", f"{path}/events?after=1"),
+        ("GET", f"{path}/blobs/{'0' * 64}"),
+        ("POST", f"{path}/messages"),
+        ("GET", "/conversations"),  # the viewer's listing: SCAN, which acme may not
+        ("GET", f"/conversations?scope={quote(target, safe='')}"),
+        ("GET", f"/conversations?scope=beta%2F{quote(target, safe='')}"),
+    ]
+
+
+@budget(400)
+@given(beta=BETA_IDS, target=st.one_of(BETA_IDS, FOREIGN_IDS), index=st.integers(0, 9))
+def test_a_web_request_for_another_tenants_id_is_refused(
+    tenants: Tenants, acme_web: str, beta: str, target: str, index: int
+) -> None:
+    """Every endpoint of an app on acme's Redis user, on beta's conversation (or ids that
+    only look like acme's): a JSON error, ``403 PermissionDeniedError`` for anything that
+    reaches beta's keys (an event stream before it starts); nothing of beta's written or
+    shown. acme's own conversation is served all the while."""
+    before = tenants.seed(beta, ("beta",))
+    target = beta if target.startswith("beta:") else target
+    if target.startswith("acme:"):
+        return  # acme's own
+    method, path = _web_requests(target)[index]
+    if index == 8 and target.split("/")[0] == "acme":
+        return  # a scope of acme's own
+    with httpx.Client(base_url=acme_web, timeout=10) as http:
+        body = b'{"role": "user", "content": "x"}'
+        headers = {"Content-Type": "application/json"}
+        with http.stream(
+            method, path, content=body if method == "POST" else None, headers=headers
+        ) as response:
+            data = response.read() if response.status_code != 200 else b""
+            status = response.status_code
+        own = http.get("/conversations/acme%3Aown/messages")
+        listed = http.get("/conversations?scope=acme")
+    assert status in (400, 403, 404), (method, path, status, data)
+    error = orjson.loads(data)
+    assert isinstance(error, dict) and error["error"], (method, path, data)
+    if (target == beta and "?scope=" not in path) or status == 403:  # a scope may be a 400
+        assert (status, error["error"]) == (403, "PermissionDeniedError"), (path, data)
+    assert SECRET.encode() not in data
+    assert tenants.beta_keys() == before
+    assert own.status_code == 200 and own.json()["messages"][0]["message"]["content"] == "acme's"
+    assert [c["conversation"] for c in listed.json()["conversations"]] == ["acme:own"]
