@@ -258,6 +258,7 @@ def verify_conversation(
     (The view's rows are held in memory while checking.)"""
     check_int("page", page, lowest=1, highest=MAX_SEQ)
     check_int("max_problems", max_problems)
+    _check_client(client)
     keys = ConversationKeys.build(prefix, conversation)
     report = VerifyReport(conversation, counter=None, entries=0, last_seq=0)
 
