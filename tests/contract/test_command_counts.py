@@ -1,0 +1,109 @@
+"""What each operation costs the server, counted: the commands a call runs, inside its
+scripts and outside them (``INFO commandstats`` around the call, on a server of this
+module's own, ``EVALSHA`` itself, ``INFO`` and ``CONFIG`` aside). Counts do not move
+with load, so CI checks them where it cannot check times: each operation has a ceiling,
+today's count, and a change that adds a command to its path fails here. Lower a ceiling
+when a change makes an operation cheaper (docs/benchmarks.md, "Counts").
+
+The design's floor for a plain append is ``INCRBY``, ``TIME``, ``XADD``, ``PUBLISH``
+(4); today's script runs 8 (and ``HRANDFIELD`` once in a while, pruning the producers
+hash)."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+import redis
+
+from redis_msglog import MessageLog
+from redis_msglog.testing import EphemeralServer
+
+from ..conftest import SERVER_ARGS, new_id, require_binary
+
+NOT_COUNTED = ("evalsha", "eval", "info", "config")
+PRUNE = "hrandfield"  # the producers hash pruned now and then, on any write
+
+
+@pytest.fixture(scope="module")
+def client() -> Iterator[redis.Redis]:
+    server = EphemeralServer(require_binary("redis"), SERVER_ARGS).start()
+    made = redis.Redis(port=server.port)
+    try:
+        yield made
+    finally:
+        made.close()
+        server.stop()
+
+
+def commands_run(client: redis.Redis, call: Callable[[], Any]) -> Counter[str]:
+    """The commands the server ran for ``call``, by name."""
+    client.config_resetstat()
+    call()
+    stats = client.info("commandstats")
+    names = {name.removeprefix("cmdstat_"): int(s["calls"]) for name, s in stats.items()}
+    # ("config|resetstat": subcommands are counted under their own names)
+    return Counter({n: c for n, c in names.items() if n.split("|")[0] not in NOT_COUNTED})
+
+
+def a_log(client: redis.Redis, messages: int = 10) -> MessageLog:
+    """A log of ``messages`` messages, its object warmed (a first write registers its
+    producer, a first read learns the log has no edits)."""
+    log = MessageLog(client, new_id())
+    log.append_many([{"role": "user", "content": f"m{i}"} for i in range(messages)])
+    log.all()
+    return log
+
+
+def test_a_plain_append_runs_eight_commands(client: redis.Redis) -> None:
+    log = a_log(client)
+    for _ in range(20):
+        ran = commands_run(client, lambda: log.add("user", "hi"))
+        ran.pop(PRUNE, None)
+        assert ran == Counter(
+            {"get": 1, "hget": 1, "hset": 1, "time": 1, "xlen": 1, "incrby": 1,
+             "xadd": 1, "publish": 1}
+        )  # fmt: skip
+
+
+def cold(log: MessageLog) -> MessageLog:
+    """Another log object of the same conversation: its reads start cold."""
+    return MessageLog(log._redis, log.conversation)
+
+
+USER = {"role": "user", "content": "x"}
+
+
+def keyed(log: MessageLog, key: str) -> int:
+    return log.append(USER, idempotency_key=key)
+
+
+Operation = Callable[[MessageLog], Any]
+CEILINGS: dict[str, tuple[Operation, int]] = {
+    # name: (the call on a warmed log of 10 messages, the commands it may run: today's)
+    "keyed append": (lambda log: keyed(log, "k"), 10),
+    "keyed replay": (lambda log: (keyed(log, "r"), keyed(log, "r")), 10 + 2),
+    "conditional append": (lambda log: log.add("user", "x", expected_seq=10), 8),
+    "append_many(100)": (lambda log: log.append_many([USER] * 100), 8 + 99),
+    "all() cold": (lambda log: cold(log).all(), 6),
+    "last(50) cold": (lambda log: cold(log).last(50), 3),
+    "count()": (lambda log: log.count(), 4),
+    "retract": (lambda log: log.retract([3]), 22),
+    "pop": (lambda log: log.pop(), 23),
+    "set_attrs": (lambda log: log.set_attrs({"a": "b"}), 18),
+    "compact": (lambda log: log.compact([{"role": "system", "content": "s"}], through_seq=5), 26),
+    "redact": (lambda log: log.redact(10), 39),  # the 10 entries re-added
+    "trim": (lambda log: log.trim(through_seq=2), 42),  # the tail re-added
+    "erase": (lambda log: log.erase(), 14),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("name", sorted(CEILINGS))
+def test_each_operation_runs_no_more_commands_than_today(client: redis.Redis, name: str) -> None:
+    call, ceiling = CEILINGS[name]
+    log = a_log(client)
+    ran = commands_run(client, lambda: call(log))
+    ran.pop(PRUNE, None)
+    assert sum(ran.values()) <= ceiling, dict(ran)
