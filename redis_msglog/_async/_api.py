@@ -18,6 +18,7 @@ from .._io.subscription import AsyncOnCommit, AsyncSubscription
 from ..edits import Entry, MessageView, View
 from ..errors import InvalidArgumentError
 from ..models import AgentMessage, Role, StoredMessage
+from ..telemetry import traced
 from ._carrier import AsyncLogCarrier
 
 
@@ -41,6 +42,7 @@ class AsyncLogAPI(AsyncLogCarrier):
             expected_seq=expected_seq,
         )
 
+    @traced("append", returns_seq=True)
     async def append(
         self,
         msg: AgentMessage | Mapping[str, Any],
@@ -73,6 +75,7 @@ class AsyncLogAPI(AsyncLogCarrier):
         # Not through _commit: a coroutine layer less on every append's path.
         return (await self._commit_batch(batch, idempotency_key, expected_seq)).last_seq
 
+    @traced("append_many", returns_seq=True)
     async def append_many(
         self,
         msgs: Iterable[AgentMessage | Mapping[str, Any]],
@@ -106,6 +109,7 @@ class AsyncLogAPI(AsyncLogCarrier):
     ) -> list[StoredMessage]: ...
     @overload
     async def all(self, *, blobs: BlobMode = ..., view: Literal["physical"]) -> list[Entry]: ...
+    @traced("all")
     async def all(
         self, *, blobs: BlobMode = "hydrate", view: View = "visible"
     ) -> list[StoredMessage] | list[Entry]:
@@ -147,6 +151,7 @@ class AsyncLogAPI(AsyncLogCarrier):
         blobs: BlobMode = ...,
         view: Literal["physical"],
     ) -> list[Entry]: ...
+    @traced("read")
     async def read(
         self,
         after: int = 0,
@@ -173,6 +178,7 @@ class AsyncLogAPI(AsyncLogCarrier):
     async def last(
         self, n: int, *, blobs: BlobMode = ..., view: Literal["physical"]
     ) -> list[Entry]: ...
+    @traced("last")
     async def last(
         self, n: int | None = None, *, blobs: BlobMode = "hydrate", view: View = "visible"
     ) -> StoredMessage | list[StoredMessage] | list[Entry] | None:
@@ -188,18 +194,21 @@ class AsyncLogAPI(AsyncLogCarrier):
             return rows[0] if rows else None
         return rows
 
+    @traced("count")
     async def count(self, view: View | None = None) -> int:
         """Total entries ever appended: the last seq (one round trip of ``XLEN``,
         ``GET``, ``XLEN``, checked against each other). With ``view``: the number of rows
         of that view (``"physical"``: the last seq)."""
         return await self._run(self._core.count_plan(view))
 
+    @traced("last_turns")
     async def last_turns(self, n: int, *, view: MessageView = "visible") -> list[StoredMessage]:
         """The last ``n`` user turns of ``view``: each user message with everything after
         it, so a tool call is never split from its result."""
         require_non_negative("n", n)
         return await self._run(self._core.window_plan(view, turns=n))
 
+    @traced("last_tokens")
     async def last_tokens(
         self,
         budget: int,
@@ -281,8 +290,13 @@ class AsyncLogAPI(AsyncLogCarrier):
         """Non-empty pages of new rows, in order, until ``stopped()``: each page a plan,
         carried like any other read."""
         while not stopped():
-            if rows := await self._run(cursor.page_plan()):
+            if rows := await self._follow_page(cursor):
                 yield rows
+
+    @traced("follow")
+    async def _follow_page(self, cursor: FollowCursor) -> list[Entry]:
+        """One page of a follower (a blocking read): one span each."""
+        return await self._run(cursor.page_plan())
 
     def _block_ms(self) -> int:
         return follow_block_ms(socket_timeout(self._redis))

@@ -18,6 +18,7 @@ from .._io.failures import CLIENT_FAILURES, REFUSALS, step_failure
 from .._io.routing import AsyncRouter, asking_before_each, pack, without_asking
 from .._io.shell import ShellBase
 from .._io.subscription import AsyncOnAppend
+from ..telemetry import note_retry
 
 T = TypeVar("T")
 
@@ -63,6 +64,7 @@ class AsyncLogCarrier(ShellBase):
                     within = self._within(started)
                     reply = await io.honouring_cancel(self._read(step.commands, within, step.route))
                 elif isinstance(step, Pause):
+                    note_retry()  # a wait before trying again: the operation's span counts it
                     await io.sleep(step.seconds)
                 else:
                     reply = await io.honouring_cancel(self._write_once(step, self._within(started)))

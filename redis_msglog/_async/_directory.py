@@ -41,6 +41,7 @@ from .._io import io_async as io
 from .._io.failures import CLIENT_FAILURES, step_failure
 from .._io.routing import is_cluster
 from ..errors import InvalidArgumentError, MessageLogError, ScopeErasureIncompleteError
+from ..telemetry import note_retry, traced
 from ._log import AsyncMessageLog
 
 T = TypeVar("T")
@@ -79,6 +80,7 @@ class AsyncDirectory:
         self._scoped = Scoped(prefix, retry, time.monotonic)
         self.prefix = prefix
 
+    @traced("list_scope")
     async def list(
         self, scope: Sequence[str], *, limit: int = 100, cursor: str | None = None
     ) -> ConversationPage:
@@ -113,6 +115,7 @@ class AsyncDirectory:
                 return
             cursor = page.cursor
 
+    @traced("erase_scope")
     async def erase(
         self,
         scope: Sequence[str],
@@ -183,6 +186,7 @@ class AsyncDirectory:
                 return
             cursor = page.cursor
 
+    @traced("register")
     async def register(self, conversation: str, scope: Sequence[str]) -> datetime:
         """Register ``conversation`` in ``scope`` exactly as a log given that scope does
         before its first write (idempotent): the repair for a conversation ``verify``
@@ -193,12 +197,14 @@ class AsyncDirectory:
         created = await self._run(self._scoped.register_plan(conversation, checked))
         return time_of(created)
 
+    @traced("owner")
     async def owner(self, conversation: str) -> tuple[Scope, datetime] | None:
         """The scope ``conversation`` was created with and its created time, or ``None``
         (created without a scope, or never created)."""
         found = await self._run(self._scoped.owner_plan(conversation))
         return None if found is None else (found[0], time_of(found[1]))
 
+    @traced("unindex")
     async def unindex(self, conversation: str, scope: Sequence[str], created_at: datetime) -> int:
         """Remove ``conversation``'s entries from the indexes of ``scope`` and of its
         prefixes (one atomic, idempotent call; ``created_at`` as listed or as
@@ -227,6 +233,7 @@ class AsyncDirectory:
             reply, failure = None, None
             try:
                 if isinstance(step, Pause):
+                    note_retry()  # a wait before trying again: the operation's span counts it
                     await io.sleep(step.seconds)
                 elif isinstance(step, Read):
                     reply = await self._pipeline(step.commands)

@@ -15,6 +15,7 @@ from .._core.write.blobs import BlobMode, check_blob_mode
 from ..edits import Attributes
 from ..errors import InvalidMessageError
 from ..models import AgentMessage, StoredMessage
+from ..telemetry import traced
 from ._api import AsyncLogAPI
 
 
@@ -28,6 +29,7 @@ class AsyncLogEdits(AsyncLogAPI):
     # bad argument, or a seq the view does not hold, raises InvalidEditError and writes
     # nothing.
 
+    @traced("retract", returns_seq=True)
     async def retract(
         self,
         seqs: Iterable[int],
@@ -43,6 +45,7 @@ class AsyncLogEdits(AsyncLogAPI):
         batch = self._core.batch((), retract_edit(seqs), attrs)
         return await self._commit(batch, idempotency_key, expected_seq)
 
+    @traced("pop")
     async def pop(
         self,
         *,
@@ -59,6 +62,7 @@ class AsyncLogEdits(AsyncLogAPI):
         commit = await self._commit_batch(batch, idempotency_key, expected_seq)
         return await self._run(self._core.popped_plan(commit, blobs))
 
+    @traced("compact", returns_seq=True)
     async def compact(
         self,
         messages: Iterable[AgentMessage | Mapping[str, Any]],
@@ -78,6 +82,7 @@ class AsyncLogEdits(AsyncLogAPI):
         )
         return await self._commit(batch, idempotency_key, expected_seq)
 
+    @traced("replace", returns_seq=True)
     async def replace(
         self,
         messages: Iterable[AgentMessage | Mapping[str, Any]],
@@ -91,6 +96,7 @@ class AsyncLogEdits(AsyncLogAPI):
         batch = self._core.batch(messages, Edit("compact", "end"), attrs)
         return await self._commit(batch, idempotency_key, expected_seq)
 
+    @traced("clear", returns_seq=True)
     async def clear(
         self,
         *,
@@ -103,6 +109,7 @@ class AsyncLogEdits(AsyncLogAPI):
             (), idempotency_key=idempotency_key, expected_seq=expected_seq, attrs=attrs
         )
 
+    @traced("archive", returns_seq=True)
     async def archive(
         self,
         through_seq: int,
@@ -117,6 +124,7 @@ class AsyncLogEdits(AsyncLogAPI):
         batch = self._core.batch((), through_edit("archive", through_seq, zero_ok=False), attrs)
         return await self._commit(batch, idempotency_key, expected_seq)
 
+    @traced("trim", returns_seq=True)
     async def trim(
         self,
         through_seq: int,
@@ -137,6 +145,7 @@ class AsyncLogEdits(AsyncLogAPI):
         batch = self._core.batch((), trim_edit(through_seq), attrs)
         return await self._commit(batch, idempotency_key, expected_seq)
 
+    @traced("redact", returns_seq=True)
     async def redact(
         self,
         seq: int,
@@ -170,6 +179,7 @@ class AsyncLogEdits(AsyncLogAPI):
         batch = self._core.batch((), redact_edit(seq, row, reason), attrs)
         return await self._commit(batch, idempotency_key, expected_seq)
 
+    @traced("set_attrs", returns_seq=True)
     async def set_attrs(
         self,
         attrs: Mapping[str, str | None],
@@ -186,12 +196,14 @@ class AsyncLogEdits(AsyncLogAPI):
         batch = self._core.batch((), attrs=attrs)
         return await self._commit(batch, idempotency_key, expected_seq)
 
+    @traced("attrs")
     async def attrs(self) -> Attributes:
         """The conversation's attributes and its last seq, read in one round trip."""
         return await self._run(self._core.attrs_plan())
 
     # -- erasure: the one deletion of the log (docs/lifecycle.md) ----------------------
 
+    @traced("erase")
     async def erase(
         self, *, erased_for: timedelta = DEFAULT_ERASED_FOR, scan_records: bool = False
     ) -> None:

@@ -30,6 +30,7 @@ from .._io.routing import AsyncRouter
 from .._io.subscription import AsyncOnAppend
 from ..edits import LogView
 from ..errors import InvalidArgumentError, InvalidEditError
+from ..telemetry import traced
 from ._edits import AsyncLogEdits
 from ._formats import AsyncLogFormats
 
@@ -146,6 +147,7 @@ class AsyncMessageLog(AsyncLogEdits, AsyncLogFormats):
 
     # -- fork, an edit kept with the construction: it makes a log of this class ---------
 
+    @traced("fork")
     async def fork(
         self,
         new_conversation: str,

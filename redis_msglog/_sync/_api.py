@@ -19,6 +19,7 @@ from .._io.subscription import OnCommit, Subscription
 from ..edits import Entry, MessageView, View
 from ..errors import InvalidArgumentError
 from ..models import AgentMessage, Role, StoredMessage
+from ..telemetry import traced
 from ._carrier import LogCarrier
 
 
@@ -42,6 +43,7 @@ class LogAPI(LogCarrier):
             expected_seq=expected_seq,
         )
 
+    @traced("append", returns_seq=True)
     def append(
         self,
         msg: AgentMessage | Mapping[str, Any],
@@ -74,6 +76,7 @@ class LogAPI(LogCarrier):
         # Not through _commit: a coroutine layer less on every append's path.
         return (self._commit_batch(batch, idempotency_key, expected_seq)).last_seq
 
+    @traced("append_many", returns_seq=True)
     def append_many(
         self,
         msgs: Iterable[AgentMessage | Mapping[str, Any]],
@@ -107,6 +110,7 @@ class LogAPI(LogCarrier):
     ) -> list[StoredMessage]: ...
     @overload
     def all(self, *, blobs: BlobMode = ..., view: Literal["physical"]) -> list[Entry]: ...
+    @traced("all")
     def all(
         self, *, blobs: BlobMode = "hydrate", view: View = "visible"
     ) -> list[StoredMessage] | list[Entry]:
@@ -148,6 +152,7 @@ class LogAPI(LogCarrier):
         blobs: BlobMode = ...,
         view: Literal["physical"],
     ) -> list[Entry]: ...
+    @traced("read")
     def read(
         self,
         after: int = 0,
@@ -174,6 +179,7 @@ class LogAPI(LogCarrier):
     def last(
         self, n: int, *, blobs: BlobMode = ..., view: Literal["physical"]
     ) -> list[Entry]: ...
+    @traced("last")
     def last(
         self, n: int | None = None, *, blobs: BlobMode = "hydrate", view: View = "visible"
     ) -> StoredMessage | list[StoredMessage] | list[Entry] | None:
@@ -189,18 +195,21 @@ class LogAPI(LogCarrier):
             return rows[0] if rows else None
         return rows
 
+    @traced("count")
     def count(self, view: View | None = None) -> int:
         """Total entries ever appended: the last seq (one round trip of ``XLEN``,
         ``GET``, ``XLEN``, checked against each other). With ``view``: the number of rows
         of that view (``"physical"``: the last seq)."""
         return self._run(self._core.count_plan(view))
 
+    @traced("last_turns")
     def last_turns(self, n: int, *, view: MessageView = "visible") -> list[StoredMessage]:
         """The last ``n`` user turns of ``view``: each user message with everything after
         it, so a tool call is never split from its result."""
         require_non_negative("n", n)
         return self._run(self._core.window_plan(view, turns=n))
 
+    @traced("last_tokens")
     def last_tokens(
         self,
         budget: int,
@@ -282,8 +291,13 @@ class LogAPI(LogCarrier):
         """Non-empty pages of new rows, in order, until ``stopped()``: each page a plan,
         carried like any other read."""
         while not stopped():
-            if rows := self._run(cursor.page_plan()):
+            if rows := self._follow_page(cursor):
                 yield rows
+
+    @traced("follow")
+    def _follow_page(self, cursor: FollowCursor) -> list[Entry]:
+        """One page of a follower (a blocking read): one span each."""
+        return self._run(cursor.page_plan())
 
     def _block_ms(self) -> int:
         return follow_block_ms(socket_timeout(self._redis))

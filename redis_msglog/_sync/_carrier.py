@@ -19,6 +19,7 @@ from .._io.failures import CLIENT_FAILURES, REFUSALS, step_failure
 from .._io.routing import Router, asking_before_each, pack, without_asking
 from .._io.shell import ShellBase
 from .._io.subscription import OnAppend
+from ..telemetry import note_retry
 
 T = TypeVar("T")
 
@@ -64,6 +65,7 @@ class LogCarrier(ShellBase):
                     within = self._within(started)
                     reply = io.honouring_cancel(self._read(step.commands, within, step.route))
                 elif isinstance(step, Pause):
+                    note_retry()  # a wait before trying again: the operation's span counts it
                     io.sleep(step.seconds)
                 else:
                     reply = io.honouring_cancel(self._write_once(step, self._within(started)))

@@ -42,6 +42,7 @@ from .._io import io_sync as io
 from .._io.failures import CLIENT_FAILURES, step_failure
 from .._io.routing import is_cluster
 from ..errors import InvalidArgumentError, MessageLogError, ScopeErasureIncompleteError
+from ..telemetry import note_retry, traced
 from ._log import MessageLog
 
 T = TypeVar("T")
@@ -80,6 +81,7 @@ class Directory:
         self._scoped = Scoped(prefix, retry, time.monotonic)
         self.prefix = prefix
 
+    @traced("list_scope")
     def list(
         self, scope: Sequence[str], *, limit: int = 100, cursor: str | None = None
     ) -> ConversationPage:
@@ -114,6 +116,7 @@ class Directory:
                 return
             cursor = page.cursor
 
+    @traced("erase_scope")
     def erase(
         self,
         scope: Sequence[str],
@@ -184,6 +187,7 @@ class Directory:
                 return
             cursor = page.cursor
 
+    @traced("register")
     def register(self, conversation: str, scope: Sequence[str]) -> datetime:
         """Register ``conversation`` in ``scope`` exactly as a log given that scope does
         before its first write (idempotent): the repair for a conversation ``verify``
@@ -194,12 +198,14 @@ class Directory:
         created = self._run(self._scoped.register_plan(conversation, checked))
         return time_of(created)
 
+    @traced("owner")
     def owner(self, conversation: str) -> tuple[Scope, datetime] | None:
         """The scope ``conversation`` was created with and its created time, or ``None``
         (created without a scope, or never created)."""
         found = self._run(self._scoped.owner_plan(conversation))
         return None if found is None else (found[0], time_of(found[1]))
 
+    @traced("unindex")
     def unindex(self, conversation: str, scope: Sequence[str], created_at: datetime) -> int:
         """Remove ``conversation``'s entries from the indexes of ``scope`` and of its
         prefixes (one atomic, idempotent call; ``created_at`` as listed or as
@@ -228,6 +234,7 @@ class Directory:
             reply, failure = None, None
             try:
                 if isinstance(step, Pause):
+                    note_retry()  # a wait before trying again: the operation's span counts it
                     io.sleep(step.seconds)
                 elif isinstance(step, Read):
                     reply = self._pipeline(step.commands)

@@ -16,6 +16,7 @@ from .._core.write.blobs import BlobMode, check_blob_mode
 from ..edits import Attributes
 from ..errors import InvalidMessageError
 from ..models import AgentMessage, StoredMessage
+from ..telemetry import traced
 from ._api import LogAPI
 
 
@@ -29,6 +30,7 @@ class LogEdits(LogAPI):
     # bad argument, or a seq the view does not hold, raises InvalidEditError and writes
     # nothing.
 
+    @traced("retract", returns_seq=True)
     def retract(
         self,
         seqs: Iterable[int],
@@ -44,6 +46,7 @@ class LogEdits(LogAPI):
         batch = self._core.batch((), retract_edit(seqs), attrs)
         return self._commit(batch, idempotency_key, expected_seq)
 
+    @traced("pop")
     def pop(
         self,
         *,
@@ -60,6 +63,7 @@ class LogEdits(LogAPI):
         commit = self._commit_batch(batch, idempotency_key, expected_seq)
         return self._run(self._core.popped_plan(commit, blobs))
 
+    @traced("compact", returns_seq=True)
     def compact(
         self,
         messages: Iterable[AgentMessage | Mapping[str, Any]],
@@ -79,6 +83,7 @@ class LogEdits(LogAPI):
         )
         return self._commit(batch, idempotency_key, expected_seq)
 
+    @traced("replace", returns_seq=True)
     def replace(
         self,
         messages: Iterable[AgentMessage | Mapping[str, Any]],
@@ -92,6 +97,7 @@ class LogEdits(LogAPI):
         batch = self._core.batch(messages, Edit("compact", "end"), attrs)
         return self._commit(batch, idempotency_key, expected_seq)
 
+    @traced("clear", returns_seq=True)
     def clear(
         self,
         *,
@@ -104,6 +110,7 @@ class LogEdits(LogAPI):
             (), idempotency_key=idempotency_key, expected_seq=expected_seq, attrs=attrs
         )
 
+    @traced("archive", returns_seq=True)
     def archive(
         self,
         through_seq: int,
@@ -118,6 +125,7 @@ class LogEdits(LogAPI):
         batch = self._core.batch((), through_edit("archive", through_seq, zero_ok=False), attrs)
         return self._commit(batch, idempotency_key, expected_seq)
 
+    @traced("trim", returns_seq=True)
     def trim(
         self,
         through_seq: int,
@@ -138,6 +146,7 @@ class LogEdits(LogAPI):
         batch = self._core.batch((), trim_edit(through_seq), attrs)
         return self._commit(batch, idempotency_key, expected_seq)
 
+    @traced("redact", returns_seq=True)
     def redact(
         self,
         seq: int,
@@ -171,6 +180,7 @@ class LogEdits(LogAPI):
         batch = self._core.batch((), redact_edit(seq, row, reason), attrs)
         return self._commit(batch, idempotency_key, expected_seq)
 
+    @traced("set_attrs", returns_seq=True)
     def set_attrs(
         self,
         attrs: Mapping[str, str | None],
@@ -187,12 +197,14 @@ class LogEdits(LogAPI):
         batch = self._core.batch((), attrs=attrs)
         return self._commit(batch, idempotency_key, expected_seq)
 
+    @traced("attrs")
     def attrs(self) -> Attributes:
         """The conversation's attributes and its last seq, read in one round trip."""
         return self._run(self._core.attrs_plan())
 
     # -- erasure: the one deletion of the log (docs/lifecycle.md) ----------------------
 
+    @traced("erase")
     def erase(
         self, *, erased_for: timedelta = DEFAULT_ERASED_FOR, scan_records: bool = False
     ) -> None:

@@ -31,6 +31,7 @@ from .._io.routing import Router
 from .._io.subscription import OnAppend
 from ..edits import LogView
 from ..errors import InvalidArgumentError, InvalidEditError
+from ..telemetry import traced
 from ._edits import LogEdits
 from ._formats import LogFormats
 
@@ -147,6 +148,7 @@ class MessageLog(LogEdits, LogFormats):
 
     # -- fork, an edit kept with the construction: it makes a log of this class ---------
 
+    @traced("fork")
     def fork(
         self,
         new_conversation: str,

@@ -20,7 +20,7 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.types import Receive, Scope, Send
 
-from .. import adapters, errors
+from .. import adapters, errors, telemetry
 from .._core.args import MAX_SEQ
 from ..edits import EditEntry, Entry
 from . import _guard
@@ -239,28 +239,34 @@ def _iso(value: Any) -> Any:
     return value.isoformat() if value is not None else None
 
 
-def handled(endpoint: Callable[[Request], Awaitable[Response]]) -> Callable[..., Any]:
-    """The endpoint with bad input and failing servers as JSON errors."""
+def handled(endpoint: Callable[[Request], Awaitable[Response]], route: str) -> Callable[..., Any]:
+    """The endpoint with bad input and failing servers as JSON errors, one span each
+    (``redis_msglog.telemetry``; ``route`` names it)."""
 
     async def run(request: Request) -> Response:
-        try:
-            return await endpoint(request)
-        except (HttpError, errors.MessageLogError) as exc:
-            return error_response(exc)
+        conversation = request.path_params.get("conversation")
+        with telemetry.serving(route, request.method, conversation) as responded:
+            try:
+                response = await endpoint(request)
+            except (HttpError, errors.MessageLogError) as exc:
+                response = error_response(exc)
+            responded(response.status_code)
+            return response
 
     return run
 
 
 def routes(api: Api, viewer: bool) -> list[Any]:
+    one = "/conversations/{conversation:path}"
     found: list[Any] = [
-        Route("/conversations/{conversation:path}/events", handled(api.events)),
-        Route("/conversations/{conversation:path}/messages", handled(api.messages)),
-        Route("/conversations/{conversation:path}/messages", handled(api.append), methods=["POST"]),
-        Route("/conversations/{conversation:path}/blobs/{sha}", handled(api.blob)),
+        Route(f"{one}/events", handled(api.events, f"{one}/events")),
+        Route(f"{one}/messages", handled(api.messages, f"{one}/messages")),
+        Route(f"{one}/messages", handled(api.append, f"{one}/messages"), methods=["POST"]),
+        Route(f"{one}/blobs/{{sha}}", handled(api.blob, f"{one}/blobs/{{sha}}")),
     ]
     if viewer:
         found += [
-            Route("/conversations", handled(api.conversations)),
+            Route("/conversations", handled(api.conversations, "/conversations")),
             Route("/", lambda request: FileResponse(STATIC / "viewer.html")),
             Mount("/static", StaticFiles(directory=STATIC), name="static"),
         ]

@@ -1,0 +1,276 @@
+"""OpenTelemetry traces and metrics of the log's operations (``pip install
+'redis-msglog[otel]'``: ``opentelemetry-api`` only; the application chooses the SDK and
+the exporters). docs/observability.md lists what is emitted.
+
+Every public operation of a log (both clients) and of a directory is one span, named
+``msglog <operation>`` (``msglog append``, ``msglog all``, ``msglog redact``...), a child
+of the caller's current span, with the OpenTelemetry database and GenAI attributes
+(``db.system.name`` ``"redis"``, ``db.operation.name``, ``gen_ai.conversation.id``,
+``server.address``/``server.port``) and ours (``msglog.outcome``, ``msglog.retries``,
+``msglog.last_seq``); redis-py's own instrumentation, when enabled, nests its command
+spans under it. The same wrapper records the metrics: ``db.client.operation.duration``
+(seconds, by operation and ``error.type``), ``msglog.client.retries`` and
+``msglog.client.appends_in_doubt``.
+
+Without ``opentelemetry-api`` installed, nothing is imported and an operation pays one
+check. With it and no SDK configured, the API's no-op tracer and meter: a few
+microseconds an operation (docs/observability.md, "Cost"). :func:`configure` points the
+library at providers of the caller's choosing instead of the global ones (what tests do).
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+from typing import Any, TypeVar, cast
+
+from .errors import AppendInDoubtError, MessageLogError, StorageError
+
+__all__ = ["configure"]
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+SYSTEM = "redis"
+_retries: ContextVar[list[int] | None] = ContextVar("msglog_retries", default=None)
+
+
+class _Instruments:
+    """The tracer and meter instruments, made from the providers (once, lazily)."""
+
+    def __init__(self, tracer_provider: Any = None, meter_provider: Any = None) -> None:
+        from importlib.metadata import PackageNotFoundError, version
+
+        from opentelemetry import metrics, trace
+
+        try:
+            __version__ = version("redis-msglog")
+        except PackageNotFoundError:  # run from a source tree that is not installed
+            __version__ = ""
+        self.trace, self.metrics = trace, metrics
+        self.explicit = tracer_provider is not None or meter_provider is not None
+        # Until the application sets a provider, the API hands out proxies: then an
+        # operation skips the wrapper (measured: a no-op span costs microseconds).
+        self.unset = (trace.get_tracer_provider(), metrics.get_meter_provider())
+        self.tracer = trace.get_tracer("redis_msglog", __version__, tracer_provider)
+        meter = metrics.get_meter("redis_msglog", __version__, meter_provider)
+        self.duration = meter.create_histogram(
+            "db.client.operation.duration", unit="s", description="A log operation's duration"
+        )
+        self.retries = meter.create_counter(
+            "msglog.client.retries", unit="{retry}", description="Waits before trying again"
+        )
+        self.request_duration = meter.create_histogram(
+            "http.server.request.duration", unit="s", description="A web request's duration"
+        )
+        self.in_doubt = meter.create_counter(
+            "msglog.client.appends_in_doubt",
+            unit="{append}",
+            description="Appends whose outcome the client could not learn",
+        )
+
+
+_state: dict[str, _Instruments | bool | None] = {"made": False, "instruments": None}
+
+
+def configure(*, tracer_provider: Any = None, meter_provider: Any = None) -> None:
+    """Use these providers (an SDK's ``TracerProvider`` and ``MeterProvider``) rather than
+    the global ones; ``configure()`` goes back to the global ones. Raises
+    :class:`~redis_msglog.MissingExtraError` without ``opentelemetry-api``."""
+    try:
+        _state["instruments"] = _Instruments(tracer_provider, meter_provider)
+    except ModuleNotFoundError as exc:
+        from ._core.args import missing_extra
+
+        raise missing_extra("otel", exc) from exc
+    _state["made"] = True
+
+
+def _instruments() -> _Instruments | None:
+    if not _state["made"]:
+        try:
+            _state["instruments"] = _Instruments()
+        except ModuleNotFoundError:  # opentelemetry-api is not installed: nothing emitted
+            _state["instruments"] = None
+        _state["made"] = True
+    return cast("_Instruments | None", _state["instruments"])
+
+
+def _active() -> _Instruments | None:
+    """The instruments, if anything would receive what they emit."""
+    made = _instruments()
+    if made is None or made.explicit:
+        return made
+    tracer_provider, meter_provider = made.unset
+    unset = (
+        made.trace.get_tracer_provider() is tracer_provider
+        and isinstance(tracer_provider, made.trace.ProxyTracerProvider)
+        and made.metrics.get_meter_provider() is meter_provider
+        and type(meter_provider).__name__.startswith("_Proxy")
+    )
+    return None if unset else made
+
+
+def note_retry() -> None:
+    """One wait before trying again, in the operation running (the carriers call it)."""
+    counted = _retries.get()
+    if counted is not None:
+        counted[0] += 1
+
+
+def traced(operation: str, *, returns_seq: bool = False) -> Callable[[F], F]:
+    """Make each call of the method (sync or ``async``) one span and one duration;
+    ``returns_seq``: its result is the log's last seq (a write), kept on the span."""
+
+    def decorate(method: F) -> F:
+        if inspect.iscoroutinefunction(method):
+
+            @functools.wraps(method)
+            async def run_async(self: Any, *args: Any, **kwargs: Any) -> Any:
+                made = _active()
+                if made is None:
+                    return await method(self, *args, **kwargs)
+                with _span(made, operation, self, returns_seq) as finish:
+                    return finish(await method(self, *args, **kwargs))
+
+            return cast(F, run_async)
+
+        @functools.wraps(method)
+        def run(self: Any, *args: Any, **kwargs: Any) -> Any:
+            made = _active()
+            if made is None:
+                return method(self, *args, **kwargs)
+            with _span(made, operation, self, returns_seq) as finish:
+                return finish(method(self, *args, **kwargs))
+
+        return cast(F, run)
+
+    return decorate
+
+
+@contextmanager
+def _span(
+    made: _Instruments, operation: str, owner: Any, returns_seq: bool
+) -> Iterator[Callable[[Any], Any]]:
+    attributes = {"db.system.name": SYSTEM, "db.operation.name": operation}
+    retries = [0]
+    token = _retries.set(retries)
+    started = time.perf_counter()
+    error: BaseException | None = None
+    with made.tracer.start_as_current_span(
+        f"msglog {operation}",
+        kind=made.trace.SpanKind.CLIENT,
+        attributes={**attributes, **_where(owner)},
+        record_exception=False,
+        set_status_on_exception=False,
+    ) as span:
+
+        def finish(result: Any) -> Any:
+            if returns_seq and isinstance(result, int) and span.is_recording():
+                span.set_attribute("msglog.last_seq", result)
+            return result
+
+        try:
+            yield finish
+        except BaseException as exc:
+            error = exc
+            raise
+        finally:
+            _retries.reset(token)
+            _end(made, span, attributes, operation, error, retries[0], started)
+
+
+def _end(
+    made: _Instruments,
+    span: Any,
+    attributes: dict[str, str],
+    operation: str,
+    error: BaseException | None,
+    retries: int,
+    started: float,
+) -> None:
+    outcome = _outcome(error)
+    if error is not None:
+        attributes["error.type"] = type(error).__qualname__
+    if span.is_recording():
+        span.set_attribute("msglog.outcome", outcome)
+        span.set_attribute("msglog.retries", retries)
+        if error is not None:
+            span.set_attribute("error.type", attributes["error.type"])
+            span.record_exception(error)
+            span.set_status(made.trace.Status(made.trace.StatusCode.ERROR, str(error)[:200]))
+    made.duration.record(time.perf_counter() - started, attributes)
+    if retries:
+        made.retries.add(retries, {"db.operation.name": operation})
+    if outcome == "in_doubt":
+        made.in_doubt.add(1, {"db.operation.name": operation})
+
+
+@contextmanager
+def serving(route: str, method: str, conversation: str | None) -> Iterator[Callable[[int], None]]:
+    """A web request: a span of kind ``SERVER`` named ``<method> <route>`` (the HTTP
+    conventions), its duration in ``http.server.request.duration``; the caller gives the
+    response's status to the function it gets. The log operations it makes are its
+    children. An event stream's span ends when its response starts, not when it ends."""
+    made = _active()
+    if made is None:
+        yield _ignored
+        return
+    attributes: dict[str, Any] = {"http.request.method": method, "http.route": route}
+    status = [0]
+    started = time.perf_counter()
+    where = {} if conversation is None else {"gen_ai.conversation.id": conversation}
+    with made.tracer.start_as_current_span(
+        f"{method} {route}", kind=made.trace.SpanKind.SERVER, attributes={**attributes, **where}
+    ) as span:
+        try:
+            yield lambda code: status.__setitem__(0, code)
+        finally:
+            attributes["http.response.status_code"] = status[0]
+            if span.is_recording():
+                span.set_attribute("http.response.status_code", status[0])
+                if status[0] >= 500:
+                    span.set_status(made.trace.Status(made.trace.StatusCode.ERROR))
+            made.request_duration.record(time.perf_counter() - started, attributes)
+
+
+def _ignored(status: int) -> None:
+    return None
+
+
+def _outcome(error: BaseException | None) -> str:
+    """``ok``; ``in_doubt`` (it may have committed); ``failed`` (the server could not
+    serve it); ``refused`` (bad input, a conflict: nothing written); ``error``."""
+    if error is None:
+        return "ok"
+    if isinstance(error, AppendInDoubtError):
+        return "in_doubt"
+    if isinstance(error, StorageError):
+        return "failed"
+    return "refused" if isinstance(error, MessageLogError) else "error"
+
+
+def _where(owner: Any) -> dict[str, Any]:
+    """The span's attributes naming what the operation is on: the conversation (set as
+    values: an id a tenant chose is never an attribute's name) and the server."""
+    found: dict[str, Any] = {}
+    conversation = getattr(owner, "conversation", None)
+    if isinstance(conversation, str):
+        found["gen_ai.conversation.id"] = conversation
+    prefix = getattr(owner, "prefix", None) or getattr(
+        getattr(owner, "_options", None), "prefix", None
+    )
+    if isinstance(prefix, str):
+        found["db.namespace"] = prefix
+    client = getattr(owner, "_redis", None)
+    pool = getattr(client, "connection_pool", None)
+    kwargs = getattr(pool, "connection_kwargs", None)
+    if isinstance(kwargs, dict):
+        if isinstance(kwargs.get("host"), str):
+            found["server.address"] = kwargs["host"]
+        if isinstance(kwargs.get("port"), int):
+            found["server.port"] = kwargs["port"]
+    return found
