@@ -228,3 +228,33 @@ def test_a_web_request_is_a_server_span_over_its_operations(
         for m in sm.metrics
     }
     assert {"http.server.request.duration", "db.client.operation.duration"} <= names
+
+
+def test_an_append_in_doubt_is_counted(
+    emitted: Emitted, shared_server: Callable[[str], EphemeralServer]
+) -> None:
+    from redis_msglog import AppendInDoubtError
+
+    from ..support.proxy import ReplyDroppingProxy
+
+    exporter, reader, _ = emitted
+    with ReplyDroppingProxy(shared_server("redis").port) as proxy:
+        proxy.drops = 1000  # every reply of the append script is lost
+        log = MessageLog(
+            redis.Redis(port=proxy.port), new_id(), retry=RetryPolicy(backoff=0.01, deadline=0.3)
+        )
+        with pytest.raises(AppendInDoubtError):
+            log.add("user", "hi")
+    (span,) = spans_named(exporter, "msglog append")
+    assert (span.attributes or {})["msglog.outcome"] == "in_doubt"
+    counted = {
+        m.name: m.data.data_points[0].value  # type: ignore[union-attr]
+        for rm in reader.get_metrics_data().resource_metrics  # type: ignore[union-attr]
+        for sm in rm.scope_metrics
+        for m in sm.metrics
+        if m.name.startswith("msglog.")
+    }
+    assert counted["msglog.client.appends_in_doubt"] == 1
+    retries = (span.attributes or {})["msglog.retries"]
+    assert isinstance(retries, int) and retries >= 1
+    assert counted["msglog.client.retries"] == retries
