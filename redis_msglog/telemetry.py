@@ -21,7 +21,9 @@ library at providers of the caller's choosing instead of the global ones (what t
 from __future__ import annotations
 
 import functools
+import importlib
 import inspect
+import os
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -35,6 +37,8 @@ __all__ = ["configure"]
 F = TypeVar("F", bound=Callable[..., Any])
 
 SYSTEM = "redis"
+_PROVIDER_VARIABLES = ("OTEL_PYTHON_TRACER_PROVIDER", "OTEL_PYTHON_METER_PROVIDER")
+_UNKNOWN = object()  # an API without those globals: always emit
 _retries: ContextVar[list[int] | None] = ContextVar("msglog_retries", default=None)
 
 
@@ -51,10 +55,13 @@ class _Instruments:
         except PackageNotFoundError:  # run from a source tree that is not installed
             __version__ = ""
         self.trace, self.metrics = trace, metrics
-        self.explicit = tracer_provider is not None or meter_provider is not None
-        # Until the application sets a provider, the API hands out proxies: then an
-        # operation skips the wrapper (measured: a no-op span costs microseconds).
-        self.unset = (trace.get_tracer_provider(), metrics.get_meter_provider())
+        # Providers named by environment variables are loaded by the API on first use.
+        from_env = any(os.environ.get(name) for name in _PROVIDER_VARIABLES)
+        self.explicit = tracer_provider is not None or meter_provider is not None or from_env
+        # Until the application sets a provider, an operation skips the wrapper. Asking
+        # the API (get_tracer_provider) costs 0.6 µs a provider (an environment lookup);
+        # its two module globals, which the set_* functions assign, cost a lookup each.
+        self.globals = (trace, importlib.import_module("opentelemetry.metrics._internal"))
         self.tracer = trace.get_tracer("redis_msglog", __version__, tracer_provider)
         meter = metrics.get_meter("redis_msglog", __version__, meter_provider)
         self.duration = meter.create_histogram(
@@ -104,14 +111,10 @@ def _active() -> _Instruments | None:
     made = _instruments()
     if made is None or made.explicit:
         return made
-    tracer_provider, meter_provider = made.unset
-    unset = (
-        made.trace.get_tracer_provider() is tracer_provider
-        and isinstance(tracer_provider, made.trace.ProxyTracerProvider)
-        and made.metrics.get_meter_provider() is meter_provider
-        and type(meter_provider).__name__.startswith("_Proxy")
-    )
-    return None if unset else made
+    trace_globals, metrics_globals = made.globals
+    tracer_provider = getattr(trace_globals, "_TRACER_PROVIDER", _UNKNOWN)
+    meter_provider = getattr(metrics_globals, "_METER_PROVIDER", _UNKNOWN)
+    return None if tracer_provider is None and meter_provider is None else made
 
 
 def note_retry() -> None:
