@@ -25,9 +25,10 @@ import importlib
 import inspect
 import os
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
+from datetime import datetime
 from typing import Any, TypeVar, cast
 
 from .errors import AppendInDoubtError, MessageLogError, StorageError
@@ -73,6 +74,21 @@ class _Instruments:
         self.request_duration = meter.create_histogram(
             "http.server.request.duration", unit="s", description="A web request's duration"
         )
+        self.follow_lag = meter.create_histogram(
+            "msglog.client.follow.lag",
+            unit="s",
+            description="How long after its commit a follower received an entry",
+        )
+        # Counted by the core as plain integers (nothing on the read's path), observed here.
+        meter.create_observable_counter(
+            "msglog.client.read_cache.lookups",
+            callbacks=[_cache_lookups],
+            unit="{lookup}",
+            description="Reads of all() with a read cache: answered from it (hit) or not",
+        )
+        self.event_streams = meter.create_up_down_counter(
+            "msglog.web.event_streams", unit="{stream}", description="Event streams open"
+        )
         self.in_doubt = meter.create_counter(
             "msglog.client.appends_in_doubt",
             unit="{append}",
@@ -115,6 +131,30 @@ def _active() -> _Instruments | None:
     tracer_provider = getattr(trace_globals, "_TRACER_PROVIDER", _UNKNOWN)
     meter_provider = getattr(metrics_globals, "_METER_PROVIDER", _UNKNOWN)
     return None if tracer_provider is None and meter_provider is None else made
+
+
+def record_follow_lag(rows: Sequence[Any]) -> None:
+    """A follower's page arrived: how long after its commit its newest entry came."""
+    made = _active()
+    if made is not None and rows:
+        at = getattr(rows[-1], "at", None)
+        if isinstance(at, datetime):
+            made.follow_lag.record(max(0.0, time.time() - at.timestamp()))
+
+
+def _cache_lookups(options: Any) -> list[Any]:
+    from opentelemetry.metrics import Observation
+
+    from ._core.read.cache import LOOKUPS
+
+    return [Observation(n, {"msglog.read_cache.result": r}) for r, n in LOOKUPS.items()]
+
+
+def add_event_streams(delta: int) -> None:
+    """An event stream of the web app opened (+1) or ended (-1)."""
+    made = _active()
+    if made is not None:
+        made.event_streams.add(delta)
 
 
 def note_retry() -> None:

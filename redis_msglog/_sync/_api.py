@@ -19,7 +19,7 @@ from .._io.subscription import OnCommit, Subscription
 from ..edits import Entry, MessageView, View
 from ..errors import InvalidArgumentError
 from ..models import AgentMessage, Role, StoredMessage
-from ..telemetry import traced
+from ..telemetry import record_follow_lag, traced
 from ._carrier import LogCarrier
 
 
@@ -296,8 +296,10 @@ class LogAPI(LogCarrier):
 
     @traced("follow")
     def _follow_page(self, cursor: FollowCursor) -> list[Entry]:
-        """One page of a follower (a blocking read): one span each."""
-        return self._run(cursor.page_plan())
+        """One page of a follower (a blocking read): one span each, and its lag."""
+        rows = self._run(cursor.page_plan())
+        record_follow_lag(rows)
+        return rows
 
     def _block_ms(self) -> int:
         return follow_block_ms(socket_timeout(self._redis))

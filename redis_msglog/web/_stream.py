@@ -21,6 +21,7 @@ from typing import Any
 
 import orjson
 
+from .. import telemetry
 from .._core.read.follow import FollowCursor
 from .._core.stored.codec import edit_document, row_document
 from ..edits import EditEntry, Entry
@@ -172,9 +173,11 @@ class Hub:
         if conversation not in self._admitted and len(self._admitted) >= self.limit:
             return False
         self._admitted[conversation] += 1
+        telemetry.add_event_streams(1)
         return True
 
     def release(self, conversation: str) -> None:
+        telemetry.add_event_streams(-1)
         self._admitted[conversation] -= 1
         if self._admitted[conversation] <= 0:
             del self._admitted[conversation]

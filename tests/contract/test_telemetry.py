@@ -258,3 +258,55 @@ def test_an_append_in_doubt_is_counted(
     retries = (span.attributes or {})["msglog.retries"]
     assert isinstance(retries, int) and retries >= 1
     assert counted["msglog.client.retries"] == retries
+
+
+def _points(reader: InMemoryMetricReader, name: str) -> list[Any]:
+    data = reader.get_metrics_data()
+    assert data is not None
+    return [
+        point
+        for rm in data.resource_metrics
+        for sm in rm.scope_metrics
+        for m in sm.metrics
+        if m.name == name
+        for point in m.data.data_points
+    ]
+
+
+def test_follow_lag_and_the_read_caches_hits_are_measured(
+    emitted: Emitted, shared_server: Callable[[str], EphemeralServer]
+) -> None:
+    from redis_msglog._core.read.cache import LOOKUPS
+
+    _, reader, _ = emitted
+    log = MessageLog(redis.Redis(port=shared_server("redis").port), new_id())
+    log.add("user", "hi")
+    before = dict(LOOKUPS)
+    log.all(), log.all()  # a miss (nothing cached yet), then a hit
+    follower = iter(log.follow(after=0))
+    next(follower)
+    (lag,) = _points(reader, "msglog.client.follow.lag")
+    assert lag.count == 1 and 0 <= lag.sum < 60
+    lookups = {
+        p.attributes["msglog.read_cache.result"]: p.value
+        for p in _points(reader, "msglog.client.read_cache.lookups")
+    }  # this process's totals, the reads of earlier tests included
+    assert lookups == {"miss": before["miss"] + 1, "hit": before["hit"] + 1}
+
+
+def test_open_event_streams_are_counted(emitted: Emitted) -> None:
+    """The web app's hub counts a stream when it admits it and uncounts it when the
+    stream gives its place back (test_web_hardening.py checks that every stream does,
+    however it ends)."""
+    from redis_msglog.web._logs import Logs
+    from redis_msglog.web._stream import Hub
+
+    _, reader, _ = emitted
+    logs = Logs(redis.Redis(), {})  # never used: admitting reads nothing
+    hub = Hub(logs, logs, limit=2)
+    assert hub.admit("a") and hub.admit("a") and hub.admit("b")
+    assert not hub.admit("c")  # refused: not counted
+    assert [p.value for p in _points(reader, "msglog.web.event_streams")] == [3]
+    for conversation in ("a", "b", "a"):
+        hub.release(conversation)
+    assert [p.value for p in _points(reader, "msglog.web.event_streams")] == [0]

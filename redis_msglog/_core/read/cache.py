@@ -137,6 +137,11 @@ class ReadCache:
 _CACHES: weakref.WeakKeyDictionary[Any, ReadCache | None] = weakref.WeakKeyDictionary()
 
 
+LOOKUPS = {"hit": 0, "miss": 0}
+"""Reads of ``all()`` with a read cache, in this process: answered from it (``hit``: one
+round trip for what is new) or not; ``redis_msglog.telemetry`` reports them."""
+
+
 def set_read_cache(client: Any, max_bytes: int | None) -> None:
     """The core's half of :func:`~redis_msglog.configure_read_cache` (``_io/shell.py``),
     which checks both arguments first: ``client``'s cache made for ``max_bytes``, or
@@ -201,6 +206,7 @@ class CachedReads:
         key = reader.keys.stream
         entry = cache.get(key)
         new = None if entry is None else (yield from self._new_rows(entry))
+        LOOKUPS["hit" if new is not None else "miss"] += 1
         if entry is None or new is None:
             cache.drop(key)
             # The view's version is read in the first round trip, in front of the entries:
