@@ -10,12 +10,13 @@ cluster clients. A backend whose binary is missing is skipped locally and fails 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import importlib.util
 import inspect
 import os
 import socket
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from fnmatch import fnmatch
 from pathlib import Path
@@ -80,6 +81,19 @@ def shared_cluster() -> Iterator[Callable[[], LocalCluster]]:
     yield get
     for cluster in started:
         cluster.stop()
+
+
+@contextlib.contextmanager
+def own_server_client(extra_args: Sequence[str] = ()) -> Iterator[redis.Redis]:
+    """A redis-server of the caller's own (a module's, say) and a client of it; both
+    stopped afterwards."""
+    server = EphemeralServer(require_binary("redis"), [*SERVER_ARGS, *extra_args]).start()
+    client = redis.Redis(port=server.port)
+    try:
+        yield client
+    finally:
+        client.close()
+        server.stop()
 
 
 @pytest.fixture

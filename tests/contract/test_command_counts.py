@@ -19,9 +19,8 @@ import pytest
 import redis
 
 from redis_msglog import MessageLog
-from redis_msglog.testing import EphemeralServer
 
-from ..conftest import SERVER_ARGS, new_id, require_binary
+from ..conftest import new_id, own_server_client
 
 NOT_COUNTED = ("evalsha", "eval", "info", "config")
 PRUNE = "hrandfield"  # the producers hash pruned now and then, on any write
@@ -29,13 +28,8 @@ PRUNE = "hrandfield"  # the producers hash pruned now and then, on any write
 
 @pytest.fixture(scope="module")
 def client() -> Iterator[redis.Redis]:
-    server = EphemeralServer(require_binary("redis"), SERVER_ARGS).start()
-    made = redis.Redis(port=server.port)
-    try:
+    with own_server_client() as made:
         yield made
-    finally:
-        made.close()
-        server.stop()
 
 
 def commands_run(client: redis.Redis, call: Callable[[], Any]) -> Counter[str]:

@@ -26,9 +26,8 @@ from hypothesis import strategies as st
 
 from redis_msglog import AgentMessage, MessageLog
 from redis_msglog.admin import import_jsonl
-from redis_msglog.testing import EphemeralServer
 
-from ..conftest import SERVER_ARGS, require_binary
+from ..conftest import own_server_client
 
 pytestmark = pytest.mark.hostile
 
@@ -101,14 +100,8 @@ def messages(draw: st.DrawFn) -> dict[str, Any]:
 @pytest.fixture(scope="module")
 def raw() -> Iterator[redis.Redis]:
     # No compression in DUMP payloads: a secret in them is there as text.
-    server = EphemeralServer(require_binary("redis"), [*SERVER_ARGS, "--rdbcompression", "no"])
-    server.start()
-    client = redis.Redis(port=server.port)
-    try:
+    with own_server_client(["--rdbcompression", "no"]) as client:
         yield client
-    finally:
-        client.close()
-        server.stop()
 
 
 def _valid(log: MessageLog, batch: list[dict[str, Any]]) -> bool:
