@@ -7,15 +7,16 @@ Every public operation of a log (both clients) and of a directory is one span, n
 of the caller's current span, with the OpenTelemetry database and GenAI attributes
 (``db.system.name`` ``"redis"``, ``db.operation.name``, ``gen_ai.conversation.id``,
 ``server.address``/``server.port``) and ours (``msglog.outcome``, ``msglog.retries``,
-``msglog.last_seq``); redis-py's own instrumentation, when enabled, nests its command
-spans under it. The same wrapper records the metrics: ``db.client.operation.duration``
-(seconds, by operation and ``error.type``), ``msglog.client.retries`` and
-``msglog.client.appends_in_doubt``.
+``msglog.last_seq``). redis-py's own instrumentation does not see the log's commands,
+which are sent packed on a pooled connection, not through ``execute_command``. The same
+wrapper records ``db.client.operation.duration`` (seconds, by operation and
+``error.type``), ``msglog.client.retries`` and ``msglog.client.appends_in_doubt``; the
+web app, followers and the read cache record theirs (docs/observability.md, "Metrics").
 
 Without ``opentelemetry-api`` installed, nothing is imported and an operation pays one
-check. With it and no SDK configured, the API's no-op tracer and meter: a few
-microseconds an operation (docs/observability.md, "Cost"). :func:`configure` points the
-library at providers of the caller's choosing instead of the global ones (what tests do).
+check. With it and no provider set, an operation skips the wrapper: 0.29 µs
+(docs/observability.md, "Cost"). :func:`configure` points the library at providers of
+the caller's choosing instead of the global ones (what tests do).
 """
 
 from __future__ import annotations
