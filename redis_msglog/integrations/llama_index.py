@@ -53,15 +53,11 @@ except ModuleNotFoundError as exc:  # the extra is not installed
     raise missing_extra("llama-index", exc) from exc
 
 from .._async import AsyncMessageLog
+from .._core.lifecycle.scope import error_for
 from .._core.read.views import MAX_RETRACT
 from .._core.stored.keys import ConversationKeys, conversation_of, key_pattern
-from ..errors import (
-    InvalidEditError,
-    LogRewoundError,
-    PermissionDeniedError,
-    SeqConflictError,
-    ServerUnavailableError,
-)
+from .._io.failures import CLIENT_FAILURES, step_failure
+from ..errors import InvalidEditError, LogRewoundError, PermissionDeniedError, SeqConflictError
 from ..models import StoredMessage
 from ._clients import AsyncClient, LoopClients, client_factory
 from ._llama_index_base import MessageLogBaseChatStore
@@ -179,8 +175,8 @@ class MessageLogChatStore(AsyncDBChatStore):
                 "get_keys needs SCAN, which a tenant's Redis user may not run (acl_rules("
                 "tenant=...)): SCAN would list every tenant's keys. Nothing was read."
             ) from None
-        except (redis_errors.ConnectionError, redis_errors.TimeoutError) as exc:
-            raise ServerUnavailableError(f"Redis is unavailable: {exc}") from exc
+        except CLIENT_FAILURES as exc:  # as every other call of the store says them
+            raise error_for(step_failure(exc), None) from exc
         return sorted(found)
 
     # -- writes ------------------------------------------------------------------------

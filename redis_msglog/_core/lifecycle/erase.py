@@ -25,7 +25,7 @@ from ...errors import InvalidArgumentError
 from ..args import shown
 from ..read.roundtrip import Reader
 from ..steps import Command, Plan, StepFailure
-from ..stored.entries import text
+from ..stored.entries import hash_fields, text
 from ..stored.keys import ConversationKeys
 from .scope import Scope, joined
 
@@ -126,7 +126,7 @@ class Eraser:
         except StepFailure as failure:
             raise reader.error_for(failure) from (failure.origin or failure)
         deleted, flat, outcome, stragglers = reply
-        owner, outcome = _fields(flat), text(outcome)
+        owner, outcome = hash_fields(flat), text(outcome)
         if outcome != "erased":
             return Erasure(0, owner, "absent" if outcome == "absent" else "outside")
         # Records written between the read and the script (their appends committed before
@@ -166,10 +166,3 @@ class Eraser:
             cursor = text(cursor_raw)
             if cursor == "0":
                 return sorted(found)
-
-
-def _fields(flat: Any) -> dict[str, str]:
-    """A hash's fields from a flat ``[name, value, ...]`` (or a mapping) reply."""
-    if isinstance(flat, dict):
-        return {text(k): text(v) for k, v in flat.items()}
-    return {text(flat[i]): text(flat[i + 1]) for i in range(0, len(flat) - 1, 2)}

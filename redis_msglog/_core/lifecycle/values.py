@@ -18,7 +18,7 @@ from typing import Any
 from ..._lua.load import load_script
 from ..._lua.run import ScriptRunner
 from ..steps import Command, Plan, Refused
-from ..stored.entries import text
+from ..stored.entries import hash_fields
 from ..stored.keys import ConversationKeys
 from .scope import Scope, Scoped, error_for, joined
 
@@ -49,9 +49,7 @@ class Values:
         """The conversation's values (empty: none set, or erased)."""
         keys = ConversationKeys.build(self._scoped.prefix, conversation)
         (flat,) = yield from self._scoped.read((("HGETALL", keys.values),), keys.seq)
-        if isinstance(flat, dict):
-            return {text(k): text(v) for k, v in flat.items()}
-        return {text(flat[i]): text(flat[i + 1]) for i in range(0, len(flat) - 1, 2)}
+        return hash_fields(flat)
 
     def set_plan(self, conversation: str, scope: Scope, values: Mapping[str, str]) -> Plan[int]:
         """Set ``values`` (one atomic call; nothing when empty), registering the

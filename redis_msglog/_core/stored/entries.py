@@ -226,3 +226,11 @@ def _body(fields: Any) -> bytes | str:
 def text(value: bytes | str) -> str:
     """A reply value as text (bytes decoded, undecodable bytes escaped)."""
     return value.decode(errors="backslashreplace") if isinstance(value, bytes) else value
+
+
+def hash_fields(flat: Any) -> dict[str, str]:
+    """A hash's fields from a flat ``[name, value, ...]`` (RESP2) or a mapping (RESP3)
+    reply, as text."""
+    if isinstance(flat, dict):
+        return {text(k): text(v) for k, v in flat.items()}
+    return {text(flat[i]): text(flat[i + 1]) for i in range(0, len(flat) - 1, 2)}
