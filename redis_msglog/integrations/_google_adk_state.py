@@ -14,9 +14,10 @@ from typing import Any, TypeVar
 
 from .._async import AsyncDirectory
 from .._core.lifecycle.scope import Scoped
-from .._core.lifecycle.values import Values
+from .._core.lifecycle.values import Values, check_values_bytes
 from .._core.retry import DEFAULT_RETRY
 from .._core.steps import Plan
+from .._core.write.bounds import DEFAULT_MAX_BATCH_BYTES
 from . import _google_adk_codec as codec
 from ._clients import LoopClients
 
@@ -30,7 +31,8 @@ class SharedState:
         self._clients = clients
         self._prefix = options.get("prefix", "msglog")
         self._retry = options.get("retry", DEFAULT_RETRY)
-        self._values = Values(Scoped(self._prefix, self._retry, time.monotonic))
+        cap = options.get("max_batch_bytes", DEFAULT_MAX_BATCH_BYTES)
+        self._values = Values(Scoped(self._prefix, self._retry, time.monotonic), cap)
 
     async def read(self, app: str, user: str) -> tuple[dict[str, Any], dict[str, Any]]:
         """The app's state and the user's (unprefixed keys), read concurrently."""
@@ -49,7 +51,7 @@ class SharedState:
 
     async def write(self, app: str, user: str, deltas: dict[str, dict[str, Any]]) -> None:
         """The ``user:`` then the ``app:`` state of a write (``deltas`` as ADK's
-        ``extract_state_delta`` splits them; checked with :func:`check` before the
+        ``extract_state_delta`` splits them; checked with :meth:`check` before the
         session's own write), one atomic call each."""
         a, u = codec.encode_id("app_name", app), codec.encode_id("user_id", user)
         if deltas["user"]:
@@ -63,14 +65,14 @@ class SharedState:
             )
             await self._run(plan)
 
+    def check(self, deltas: dict[str, dict[str, Any]]) -> None:
+        """Refuse shared state that could not be stored (``InvalidArgumentError``, or
+        ``BatchTooLargeError`` over the log's ``max_batch_bytes``) before anything of the
+        write is."""
+        for k in ("user", "app"):
+            check_values_bytes(codec.state_values(deltas[k]), self._values.max_bytes)
+
     async def _run(self, plan: Plan[T]) -> T:
         # A directory carries plans of single idempotent round trips, as these are.
         directory = AsyncDirectory(self._clients.get(), prefix=self._prefix, retry=self._retry)
         return await directory._run(plan)
-
-
-def check(deltas: dict[str, dict[str, Any]]) -> None:
-    """Refuse (``InvalidArgumentError``) shared state that could not be stored, before
-    anything of the write is."""
-    for k in ("user", "app"):
-        codec.state_values(deltas[k])

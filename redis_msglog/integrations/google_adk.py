@@ -54,7 +54,6 @@ from ..models import StoredMessage
 from . import _google_adk_codec as codec
 from ._clients import LoopClients, LoopLog, client_factory
 from ._google_adk_state import SharedState
-from ._google_adk_state import check as check_shared
 from ._log_options import integration_options
 
 __all__ = ["MessageLogSessionService", "SessionsPage"]
@@ -174,7 +173,7 @@ class MessageLogSessionService(BaseSessionService):
             sid = platform_uuid.new_uuid()
         log = self._session_log(app_name, user_id, sid, fresh=True)
         deltas = _session_util.extract_state_delta(state or {})
-        check_shared(deltas)  # before anything is written
+        self._shared.check(deltas)  # before anything is written
         now = platform_time.get_time()
         attrs: dict[str, str | None] = {codec.APP: app_name, codec.USER: user_id, codec.ID: sid}
         attrs[codec.UPDATED] = repr(now)
@@ -303,7 +302,7 @@ class MessageLogSessionService(BaseSessionService):
         event = self._trim_temp_delta_state(event)
         delta = event.actions.state_delta if event.actions else {}
         deltas = _session_util.extract_state_delta(delta or {})
-        check_shared(deltas)  # before anything is written
+        self._shared.check(deltas)  # before anything is written
         attrs = codec.state_attrs(deltas["session"])
         attrs[codec.UPDATED] = repr(event.timestamp)
         message = codec.event_message(event)

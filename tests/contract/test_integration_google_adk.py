@@ -27,6 +27,7 @@ from hypothesis import strategies as st
 
 from redis_msglog import AsyncDirectory, AsyncMessageLog, ConversationKeys
 from redis_msglog.errors import (
+    BatchTooLargeError,
     ConversationErasedError,
     InvalidArgumentError,
     ScopeMismatchError,
@@ -247,6 +248,26 @@ def test_shared_state_is_written_only_where_its_scope_could_write(make: Any) -> 
         assert raw.hgetall(keys.values) == {b"k": b"2"}
 
     make.run(scenario())
+
+
+def test_shared_state_over_max_batch_bytes_is_refused_before_the_event(make: Any) -> None:
+    """``user:`` and ``app:`` state are one call each, held to the log's
+    ``max_batch_bytes``: over it, ``BatchTooLargeError`` before anything of the event is
+    written (the session, its events and the state as they were)."""
+    svc, a = make(max_batch_bytes=4096), app()
+    raw = make.raw
+
+    async def scenario() -> None:
+        s = await svc.create_session(app_name=a, user_id="u", session_id="s")
+        big = text_event("x", actions=EventActions(state_delta={"user:k": "v" * 5000}))
+        with pytest.raises(BatchTooLargeError) as refused:
+            await svc.append_event(s, big)
+        assert refused.value.cap == 4096
+        again = await svc.get_session(app_name=a, user_id="u", session_id="s")
+        assert again is not None and again.events == [] and again.state == {}
+
+    make.run(scenario())
+    assert raw.exists(ConversationKeys.build("msglog", f"{a}:u:~user").values) == 0
 
 
 def test_every_event_field_comes_back_exactly_and_partial_events_are_skipped(make: Any) -> None:

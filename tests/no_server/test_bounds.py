@@ -31,3 +31,20 @@ def test_binaries_count_and_a_filter_result_is_held_to_it_too() -> None:
                                                   for m in ms], max_batch_bytes=10_000)  # fmt: skip
     with pytest.raises(BatchTooLargeError, match="before_append"):
         grow.batch([{"role": "user", "content": "a"}, {"role": "user", "content": "b"}])
+
+
+def test_values_kept_in_place_are_held_to_the_cap_before_anything_is_sent() -> None:
+    """One call of values kept in place (ADK's shared state) sends every name and value:
+    over the cap (UTF-8 bytes, names included) it is refused before its first step."""
+    import time
+
+    from redis_msglog._core.lifecycle.scope import Scoped
+    from redis_msglog._core.lifecycle.values import Values
+    from redis_msglog._core.retry import DEFAULT_RETRY
+
+    values = Values(Scoped("msglog", DEFAULT_RETRY, time.monotonic), max_bytes=100)
+    at_cap = {"k": "é" * 49 + "x"}  # 1 + 98 + 1 bytes
+    assert next(values.set_plan("c", ("a",), at_cap)) is not None  # its first step
+    with pytest.raises(BatchTooLargeError, match="max_batch_bytes") as refused:
+        next(values.set_plan("c", ("a",), {"k": "é" * 50}))  # 101 bytes
+    assert refused.value.cap == 100

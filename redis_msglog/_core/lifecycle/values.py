@@ -15,11 +15,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from ... import errors
 from ..._lua.load import load_script
 from ..._lua.run import ScriptRunner
 from ..steps import Command, Plan, Refused
 from ..stored.entries import hash_fields
 from ..stored.keys import ConversationKeys
+from ..write.bounds import DEFAULT_MAX_BATCH_BYTES
 from .scope import Scope, Scoped, error_for, joined
 
 VALUES_SCRIPT = "values.lua"
@@ -38,11 +40,26 @@ class ValuesScript(ScriptRunner):
         self.scripts = {VALUES_SCRIPT: load_script(VALUES_SCRIPT)}
 
 
-class Values:
-    """The plans reading and setting values kept in place, for one prefix."""
+def check_values_bytes(values: Mapping[str, str], cap: int) -> None:
+    """Raise :class:`~redis_msglog.BatchTooLargeError` when ``values`` (names and values,
+    UTF-8) are over ``cap`` bytes: one call sends them all (the log's ``max_batch_bytes``
+    bounds it as it bounds an append call)."""
+    size = sum(len(name.encode()) + len(value.encode()) for name, value in values.items())
+    if size > cap:
+        raise errors.BatchTooLargeError(
+            f"the {len(values)} values of this call are {size} bytes, over the limit of "
+            f"{cap} for one call (max_batch_bytes). Nothing was written.",
+            cap=cap,
+        )
 
-    def __init__(self, scoped: Scoped) -> None:
+
+class Values:
+    """The plans reading and setting values kept in place, for one prefix; one call sets
+    at most ``max_bytes`` of names and values."""
+
+    def __init__(self, scoped: Scoped, max_bytes: int = DEFAULT_MAX_BATCH_BYTES) -> None:
         self._scoped = scoped
+        self.max_bytes = max_bytes
         self._runner = ValuesScript()
 
     def read_plan(self, conversation: str) -> Plan[dict[str, str]]:
@@ -56,10 +73,12 @@ class Values:
         conversation in ``scope`` first when it has no owner record. Raises
         :class:`~redis_msglog.ConversationErasedError` under the conversation's tombstone,
         :class:`~redis_msglog.ScopeErasedError` under its scope's,
-        :class:`~redis_msglog.ScopeMismatchError` when it belongs to another scope;
-        nothing written in each case."""
+        :class:`~redis_msglog.ScopeMismatchError` when it belongs to another scope,
+        :class:`~redis_msglog.BatchTooLargeError` over ``max_bytes`` (before anything is
+        sent); nothing written in each case."""
         if not values:
             return 0
+        check_values_bytes(values, self.max_bytes)
         keys = ConversationKeys.build(self._scoped.prefix, conversation)
         pairs = [part for pair in values.items() for part in pair]
         command: Command = (3, keys.seq, keys.owner, keys.values, joined(scope), *pairs)
