@@ -99,7 +99,14 @@
 -- ARGV[22]  rewrite: "<max_rewrite_bytes> <stream_node_entries>": the bytes a trim or a
 --           redact may rewrite, and the entries a stream node holds at most (edit_lib.lua;
 --           "": 8 MiB and 100)
--- ARGV[23..] the tail (ARGV[10..] when rest is ""): B pairs of a blob's SHA-256 (hex)
+-- ARGV[23]  usage: "" (most calls: no totals touched), or what this call adds to the
+--           conversation's usage totals, "<input> <output> <cached> <reasoning> <cost>
+--           <currency>" (cost in billionths of a unit, currency "" with no cost): then
+--           the totals hash USAGE (fields input, output, cached, reasoning, cost,
+--           currency; docs/usage.md) comes after every key above and before OWNER. A
+--           cost in another currency than the totals' is refused (MSGLOG_CURRENCY
+--           <theirs>), and so is a sum past 2^53 - 1 (MSGLOG_USAGEBIG): nothing written
+-- ARGV[24..] the tail (ARGV[10..] when rest is ""): B pairs of a blob's SHA-256 (hex)
 --           and its bytes, then A pairs of an attribute change ("+name" to set, "-name"
 --           to delete) and its value, then the encoded messages (JSON), in order; at
 --           least one unless this is an edit
@@ -135,10 +142,10 @@ local producer = ARGV[6]
 local pseq = ARGV[7]
 local floor = ARGV[8]
 local rest = ARGV[9]
-local NAMED = 22  -- the named arguments above: the tail follows them (9 when rest is "")
+local NAMED = 23  -- the named arguments above: the tail follows them (9 when rest is "")
 local fingerprint, ttl_ms, blob_count, expected_seq, op, op_arg = '', '', '0', '', '', ''
 local entry, attr_count, attrs_json, blob_refs, max_age_us, scope = '', '0', '', '', '', ''
-local rewrite = ''
+local rewrite, usage = '', ''
 if rest ~= '' then
   fingerprint = ARGV[10]
   ttl_ms = ARGV[11]
@@ -153,6 +160,7 @@ if rest ~= '' then
   max_age_us = ARGV[20]
   scope = ARGV[21]
   rewrite = ARGV[22]
+  usage = ARGV[23]
 else
   NAMED = 9
 end
@@ -162,6 +170,10 @@ local OWNER, key_count = nil, #KEYS  -- a scoped log's call: its owner record co
 if scope ~= '' then
   OWNER, key_count = KEYS[key_count], key_count - 1
 end
+local USAGE = nil  -- a call adding usage: the totals come next to last
+if usage ~= '' then
+  USAGE, key_count = KEYS[key_count], key_count - 1
+end
 local BLOBS, PRODUCERS = STREAM, STREAM  -- 2 keys: neither (NO_RETRY's plain append)
 if key_count == 3 then  -- 3 keys: the producers, no blobs (a plain append)
   PRODUCERS = KEYS[3]
@@ -169,12 +181,16 @@ elseif key_count > 3 then
   BLOBS = KEYS[3]
   PRODUCERS = KEYS[4]
 end
-local VIEW, HIDDEN, RECORD, RECORDS = nil, nil, KEYS[5], KEYS[6]
-if op ~= '' or ttl_ms ~= '' or max_age_us ~= '' then  -- the view keys come before the record
-  VIEW, HIDDEN, RECORD, RECORDS = KEYS[5], KEYS[6], KEYS[7], KEYS[8]
-end
-if RECORD == OWNER then  -- no record: that position holds the owner record
-  RECORD, RECORDS = nil, nil
+local VIEW, HIDDEN, RECORD, RECORDS = nil, nil, nil, nil
+if op == '' and ttl_ms == '' and max_age_us == '' then
+  if key_count > 4 then  -- a record and its set
+    RECORD, RECORDS = KEYS[5], KEYS[6]
+  end
+else  -- the view keys, then (if sent) the record
+  VIEW, HIDDEN = KEYS[5], KEYS[6]
+  if key_count > 6 then
+    RECORD, RECORDS = KEYS[7], KEYS[8]
+  end
 end
 -- == End of the binding block ==
 
@@ -331,6 +347,47 @@ end
 if expected_seq ~= '' and last ~= tonumber(expected_seq) then
   return redis.error_reply('MSGLOG_CONFLICT ' .. string.format('%d', last) ..
     ' is the last seq of ' .. STREAM .. ', not ' .. expected_seq)
+end
+
+-- The usage totals this call adds to (docs/usage.md), checked before the first write: the
+-- sums are made here and written after the entries. (A zero delta, a log with a lifetime
+-- naming its totals: only made to exist, for their expiry.)
+local totals = nil
+if USAGE then
+  local added = {string.match(usage, '^(%d+) (%d+) (%d+) (%d+) (%d+) (%u*)$')}
+  if not added[1] then
+    return redis.error_reply('ERR usage must be "<input> <output> <cached> <reasoning> ' ..
+      '<cost> <currency>", got ' .. usage)
+  end
+  if usage ~= '0 0 0 0 0 ' then
+    local held = redis.pcall('HMGET', USAGE, 'input', 'output', 'cached', 'reasoning', 'cost',
+      'currency')
+    if held.err then
+      return redis.error_reply('WRONGTYPE usage totals ' .. USAGE .. ' is not a hash')
+    end
+    if added[6] ~= '' and held[6] and held[6] ~= '' and held[6] ~= added[6] then
+      return redis.error_reply('MSGLOG_CURRENCY ' .. held[6])
+    end
+    totals = {}
+    for i = 1, 5 do
+      local sum = tonumber(held[i] or '0')
+      if not sum then
+        return redis.error_reply('MSGLOG_BADUSAGE usage totals ' .. USAGE .. ' hold ' ..
+          held[i] .. ' as ' .. ({'input', 'output', 'cached', 'reasoning', 'cost'})[i])
+      end
+      sum = sum + tonumber(added[i])
+      if sum > 9007199254740991 then  -- 2^53 - 1: past it, a number here is not exact
+        return redis.error_reply('MSGLOG_USAGEBIG ' .. USAGE)
+      end
+      totals[i] = string.format('%.0f', sum)
+    end
+    totals[6] = added[6] ~= '' and added[6] or held[6] or ''
+  else
+    local kind = redis.call('TYPE', USAGE)['ok']
+    if kind ~= 'none' and kind ~= 'hash' then
+      return redis.error_reply('WRONGTYPE usage totals ' .. USAGE .. ' is not a hash')
+    end
+  end
 end
 
 -- Retention by age: a plain append trims the entries older than max_age_us from the head
@@ -504,6 +561,13 @@ elseif VIEW then
   end
 end
 
+if totals then
+  redis.call('HSET', USAGE, 'input', totals[1], 'output', totals[2], 'cached', totals[3],
+    'reasoning', totals[4], 'cost', totals[5], 'currency', totals[6] or '')
+elseif USAGE then
+  redis.call('HSETNX', USAGE, 'input', 0)  -- a lifetime's placeholder (see above)
+end
+
 if RECORD then
   redis.call('SET', RECORD, new_last_text .. ' ' .. at .. ' ' .. n .. ' ' ..
     fingerprint .. ' ' .. call, 'PX', record_ttl_ms)
@@ -565,6 +629,9 @@ if ttl_ms ~= '' then
   redis.call('PEXPIRE', PRODUCERS, ttl_ms)
   redis.call('PEXPIRE', VIEW, ttl_ms)  -- the view lives as long as the entries
   redis.call('PEXPIRE', HIDDEN, ttl_ms)
+  if USAGE then
+    redis.call('PEXPIRE', USAGE, ttl_ms)
+  end
 end
 
 if publish ~= '' then

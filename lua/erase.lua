@@ -101,8 +101,8 @@ end
 delete(OWNER)
 delete(STREAM)
 delete(RECORDS)
-for i = NAMED_KEYS + 1, #KEYS do
-  delete(KEYS[i])
+if #KEYS > NAMED_KEYS then  -- the rest in one command (at most ~1,010 keys: within unpack)
+  deleted = deleted + redis.call('UNLINK', unpack(KEYS, NAMED_KEYS + 1))
 end
 redis.call('SET', SEQ, 'erased', 'PX', erased_for_ms)
 return {deleted, owner, 'erased', stragglers}

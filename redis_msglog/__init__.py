@@ -73,9 +73,10 @@ if TYPE_CHECKING:  # the names, for type checkers and readers; imported on first
         SeqConflictError,
         ServerUnavailableError,
         StorageError,
+        UsageCurrencyError,
         WrongTypeError,
     )
-    from .models import AgentMessage, Role, StoredMessage, ToolCall
+    from .models import AgentMessage, Role, StoredMessage, ToolCall, Usage
     from .parts import (
         AudioPart,
         ContentPart,
@@ -151,9 +152,10 @@ _EXPORTS = {
         "SeqConflictError",
         "ServerUnavailableError",
         "StorageError",
+        "UsageCurrencyError",
         "WrongTypeError",
     ),
-    ".models": ("AgentMessage", "Role", "StoredMessage", "ToolCall"),
+    ".models": ("AgentMessage", "Role", "StoredMessage", "ToolCall", "Usage"),
     ".parts": (
         "AudioPart",
         "ContentPart",
@@ -250,6 +252,8 @@ __all__ = [
     "TextPart",
     "ThinkingPart",
     "ToolCall",
+    "Usage",
+    "UsageCurrencyError",
     "View",
     "WrongTypeError",
     "acl_rules",

@@ -134,6 +134,18 @@ class SeqConflictError(MessageLogError):
         self.current_seq = current_seq
 
 
+class UsageCurrencyError(MessageLogError, ValueError):
+    """Nothing was written. Costs in two currencies met where they would be added: an
+    append whose usage is in another currency than the conversation's totals, or a sum of
+    usages (``Usage + Usage``, a scope's totals) across currencies. A conversation keeps
+    its costs in one currency (docs/usage.md): convert before writing. ``currencies``:
+    the currencies met, in the order met."""
+
+    def __init__(self, message: str, *, currencies: tuple[str, ...] = ()) -> None:
+        super().__init__(message)
+        self.currencies = currencies
+
+
 class ConversationErasedError(MessageLogError):
     """Nothing was written. The conversation was erased (``log.erase()``, docs/lifecycle.md)
     and its tombstone still stands: for its ``erased_for`` no append, edit or fork into it

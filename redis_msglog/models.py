@@ -7,7 +7,9 @@ Unknown keys are rejected, so a typo (``tool_call``) fails loudly instead of bei
 
 from __future__ import annotations
 
-from typing import Any, Literal
+import math
+from collections.abc import Iterable
+from typing import Annotated, Any, Literal
 
 import orjson
 from pydantic import (
@@ -15,6 +17,7 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    StrictFloat,
     StrictInt,
     StrictStr,
     ValidationError,
@@ -22,6 +25,7 @@ from pydantic import (
 )
 
 from ._core.write.depth import MAX_JSON_DEPTH, text_too_deep
+from .errors import UsageCurrencyError
 from .parts import ContentPart, Extras, TextPart
 
 Role = Literal["system", "user", "assistant", "tool"]
@@ -68,6 +72,96 @@ class ToolCall(BaseModel):
         return data
 
 
+MAX_USAGE_TOKENS = 2**53 - 1
+"""The most tokens of one kind a :class:`Usage` holds: a conversation's totals are exact
+sums up to it (what the append script's numbers hold exactly)."""
+MAX_USAGE_COST = 9_000_000
+"""The largest ``cost`` a :class:`Usage` holds, in its currency's units: totals are kept
+in billionths of a unit (exact integer sums), which stay exact up to it."""
+
+Tokens = Annotated[StrictInt, Field(ge=0, le=MAX_USAGE_TOKENS)]
+
+
+class Usage(BaseModel):
+    """What producing a message cost (docs/usage.md): tokens and, optionally, money.
+
+    The token fields follow OpenAI's and the OpenTelemetry GenAI conventions:
+    ``input_tokens`` counts every input token, the ones read from the provider's cache
+    included (``cached_tokens`` is that part of it); ``output_tokens`` counts every output
+    token, reasoning included (``reasoning_tokens`` is that part). ``cost`` is in
+    ``currency`` (an ISO 4217 code such as ``"USD"``); one is given with the other.
+    Input accepts camelCase keys (``inputTokens``) as the stored form spells them."""
+
+    model_config = _CONFIG
+
+    input_tokens: Tokens = Field(default=0, alias="inputTokens")
+    """Input (prompt) tokens, cached ones included."""
+    output_tokens: Tokens = Field(default=0, alias="outputTokens")
+    """Output (completion) tokens, reasoning included."""
+    cached_tokens: Tokens = Field(default=0, alias="cachedTokens")
+    """The part of ``input_tokens`` read from the provider's prompt cache."""
+    reasoning_tokens: Tokens = Field(default=0, alias="reasoningTokens")
+    """The part of ``output_tokens`` spent on reasoning."""
+    cost: Annotated[StrictFloat | StrictInt, Field(ge=0, le=MAX_USAGE_COST)] | None = None
+    """What it cost, in ``currency``; kept to a billionth of a unit in totals."""
+    currency: Annotated[StrictStr, Field(pattern=r"^[A-Z]{3}$")] | None = None
+    """The ISO 4217 code of ``cost``'s currency (``"USD"``)."""
+
+    @model_validator(mode="after")
+    def _cost_with_currency(self) -> Usage:
+        if (self.cost is None) != (self.currency is None):
+            raise ValueError("cost and currency go together: give both or neither")
+        if self.cost is not None and not math.isfinite(self.cost):
+            raise ValueError("cost must be a finite number")
+        return self
+
+    def __add__(self, other: Usage) -> Usage:
+        """The sum of two usages (:meth:`total`)."""
+        if not isinstance(other, Usage):
+            return NotImplemented
+        return Usage.total((self, other))
+
+    @staticmethod
+    def total(usages: Iterable[Usage]) -> Usage:
+        """The sum of ``usages``: tokens of each kind, and costs, exact to a billionth of
+        their one currency's unit (costs in two currencies raise
+        :class:`~redis_msglog.UsageCurrencyError`). A sum may pass what one message's
+        usage may hold (a scope's totals), so it is built unchecked."""
+        sums = [0, 0, 0, 0, 0]
+        currency: str | None = None
+        for usage in usages:
+            sums[0] += usage.input_tokens
+            sums[1] += usage.output_tokens
+            sums[2] += usage.cached_tokens
+            sums[3] += usage.reasoning_tokens
+            if usage.cost is not None:
+                if currency is not None and usage.currency != currency:
+                    raise UsageCurrencyError(
+                        f"costs in {currency} and {usage.currency} do not add: convert them "
+                        "to one currency first",
+                        currencies=(currency, str(usage.currency)),
+                    )
+                currency = usage.currency
+                sums[4] += cost_nanos(usage.cost)
+        return Usage.model_construct(
+            input_tokens=sums[0],
+            output_tokens=sums[1],
+            cached_tokens=sums[2],
+            reasoning_tokens=sums[3],
+            cost=None if currency is None else sums[4] / NANOS,
+            currency=currency,
+        )
+
+
+NANOS = 10**9
+"""Billionths of a unit: the resolution of a total's cost."""
+
+
+def cost_nanos(cost: float) -> int:
+    """``cost`` in billionths of its unit, rounded to the nearest."""
+    return cost * NANOS if isinstance(cost, int) else round(cost * NANOS)
+
+
 class AgentMessage(BaseModel):
     """A framework-neutral chat message; the adapters map it to provider formats."""
 
@@ -93,6 +187,10 @@ class AgentMessage(BaseModel):
     """Per format, the message's fields only that format knows (``status``, ``phase``,
     ``developer`` as a role...): a JSON merge patch over its rendering of the message,
     applied only by that format's exporter. See :mod:`redis_msglog.parts`."""
+    usage: Usage | None = None
+    """What producing this message cost (tokens, money): a plain append adds it to the
+    conversation's totals in the same atomic call (:meth:`MessageLog.usage`,
+    docs/usage.md)."""
 
     @property
     def text(self) -> str:

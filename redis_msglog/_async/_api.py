@@ -17,7 +17,7 @@ from .._io.routing import socket_timeout
 from .._io.subscription import AsyncOnCommit, AsyncSubscription
 from ..edits import Entry, MessageView, View
 from ..errors import InvalidArgumentError
-from ..models import AgentMessage, Role, StoredMessage
+from ..models import AgentMessage, Role, StoredMessage, Usage
 from ..telemetry import record_follow_lag, traced
 from ._carrier import AsyncLogCarrier
 
@@ -200,6 +200,14 @@ class AsyncLogAPI(AsyncLogCarrier):
         ``GET``, ``XLEN``, checked against each other). With ``view``: the number of rows
         of that view (``"physical"``: the last seq)."""
         return await self._run(self._core.count_plan(view))
+
+    @traced("usage")
+    async def usage(self) -> Usage:
+        """The conversation's usage totals: the sum of the ``usage`` of every message
+        appended (docs/usage.md), kept by the appends themselves, so exact under retries
+        and read in one round trip. Edits, redactions and trims leave them as they were;
+        an erasure removes them. All zero (``cost`` ``None``) when none was recorded."""
+        return await self._run(self._core.usage_plan())
 
     @traced("last_turns")
     async def last_turns(self, n: int, *, view: MessageView = "visible") -> list[StoredMessage]:

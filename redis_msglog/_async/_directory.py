@@ -35,12 +35,14 @@ from .._core.lifecycle.scope import (
     micros_of,
     time_of,
 )
+from .._core.lifecycle.usage import scope_usage_plan
 from .._core.retry import DEFAULT_RETRY, RetryPolicy
 from .._core.steps import Command, Pause, Plan, Read, StepFailure
 from .._io import io_async as io
 from .._io.failures import CLIENT_FAILURES, step_failure
 from .._io.routing import is_cluster
 from ..errors import InvalidArgumentError, MessageLogError, ScopeErasureIncompleteError
+from ..models import Usage
 from ..telemetry import note_retry, traced
 from ._log import AsyncMessageLog
 
@@ -97,6 +99,17 @@ class AsyncDirectory:
         ``limit`` or ``cursor`` raises :class:`~redis_msglog.InvalidArgumentError`."""
         checked = check_scope(scope)
         return await self._run(self._scoped.list_plan(checked, limit, cursor))
+
+    @traced("scope_usage")
+    async def usage(self, scope: Sequence[str]) -> Usage:
+        """The usage totals of ``scope`` and its sub-scopes: the sum of their
+        conversations' (:meth:`AsyncMessageLog.usage`, docs/usage.md), paged from the
+        index, a thousand conversations every three round trips. A conversation counts
+        only when its owner record confirms the index entry (the index is
+        tenant-writable); one being erased is left out. Costs in two currencies raise
+        :class:`~redis_msglog.UsageCurrencyError`; a bad ``scope``
+        :class:`~redis_msglog.InvalidArgumentError`."""
+        return await self._run(scope_usage_plan(self._scoped, check_scope(scope)))
 
     async def walk(self, scope: Sequence[str]) -> AsyncIterator[ScopedConversation]:
         """Every conversation of ``scope`` and its sub-scopes, page after page (what an

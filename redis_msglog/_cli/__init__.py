@@ -15,6 +15,7 @@ from ._lifecycle import erase
 from ._read import list_command, show, tail
 from ._run import demo, serve
 from ._transfer import export, import_command
+from ._usage import usage
 
 __all__ = ["main"]
 
@@ -54,5 +55,6 @@ for _command in (
     erase,
     redact,
     trim,
+    usage,
 ):
     main.add_command(_command)

@@ -203,6 +203,7 @@ class LogCore:
         self._reads = reads
         self.count_plan = reads.count_plan
         self.attrs_plan = reads.attrs_plan
+        self.usage_plan = reads.usage_plan
         self.read_plan = reads.read_plan
         self.physical_read_plan = reads.physical_read_plan
         self.last_plan = reads.last_plan

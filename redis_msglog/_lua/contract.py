@@ -28,7 +28,7 @@ ARGV_NAMES = (
     "publish", "channel", "record_ttl_ms", "look_up", "call", "producer", "pseq", "floor",
     "rest",
     "fingerprint", "ttl_ms", "blob_count", "expected_seq", "op", "op_arg", "entry",
-    "attr_count", "attrs_json", "blob_refs", "max_age_us", "scope", "rewrite",
+    "attr_count", "attrs_json", "blob_refs", "max_age_us", "scope", "rewrite", "usage",
 )  # fmt: skip
 """The named ``ARGV`` of the script, in order: ``keys_and_args`` sends them so, and the
 script binds each to a local of the same name (a test checks both). The blobs (digest,
@@ -85,6 +85,7 @@ class AppendCall:
     max_age_us: int | None = None  # trim entries older than this on a plain append (µs)
     scope: str = ""  # a scoped log's scope ("/"-joined): its owner record must name it
     rewrite: str = ""  # "<max_rewrite_bytes> <stream_node_entries>" for a trim or a redact
+    usage: str = ""  # what the call adds to the usage totals ("": nothing, no totals key)
 
     def sent_key_names(self) -> tuple[str, ...]:
         """The ``KEYS`` this call sends, in order."""
@@ -110,8 +111,11 @@ class AppendCall:
         return (*keys, self.keys.producers) if self.producer else keys
 
     def _sent_keys(self) -> tuple[str, ...]:
-        """:meth:`sent_key_names`, and a scoped log's owner record last."""
+        """:meth:`sent_key_names`, then the usage totals of a call that adds to them, and
+        a scoped log's owner record last."""
         keys = self.sent_key_names()
+        if self.usage:
+            keys = (*keys, self.keys.usage)
         return (*keys, self.keys.owner) if self.scope else keys
 
     def keys_and_args(self) -> Command:
@@ -138,6 +142,7 @@ class AppendCall:
             and not self.blob_refs
             and self.max_age_us is None
             and not self.scope
+            and not self.usage
         ):  # most calls: the rest at their defaults, not sent, and only messages follow
             return (len(keys), *keys, *common, "", *self.messages)
         argv = (
@@ -156,6 +161,7 @@ class AppendCall:
             "" if self.max_age_us is None else self.max_age_us,
             self.scope,
             self.rewrite,
+            self.usage,
         )
         if not self.blobs and not self.attrs:
             return (len(keys), *keys, *argv, *self.messages)
@@ -173,9 +179,12 @@ class AppendCall:
         ``keys_and_args()``), by name, in the order sent (for tests and tools)."""
         head = 0 if isinstance(command[0], int) else 2  # no "EVALSHA", sha in front
         keys = command[head + 1 : head + 1 + int(command[head])]
+        last: dict[str, Any] = {}
         if AppendCall.argument(command, "scope"):  # a scoped log's owner record, last
-            return {**_named_keys(keys[:-1]), "owner": keys[-1]}
-        return _named_keys(keys)
+            keys, last = keys[:-1], {"owner": keys[-1]}
+        if AppendCall.argument(command, "usage"):  # the usage totals, before it
+            keys, last = keys[:-1], {"usage": keys[-1], **last}
+        return {**_named_keys(keys), **last}
 
     @staticmethod
     def argument(command: Command, name: str) -> Any:
@@ -250,6 +259,9 @@ ERRORS: dict[str, type[errors.MessageLogError]] = {
     "MSGLOG_ERASED": errors.ConversationErasedError,  # the tombstone of an erasure stands
     "MSGLOG_UNOWNED": errors.ConversationErasedError,  # a scoped log's owner record is gone
     "MSGLOG_SCOPE": errors.ScopeMismatchError,  # its owner record names another scope
+    "MSGLOG_CURRENCY": errors.UsageCurrencyError,  # a cost in another currency than the totals'
+    "MSGLOG_USAGEBIG": errors.UsageCurrencyError,  # totals past 2**53 - 1 (see _usage_refused)
+    "MSGLOG_BADUSAGE": errors.CorruptLogError,  # usage totals we did not write
     "NOAUTH": errors.AuthenticationError,  # the server needs credentials
     "WRONGPASS": errors.AuthenticationError,  # wrong password, unknown or disabled user
     "NOPERM": errors.PermissionDeniedError,  # the user's ACL refuses a command or key
@@ -319,8 +331,8 @@ def error_for(refused: Refused, keys: ConversationKeys) -> errors.MessageLogErro
             "or it was idle past the retry window). This try wrote nothing; read the log to "
             "find out whether the first did."
         )
-    if kind in (errors.ConversationErasedError, errors.ScopeMismatchError):
-        return _erased_or_scope_error(code, said, keys)
+    if kind in _TOLD_BY_CODE:
+        return _TOLD_BY_CODE[kind](code, said, keys)
     if kind in _DENIED:
         return kind(_DENIED[kind].format(refused.text))
     if kind is not None:
@@ -348,6 +360,30 @@ def _erased_or_scope_error(code: str, said: str, keys: ConversationKeys) -> erro
         "keeps the scope it was created with. Nothing was written.",
         recorded=tuple(said.split("/")),
     )
+
+
+def _usage_refused(code: str, said: str, keys: ConversationKeys) -> errors.MessageLogError:
+    """An append whose usage the totals cannot take: a cost in another currency
+    (MSGLOG_CURRENCY <theirs>), or sums past what they hold exactly (MSGLOG_USAGEBIG)."""
+    if code == "MSGLOG_USAGEBIG":
+        return errors.InvalidMessageError(
+            f"this append's usage would take {keys.usage} past {2**53 - 1} (tokens of one "
+            "kind, or billionths of the cost's unit), more than totals hold. Nothing was "
+            "written."
+        )
+    return errors.UsageCurrencyError(
+        f"this append's cost is in another currency than {keys.usage}, which keeps costs "
+        f"in {said}: a conversation keeps its costs in one currency (convert before "
+        "writing). Nothing was written.",
+        currencies=(said,),
+    )
+
+
+_TOLD_BY_CODE = {  # the errors whose words depend on the code (and the keys)
+    errors.UsageCurrencyError: _usage_refused,
+    errors.ConversationErasedError: _erased_or_scope_error,
+    errors.ScopeMismatchError: _erased_or_scope_error,
+}
 
 
 def _edit_refused(said: str) -> errors.InvalidEditError:

@@ -68,6 +68,7 @@ def cold(log: MessageLog) -> MessageLog:
 
 
 USER = {"role": "user", "content": "x"}
+USAGE = {"input_tokens": 10, "output_tokens": 5, "cost": 0.01, "currency": "USD"}
 
 
 def keyed(log: MessageLog, key: str) -> int:
@@ -90,7 +91,8 @@ CEILINGS: dict[str, tuple[Operation, int]] = {
     "compact": (lambda log: log.compact([{"role": "system", "content": "s"}], through_seq=5), 26),
     "redact": (lambda log: log.redact(10), 39),  # the 10 entries re-added
     "trim": (lambda log: log.trim(through_seq=2), 42),  # the tail re-added
-    "erase": (lambda log: log.erase(), 14),
+    "erase": (lambda log: log.erase(), 10),  # the keys past the first four: one UNLINK
+    "append with usage": (lambda log: log.append(USER | {"usage": USAGE}), 8 + 2),  # HMGET, HSET
 }  # fmt: skip
 
 

@@ -65,6 +65,7 @@ def test_stored_rows_carry_seq_and_server_time(env: Env) -> None:
         "id": None,
         "metadata": None,
         "extras": None,
+        "usage": None,
     }
 
 

@@ -87,6 +87,9 @@ SCRIPT_REPLIES = {
     "MSGLOG_UNSCOPED": "MSGLOG_UNSCOPED k:stream has entries and no owner record",
     "MSGLOG_SCOPE_ERASED": "MSGLOG_SCOPE_ERASED k:scope-erased",
     "MSGLOG_BADOWNER": "MSGLOG_BADOWNER k:owner has no created time",
+    "MSGLOG_CURRENCY": "MSGLOG_CURRENCY USD",
+    "MSGLOG_USAGEBIG": "MSGLOG_USAGEBIG k:usage",
+    "MSGLOG_BADUSAGE": "MSGLOG_BADUSAGE usage totals k:usage hold x as input",
 }
 
 

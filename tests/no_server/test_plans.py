@@ -917,7 +917,7 @@ def test_an_erasure_finds_the_records_runs_one_script_and_deletes_the_stragglers
     assert keys[:4] == (log.keys.seq, log.keys.owner, log.keys.stream, log.keys.records)
     assert set(keys) == {
         log.keys.seq, log.keys.stream, log.keys.blobs, log.keys.view, log.keys.hidden,
-        log.keys.producers, log.keys.owner, log.keys.records, log.keys.values,
+        log.keys.producers, log.keys.owner, log.keys.records, log.keys.values, log.keys.usage,
         "msglog:{conv}:idem:a", "msglog:{conv}:idem:b",
     }  # fmt: skip
     assert script[3 + numkeys :] == (5000, "")  # no scope: erased by name, unchecked

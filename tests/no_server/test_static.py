@@ -212,7 +212,7 @@ def test_an_append_call_sends_each_field_at_its_named_position() -> None:
         record="rec", record_ttl_ms=111, fingerprint="fp", look_up=False, ttl_ms=222,
         expected_seq=333, op="attrs", op_arg="arg", entry=b"{}", attrs=(("a", "1"),),
         attrs_json=b'{"a":"1"}', producer="prod", pseq=444, floor=555, blob_refs="0.1:ab",
-        max_age_us=666, rewrite="8 100",
+        max_age_us=666, rewrite="8 100", usage="1 2 0 0 0 ",
     )  # fmt: skip
     command = ("EVALSHA", "sha", *call.keys_and_args())
     assert {name: AppendCall.argument(command, name) for name in ARGV_NAMES} == {
@@ -221,14 +221,14 @@ def test_an_append_call_sends_each_field_at_its_named_position() -> None:
         "expected_seq": 333, "op": "attrs", "op_arg": "arg", "entry": b"{}",
         "producer": "prod", "pseq": 444, "floor": 555, "attr_count": 1,
         "attrs_json": b'{"a":"1"}', "blob_refs": "0.1:ab", "max_age_us": 666, "scope": "",
-        "rewrite": "8 100",
+        "rewrite": "8 100", "usage": "1 2 0 0 0 ",
     }  # fmt: skip
     assert AppendCall.sent_keys(command) == {
         "seq": keys.seq, "stream": keys.stream, "blobs": keys.blobs,
         "producers": keys.producers, "view": keys.view, "hidden": keys.hidden, "record": "rec",
-        "records": keys.records,
+        "records": keys.records, "usage": keys.usage,
     }  # fmt: skip
-    tail = command[3 + 8 + len(ARGV_NAMES) :]
+    tail = command[3 + 9 + len(ARGV_NAMES) :]
     assert tail == ("d" * 64, b"bytes", "+a", "1", b"m1", b"m2")
     plain = AppendCall(keys, (b"m",), "")
     assert AppendCall.sent_keys(plain.keys_and_args()) == {

@@ -11,9 +11,10 @@ from typing import TYPE_CHECKING, Any
 
 from ... import errors
 from ...edits import Attributes, EditEntry, Entry, View
-from ...models import StoredMessage
+from ...models import StoredMessage, Usage
 from ..checks import check_view, require_non_negative, require_seq
 from ..steps import Plan
+from ..stored import usage
 from ..stored.entries import EditsPresent, Trimmed, text
 from ..write.blobs import BlobMode
 from .roundtrip import R, Reader
@@ -79,6 +80,12 @@ class Reads:
             text(name)[2:]: text(value) for name, value in pairs if text(name).startswith("a:")
         }
         return Attributes(values, last)
+
+    def usage_plan(self) -> Plan[Usage]:
+        """The conversation's usage totals (all zero: none recorded), in one round trip."""
+        key = self.reader.keys.usage
+        (held,) = yield from self.reader.read(("HMGET", key, *usage.FIELDS))
+        return usage.from_totals(held, key)
 
     def read_plan(
         self, after: int, limit: int | None, blobs: BlobMode = "hydrate", view: View = "visible"

@@ -28,7 +28,14 @@ from pydantic import ValidationError
 
 from ...edits import EditEntry
 from ...errors import CodecError, CorruptEntryError
-from ...models import AgentMessage, StoredMessage, ToolCall, describe_errors, json_equal
+from ...models import (
+    AgentMessage,
+    StoredMessage,
+    ToolCall,
+    Usage,
+    describe_errors,
+    json_equal,
+)
 from ...parts import BINARY_PARTS, ContentPart, decode_base64, encode_base64
 from ..write.depth import MAX_JSON_DEPTH, value_too_deep
 
@@ -59,6 +66,25 @@ def to_document(msg: AgentMessage) -> dict[str, Any]:
         for key in ("id", "metadata", "extras"):
             if fields[key] is not None:
                 doc[key] = fields[key]
+    if fields["usage"] is not None:
+        doc["usage"] = usage_document(fields["usage"])
+    return doc
+
+
+def usage_document(usage: Usage) -> dict[str, Any]:
+    """A usage as stored: camelCase keys, the counts that are not 0, the cost if any."""
+    doc: dict[str, Any] = {
+        alias: value
+        for alias, value in (
+            ("inputTokens", usage.input_tokens),
+            ("outputTokens", usage.output_tokens),
+            ("cachedTokens", usage.cached_tokens),
+            ("reasoningTokens", usage.reasoning_tokens),
+        )
+        if value
+    }
+    if usage.cost is not None:
+        doc["cost"], doc["currency"] = usage.cost, usage.currency
     return doc
 
 

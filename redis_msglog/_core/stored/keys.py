@@ -23,6 +23,9 @@ Layout, for a prefix ``msglog`` and conversation id ``conv-42``::
     msglog:{conv-42}:records  sorted set: the key of each idempotency record, scored with
                               its expiry (ms since the epoch), so that an erasure finds
                               them without SCAN (the append writing a record adds it)
+    msglog:{conv-42}:usage    hash: the usage totals of the messages appended (fields
+                              input, output, cached, reasoning, cost in billionths of
+                              a unit, currency); see _core/stored/usage.py
     msglog:{conv-42}:values   hash: values kept in place, with no history (Google ADK's
                               user: and app: state), field = a name, value = its text;
                               see _core/lifecycle/values.py
@@ -97,6 +100,7 @@ class ConversationKeys:
     owner: str  # the scope the conversation belongs to (hash: scope, created)
     records: str  # the idempotency records' keys (sorted set, score: expiry in ms)
     values: str  # values kept in place, with no history (hash: name, value)
+    usage: str  # the usage totals (hash: input, output, cached, reasoning, cost, currency)
 
     @classmethod
     def build(cls, prefix: str, conversation: str) -> ConversationKeys:
@@ -119,6 +123,7 @@ class ConversationKeys:
             owner=f"{base}:owner",
             records=f"{base}:records",
             values=f"{base}:values",
+            usage=f"{base}:usage",
         )
 
     def idempotency_record(self, idempotency_key: str) -> str:

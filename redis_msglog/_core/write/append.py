@@ -24,6 +24,7 @@ from ..read.roundtrip import Reader
 from ..retry import RetryPolicy
 from ..steps import Plan, Write
 from ..stored.codec import decode_entry
+from ..stored.usage import NO_DELTA
 from .blobs import hydrate
 from .bounds import DEFAULT_REWRITE, Rewrite
 from .durability import Durability
@@ -159,6 +160,9 @@ class Appends:
             _millis(window), batch.fingerprint() if record is not None else "",
             not first_try_new, self._ttl_ms, expected_seq, "", "", b"", (), b"",
             producer, pseq, floor, batch.blob_refs, self._max_age_us, self.scope, self._rewrite,
+            # A log with a lifetime names the totals in every append (their expiry kept
+            # with the rest's, see ttl_ms in append.lua).
+            batch.usage or (NO_DELTA if self._ttl_ms is not None else ""),
         )  # fmt: skip
         if batch.edit is not None:
             call = _with_edit(call, batch)
@@ -260,7 +264,7 @@ class Appends:
 _CALL_FIELDS = (
     "keys", "messages", "call", "blobs", "publish", "record", "record_ttl_ms", "fingerprint",
     "look_up", "ttl_ms", "expected_seq", "op", "op_arg", "entry", "attrs", "attrs_json",
-    "producer", "pseq", "floor", "blob_refs", "max_age_us", "scope", "rewrite",
+    "producer", "pseq", "floor", "blob_refs", "max_age_us", "scope", "rewrite", "usage",
 )  # fmt: skip
 if tuple(field.name for field in dataclasses.fields(script.AppendCall)) != _CALL_FIELDS:
     raise ImportError("AppendCall's fields changed: update _CALL_FIELDS and prepare() here")

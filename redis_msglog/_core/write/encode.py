@@ -21,6 +21,7 @@ from ...errors import CodecError
 from ...models import AgentMessage, describe_errors
 from ..read.views import AttrChanges, Edit
 from ..stored.codec import encode_message
+from ..stored.usage import delta as usage_delta
 from .blobs import blob_references, offload
 from .bounds import DEFAULT_MAX_BATCH_BYTES, check_batch_bytes
 from .depth import MAX_JSON_DEPTH, too_deep_field
@@ -38,6 +39,7 @@ class Batch:
     edit: Edit | None = None  # the edit written before the messages (docs/edits.md)
     attrs: AttrChanges | None = None  # attribute changes made with it
     blob_refs: str = ""  # "<message>.<part>:<sha256> ...": references to bytes it lacks
+    usage: str | None = None  # what a plain append adds to the totals (stored/usage.py)
 
     def fingerprint(self) -> str:
         """A digest of the batch, stored with an idempotency record so that a key reused
@@ -50,6 +52,8 @@ class Batch:
             digest.update(data)
         return digest.hexdigest()
 
+
+_COPYING = frozenset(("fork", "compact"))  # the edits whose messages are copies
 
 BeforeAppend = Callable[[list[AgentMessage]], Sequence[AgentMessage | Mapping[str, Any]]]
 """A log's ``before_append``: the messages of a write, validated, in; the messages to
@@ -150,7 +154,10 @@ class BatchRules:
         # conversation holds them (only the server can tell, atomically with the write).
         held = " ".join(f"{i}.{p}:{d}" for i, p, d in refs if d not in blobs) if refs else ""
         check_batch_bytes(tuple(encoded), tuple(blobs.items()), self.max_batch_bytes)
-        return Batch(messages, tuple(encoded), tuple(blobs.items()), edit, changes, held)
+        # A fork's and a compaction's messages (copies, a replace's rows) keep their usage
+        # on the row but add none: it was counted where first written.
+        usage = None if edit is not None and edit.op in _COPYING else usage_delta(messages)
+        return Batch(messages, tuple(encoded), tuple(blobs.items()), edit, changes, held, usage)
 
 
 def _filtered(
@@ -295,6 +302,7 @@ def _plain_model(msg: AgentMessage) -> bytes | None:
         or fields["tool_calls"] is not None
         or fields["metadata"] is not None
         or fields["extras"] is not None
+        or fields["usage"] is not None  # the model route sums it for the totals
     ):
         return None
     try:
