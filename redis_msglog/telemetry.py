@@ -80,6 +80,11 @@ class _Instruments:
             unit="s",
             description="How long after its commit a follower received an entry",
         )
+        self.follow_backlog = meter.create_histogram(
+            "msglog.client.follow.backlog",
+            unit="{entry}",
+            description="Entries committed that a follower had yet to receive after a page",
+        )
         # Counted by the core as plain integers (nothing on the read's path), observed here.
         meter.create_observable_counter(
             "msglog.client.read_cache.lookups",
@@ -134,13 +139,23 @@ def _active() -> _Instruments | None:
     return None if tracer_provider is None and meter_provider is None else made
 
 
-def record_follow_lag(rows: Sequence[Any]) -> None:
-    """A follower's page arrived: how long after its commit its newest entry came."""
+def measuring() -> bool:
+    """Whether a provider is set (a follower then reads its backlog with each page)."""
+    return _active() is not None
+
+
+def record_follow_lag(rows: Sequence[Any], behind: int | None = None) -> None:
+    """A follower's page arrived: how long after its commit its newest entry came, and
+    how many committed entries it had yet to receive (``behind``, when read)."""
     made = _active()
-    if made is not None and rows:
+    if made is None:
+        return
+    if rows:
         at = getattr(rows[-1], "at", None)
         if isinstance(at, datetime):
             made.follow_lag.record(max(0.0, time.time() - at.timestamp()))
+    if behind is not None:
+        made.follow_backlog.record(behind)
 
 
 def _cache_lookups(options: Any) -> list[Any]:

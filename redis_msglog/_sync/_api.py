@@ -19,7 +19,7 @@ from .._io.subscription import OnCommit, Subscription
 from ..edits import Entry, MessageView, View
 from ..errors import InvalidArgumentError
 from ..models import AgentMessage, Role, StoredMessage, Usage
-from ..telemetry import record_follow_lag, traced
+from ..telemetry import measuring, record_follow_lag, traced
 from ._carrier import LogCarrier
 
 
@@ -305,8 +305,9 @@ class LogAPI(LogCarrier):
     @traced("follow")
     def _follow_page(self, cursor: FollowCursor) -> list[Entry]:
         """One page of a follower (a blocking read): one span each, and its lag."""
+        cursor.count_behind = measuring()
         rows = self._run(cursor.page_plan())
-        record_follow_lag(rows)
+        record_follow_lag(rows, cursor.behind)
         return rows
 
     def _block_ms(self) -> int:

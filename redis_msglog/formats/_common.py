@@ -20,9 +20,16 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
+from .._core.args import is_int
 from .._core.write.depth import MAX_JSON_DEPTH, too_deep_field
 from ..errors import InvalidArgumentError, InvalidMessageError
-from ..models import AgentMessage, describe_errors, parse_arguments
+from ..models import (
+    MAX_USAGE_COST,
+    MAX_USAGE_TOKENS,
+    AgentMessage,
+    describe_errors,
+    parse_arguments,
+)
 from ..parts import ContentPart, decode_base64, encode_base64
 
 MISSING_RESULT = "error: no result was recorded for this tool call"
@@ -252,6 +259,38 @@ def build(model: type[M], index: int, path: str, data: Mapping[str, Any]) -> M:
     except ValidationError as exc:
         prefix = f"{path}: " if path else ""
         raise invalid(index, "", prefix + describe_errors(exc, data)) from exc
+
+
+def usage_of(
+    input_tokens: Any = 0,
+    output_tokens: Any = 0,
+    cached_tokens: Any = 0,
+    reasoning_tokens: Any = 0,
+    cost: Any = None,
+    currency: str | None = None,
+) -> dict[str, Any] | None:
+    """A framework's usage record as a message's ``usage`` (a dict for
+    :class:`~redis_msglog.Usage`), or ``None`` when it records nothing. Lenient on
+    purpose: the framework's own record is kept whole in the message's extras, so a count
+    that is no count (negative, a text, past what totals hold) is left out here rather
+    than refusing the message; so is a cost that is not a finite number >= 0."""
+    usage = {
+        name: value
+        for name, value in (
+            ("input_tokens", input_tokens),
+            ("output_tokens", output_tokens),
+            ("cached_tokens", cached_tokens),
+            ("reasoning_tokens", reasoning_tokens),
+        )
+        if is_int(value) and 0 < value <= MAX_USAGE_TOKENS
+    }
+    try:
+        price = None if cost is None or isinstance(cost, bool) else float(cost)
+    except (TypeError, ValueError):
+        price = None
+    if price is not None and 0 <= price <= MAX_USAGE_COST and currency:
+        usage["cost"], usage["currency"] = price, currency
+    return usage or None
 
 
 _PART: TypeAdapter[ContentPart] = TypeAdapter(ContentPart)

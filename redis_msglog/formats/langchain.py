@@ -20,7 +20,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from .._core.args import missing_extra
-from ..models import AgentMessage, ToolCall
+from ..models import AgentMessage, ToolCall, Usage
 from ..parts import (
     AudioPart,
     ContentPart,
@@ -47,6 +47,7 @@ from ._common import (
     parse_data_url,
     require_inline,
     sequence,
+    usage_of,
     with_extras,
 )
 from .responses import join_items
@@ -326,42 +327,64 @@ def from_langchain(messages: Sequence[Any]) -> list[AgentMessage]:
     for i, message in enumerate(sequence(messages, 0, "")):
         if not isinstance(message, BaseMessage):
             raise invalid(i, "", f"expected a LangChain BaseMessage, got {type(message).__name__}")
-        given = message.model_dump()
-        role = _TYPES.get(given.get("type", ""))
-        if role is None:
-            raise invalid(i, "type", f"unsupported message type {given.get('type')!r}")
-        content = given["content"]
-        listed = not isinstance(content, str)
-        carries_calls = False
-        if listed:
-            blocks = list(enumerate(sequence(content, i, "content")))
-            # ChatAnthropic (and ChatOpenAI's Responses output) repeat the tool calls as
-            # content blocks. They are the message's tool_calls already: not parts; the
-            # message's patch keeps the content exactly as it was, blocks in place.
-            kept = [(n, b) for n, b in blocks if not _is_call_block(b, role)]
-            carries_calls = len(kept) < len(blocks)
-            content = [_import_part(raw, i, f"content.{n}") for n, raw in kept]
-        fields: dict[str, Any] = {"role": role, "content": content}
-        for key in ("id", "name", "tool_call_id"):
-            if given.get(key) is not None:
-                fields[key] = given[key]
-        calls = given.get("tool_calls") or []
-        if calls:
-            fields["tool_calls"] = [
-                _import_call(c, i, f"tool_calls.{n}") for n, c in enumerate(calls)
-            ]
-        msg = build(AgentMessage, i, "", fields)
-        rendered = _construct(_render(msg)).model_dump()
-        skip = {"content"} if listed and not carries_calls else set()
-        if calls:
-            skip.add("tool_calls")
-        extras = extras_for(
-            FORMAT,
-            {k: v for k, v in rendered.items() if k not in skip},
-            {k: v for k, v in given.items() if k not in skip},
-        )
-        out.append(msg.model_copy(update={"extras": extras}) if extras else msg)
+        out.append(_import_message(message.model_dump(), i))
     return out
+
+
+def _import_message(given: dict[str, Any], i: int) -> AgentMessage:
+    """One message, from its ``model_dump()``."""
+    role = _TYPES.get(given.get("type", ""))
+    if role is None:
+        raise invalid(i, "type", f"unsupported message type {given.get('type')!r}")
+    content = given["content"]
+    listed = not isinstance(content, str)
+    carries_calls = False
+    if listed:
+        blocks = list(enumerate(sequence(content, i, "content")))
+        # ChatAnthropic (and ChatOpenAI's Responses output) repeat the tool calls as
+        # content blocks. They are the message's tool_calls already: not parts; the
+        # message's patch keeps the content exactly as it was, blocks in place.
+        kept = [(n, b) for n, b in blocks if not _is_call_block(b, role)]
+        carries_calls = len(kept) < len(blocks)
+        content = [_import_part(raw, i, f"content.{n}") for n, raw in kept]
+    fields: dict[str, Any] = {"role": role, "content": content}
+    for key in ("id", "name", "tool_call_id"):
+        if given.get(key) is not None:
+            fields[key] = given[key]
+    calls = given.get("tool_calls") or []
+    if calls:
+        fields["tool_calls"] = [_import_call(c, i, f"tool_calls.{n}") for n, c in enumerate(calls)]
+    msg = build(AgentMessage, i, "", fields)
+    rendered = _construct(_render(msg)).model_dump()
+    skip = {"content"} if listed and not carries_calls else set()
+    if calls:
+        skip.add("tool_calls")
+    extras = extras_for(
+        FORMAT,
+        {k: v for k, v in rendered.items() if k not in skip},
+        {k: v for k, v in given.items() if k not in skip},
+    )
+    # The usage the model reported, also kept as it was in the patch (it renders none).
+    usage = _usage(given.get("usage_metadata"))
+    if extras or usage:
+        msg = msg.model_copy(update={"extras": extras, "usage": usage and Usage(**usage)})
+    return msg
+
+
+def _usage(metadata: Any) -> dict[str, Any] | None:
+    """An AIMessage's ``usage_metadata`` as a message's usage (LangChain's
+    ``input_tokens`` sums every input kind, cache reads included, as ours does;
+    ``output_tokens`` includes reasoning)."""
+    if not isinstance(metadata, dict):
+        return None
+    read = metadata.get("input_token_details")
+    written = metadata.get("output_token_details")
+    return usage_of(
+        metadata.get("input_tokens"),
+        metadata.get("output_tokens"),
+        read.get("cache_read") if isinstance(read, dict) else 0,
+        written.get("reasoning") if isinstance(written, dict) else 0,
+    )
 
 
 _CALL_BLOCKS = frozenset({"tool_use", "function_call", "tool_call"})

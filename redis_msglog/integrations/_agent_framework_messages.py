@@ -14,12 +14,14 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Mapping, Sequence
+from contextvars import ContextVar
 from typing import Any
 
 import orjson
 from agent_framework import Content, Message
 
 from ..errors import InvalidMessageError
+from ..formats._common import usage_of
 from ..models import AgentMessage, StoredMessage
 
 FORMAT = "agent_framework"
@@ -39,6 +41,28 @@ def serialized(message: Message) -> dict[str, Any]:
     except Exception as exc:  # the framework's serializer refused the message
         raise InvalidMessageError(f"Message.to_dict() failed: {exc}") from exc
     return dict(data)
+
+
+RUN_USAGE: ContextVar[Any] = ContextVar("agent_framework_run_usage", default=None)
+"""The usage of the run whose messages are being saved (its ``UsageDetails``), set by
+the provider's ``after_run`` around the framework's save."""
+
+
+def with_run_usage(rows: list[dict[str, Any]], details: Any) -> list[dict[str, Any]]:
+    """``rows`` with the run's usage on the last assistant row (the framework counts usage
+    per run: its connectors report ``input_token_count`` as their provider does)."""
+    if not isinstance(details, dict):
+        return rows
+    usage = usage_of(
+        details.get("input_token_count"),
+        details.get("output_token_count"),
+        details.get("cache_read_input_token_count"),
+        details.get("reasoning_output_token_count"),
+    )
+    carriers = [i for i, row in enumerate(rows) if row["role"] == "assistant"]
+    if usage is not None and carriers:
+        rows[carriers[-1]] = {**rows[carriers[-1]], "usage": usage}
+    return rows
 
 
 def to_row(message: Message) -> dict[str, Any]:

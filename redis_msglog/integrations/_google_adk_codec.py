@@ -17,6 +17,7 @@ from pydantic_core import to_jsonable_python
 from .._core.lifecycle.scope import MAX_PART_LENGTH
 from .._core.read.views import MAX_ATTR_NAME, AttrChanges
 from ..errors import InvalidArgumentError, InvalidMessageError
+from ..formats._common import usage_of
 from ..models import AgentMessage, StoredMessage
 
 FORMAT = "adk"
@@ -120,6 +121,9 @@ def event_message(event: Event) -> dict[str, Any]:
         msg["id"] = event.id
     if event.author:
         msg["name"] = event.author
+    usage = None if event.usage_metadata is None else _usage(event.usage_metadata)
+    if usage:
+        msg["usage"] = usage
     with_tools = msg if event.author == "user" else _with_tools(msg, parts)
     try:
         AgentMessage.model_validate(with_tools)
@@ -164,4 +168,17 @@ def message_event(row: StoredMessage) -> Event:
             role="user" if row.role == "user" else "model", parts=[types.Part(text=row.text)]
         ),
         timestamp=row.at.timestamp(),
+    )
+
+
+def _usage(found: Any) -> dict[str, Any] | None:
+    """An event's ``usage_metadata`` (Gemini's counts) as a message's usage. Gemini keeps
+    thoughts and tool-use prompts apart from ``candidates`` and ``prompt``; ours count
+    every input (cached included: ``prompt_token_count`` has them) and every output
+    (reasoning included), so they are added in."""
+    return usage_of(
+        (found.prompt_token_count or 0) + (found.tool_use_prompt_token_count or 0),
+        (found.candidates_token_count or 0) + (found.thoughts_token_count or 0),
+        found.cached_content_token_count,
+        found.thoughts_token_count,
     )

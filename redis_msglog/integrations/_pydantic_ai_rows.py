@@ -12,6 +12,7 @@ from pydantic_ai.conversation_store import ConversationEntry
 from pydantic_ai.messages import ModelMessage, ModelMessagesTypeAdapter
 
 from .._core.args import check_type
+from ..formats._common import usage_of
 from ..models import AgentMessage
 from ..parts import decode_base64
 
@@ -147,4 +148,24 @@ def _response_row(native: dict[str, Any]) -> dict[str, Any]:
     row: dict[str, Any] = {"role": "assistant", "content": content}
     if calls:
         row["tool_calls"] = calls
+    usage = _usage(native.get("usage"))
+    if usage:
+        row["usage"] = usage
     return row
+
+
+def _usage(found: Any) -> dict[str, Any] | None:
+    """A response's ``RequestUsage`` (its JSON) as a message's usage: Pydantic AI's
+    ``input_tokens`` include cache reads and writes and its ``output_tokens`` reasoning,
+    as ours do; its ``cost`` (a decimal text, when genai-prices knows the model) is in
+    US dollars."""
+    if not isinstance(found, dict):
+        return None
+    return usage_of(
+        found.get("input_tokens"),
+        found.get("output_tokens"),
+        found.get("cache_read_tokens"),
+        found.get("output_reasoning_tokens"),
+        found.get("cost"),
+        "USD",
+    )

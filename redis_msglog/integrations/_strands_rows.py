@@ -12,6 +12,7 @@ from typing import Any
 import orjson
 
 from ..errors import CodecError
+from ..formats._common import usage_of
 from ..models import StoredMessage, json_equal
 
 FORMAT = "strands"
@@ -107,7 +108,24 @@ def neutral(carried: dict[str, Any]) -> dict[str, Any]:
     one = results[0] if len(results) == 1 and len(blocks) == 1 else None
     if isinstance(one, dict) and isinstance(one.get("toolUseId"), str):
         row.update(role="tool", tool_call_id=one["toolUseId"], content=_result_text(one))
+    usage = _usage(carried.get("message"))
+    if usage:
+        row["usage"] = usage
     return row
+
+
+def _usage(message: Any) -> dict[str, Any] | None:
+    """The usage Strands keeps on an assistant message (``metadata.usage``, the model
+    call's), of the message as written (a redaction's shown message carries none).
+    Strands has no reasoning count; its ``inputTokens`` are what the model provider
+    reports (Bedrock's and Anthropic's leave cache reads out, OpenAI's count them)."""
+    metadata = message.get("metadata") if isinstance(message, dict) else None
+    found = metadata.get("usage") if isinstance(metadata, dict) else None
+    if not isinstance(found, dict):
+        return None
+    return usage_of(
+        found.get("inputTokens"), found.get("outputTokens"), found.get("cacheReadInputTokens")
+    )
 
 
 def _call(use: Any) -> dict[str, Any] | None:

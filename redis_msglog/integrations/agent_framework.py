@@ -45,7 +45,7 @@ except ModuleNotFoundError as exc:  # the extra is not installed
 from .._async import AsyncMessageLog
 from .._core.args import check_type
 from ..errors import IdempotencyConflictError, InvalidArgumentError, SeqConflictError
-from ._agent_framework_messages import batch_key, from_rows, to_row
+from ._agent_framework_messages import RUN_USAGE, batch_key, from_rows, to_row, with_run_usage
 from ._agent_framework_tails import KEPT, Tail, Tails, read_tail
 from ._clients import LoopClients, LoopLog, client_factory
 from ._log_options import integration_options
@@ -188,7 +188,7 @@ class MessageLogHistoryProvider(HistoryProvider):
         log = self.log(session_id)
         # Bad input raises here, before any I/O: a message the framework cannot
         # serialize, or a row the log refuses (no exact JSON form, too large...).
-        rows = log.validate([to_row(m) for m in messages])
+        rows = log.validate(with_run_usage([to_row(m) for m in messages], RUN_USAGE.get()))
         n, hint = len(messages), self._tails.get(log.conversation)
         for _ in range(_SAVE_TRIES):
             if hint is None or not hint.covers(n):
@@ -219,6 +219,24 @@ class MessageLogHistoryProvider(HistoryProvider):
             f"{self.conversation(session_id)!r} in a row; nothing was written",
             current_seq=await log.count(),
         )
+
+    async def after_run(
+        self,
+        *,
+        agent: Any,
+        session: Any,
+        context: Any,
+        state: dict[str, Any],
+    ) -> None:
+        """The framework's save of a run's messages, with the run's usage (the sum of its
+        model calls, ``response.usage_details``) on its last assistant message: the
+        framework reports usage per run, not per message (docs/usage.md)."""
+        response = getattr(context, "response", None)
+        token = RUN_USAGE.set(getattr(response, "usage_details", None))
+        try:
+            await super().after_run(agent=agent, session=session, context=context, state=state)
+        finally:
+            RUN_USAGE.reset(token)
 
     async def clear(self, session_id: str | None) -> None:
         """Empty the session's history with the log's ``clear()``: one entry; the

@@ -52,6 +52,7 @@ from ..formats.responses import item_messages, message_items
 from ..models import AgentMessage, StoredMessage
 from ._clients import LoopClients, LoopLog, client_factory
 from ._log_options import integration_options
+from ._openai_agents_usage import RunUsage
 
 __all__ = ["MessageLogSession"]
 
@@ -84,7 +85,9 @@ class MessageLogSession:
             ``ttl``, ``durability``, ``retry``...).
 
     Every method also takes the ``wrapper`` keyword (the run context) the runner passes
-    to sessions that accept it; it is not used. ``.log`` is the underlying
+    to sessions that accept it: ``add_items`` takes the run's usage from it (the model
+    calls' tokens since the run's last batch, on the batch's last assistant message);
+    the others do not use it. ``.log`` is the underlying
     :class:`~redis_msglog.AsyncMessageLog` (on the running loop's client).
     """
 
@@ -104,6 +107,7 @@ class MessageLogSession:
         self._clients = LoopClients(redis)
         self.log: AsyncMessageLog = LoopLog(self._clients, session_id, **log_options)
         self._rendered = _RenderedItems()
+        self._run_usage = RunUsage()
 
     @classmethod
     def from_url(
@@ -144,9 +148,16 @@ class MessageLogSession:
     async def add_items(
         self, items: list[TResponseInputItem], *, wrapper: RunContextWrapper[Any] | None = None
     ) -> None:
-        """Append the items with one atomic ``append_many`` (all or none, contiguous)."""
-        if items:
-            await self.log.append_many(_messages(items))
+        """Append the items with one atomic ``append_many`` (all or none, contiguous).
+        With the runner's ``wrapper``, the usage of the model calls made since its last
+        batch goes on the batch's last assistant message (docs/usage.md)."""
+        if not items:
+            return
+        messages = _messages(items)
+        priced = self._run_usage.attach(wrapper, messages) if wrapper is not None else None
+        await self.log.append_many(messages)
+        if priced is not None:
+            priced.settle()
 
     async def pop_item(
         self, *, wrapper: RunContextWrapper[Any] | None = None

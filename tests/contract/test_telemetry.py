@@ -287,6 +287,14 @@ def test_follow_lag_and_the_read_caches_hits_are_measured(
     next(follower)
     (lag,) = _points(reader, "msglog.client.follow.lag")
     assert lag.count == 1 and 0 <= lag.sum < 60
+    (behind,) = _points(reader, "msglog.client.follow.backlog")
+    assert (behind.count, behind.sum) == (1, 0)  # caught up
+    paged = MessageLog(log._redis, new_id(), page_size=2)
+    paged.append_many([{"role": "user", "content": str(n)} for n in range(5)])
+    pages = iter(paged.follow(after=0))
+    next(pages), next(pages)  # the first page of 2: 3 entries still to come
+    (behind,) = _points(reader, "msglog.client.follow.backlog")
+    assert (behind.count, behind.sum, behind.max) == (2, 3, 3)
     lookups = {
         p.attributes["msglog.read_cache.result"]: p.value
         for p in _points(reader, "msglog.client.read_cache.lookups")

@@ -65,6 +65,11 @@ class FollowCursor:
         # Entries missing below the next one: the log's first seq is read next, to tell a
         # trim (skip to it) from a deletion or a rewind (raise ``_missing``).
         self._missing: errors.MessageLogError | None = None
+        # Telemetry's backlog (set by the shell while a meter is set): each page then
+        # reads the counter after the XREAD, in the same round trip, and ``behind`` is
+        # how many committed entries the follower had yet to receive.
+        self.count_behind = False
+        self.behind: int | None = None
 
     def command(self) -> Command:
         """The next read: the check of the entry at ``position`` when one is due, else up
@@ -88,6 +93,8 @@ class FollowCursor:
         if self._verify:  # and the row of a redacted seq: not in the stream any more
             redacted = ("HGET", self._core.keys.view, f"r:{self.position}")
             return (self.command(), ("GET", self._core.keys.seq), redacted)
+        if self.count_behind and self._missing is None:
+            return (self.command(), ("GET", self._core.keys.seq))
         return (self.command(),)
 
     def accept(self, reply: Any, counter: Any = None, redacted: Any = None) -> list[Entry]:
@@ -105,6 +112,7 @@ class FollowCursor:
             return []
         if not reply:
             self._verify = self.position > 0  # idle: make sure the log did not rewind
+            self._count_behind(counter)
             return []
         # Raw replies: RESP2 [[stream, entries]]; RESP3 {stream: entries}.
         entries = next(iter(reply.values())) if isinstance(reply, Mapping) else reply[0][1]
@@ -123,7 +131,13 @@ class FollowCursor:
         rows = rows[:end]
         if rows:
             self.position, self._last = rows[-1].seq, rows[-1]
+        self._count_behind(counter)
         return rows
+
+    def _count_behind(self, counter: Any) -> None:
+        """``behind``: the counter read after the page, less the follower's position."""
+        last = int(counter) if isinstance(counter, (bytes, str)) and counter.isdigit() else None
+        self.behind = None if last is None else max(0, last - self.position)
 
     def _check_position(self, entries: Any, counter: Any) -> None:
         self._verify = False
