@@ -41,6 +41,18 @@ F = TypeVar("F", bound=Callable[..., Any])
 SYSTEM = "redis"
 _PROVIDER_VARIABLES = ("OTEL_PYTHON_TRACER_PROVIDER", "OTEL_PYTHON_METER_PROVIDER")
 _UNKNOWN = object()  # an API without those globals: always emit
+OPERATION_BUCKETS = (
+    0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.05, 0.1, 0.5, 1.0, 5.0, 10.0,
+)  # fmt: skip
+"""``db.client.operation.duration``'s buckets, in seconds."""
+HTTP_BUCKETS = (
+    0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0,
+)  # fmt: skip
+"""``http.server.request.duration``'s buckets: the HTTP conventions' own."""
+LAG_BUCKETS = (0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1.0, 5.0, 10.0, 30.0, 60.0)
+"""``msglog.client.follow.lag``'s buckets, in seconds."""
+BACKLOG_BUCKETS = (0.0, 1.0, 10.0, 100.0, 1_000.0, 10_000.0, 100_000.0)
+"""``msglog.client.follow.backlog``'s buckets, in entries."""
 _retries: ContextVar[list[int] | None] = ContextVar("msglog_retries", default=None)
 
 
@@ -66,24 +78,36 @@ class _Instruments:
         self.globals = (trace, importlib.import_module("opentelemetry.metrics._internal"))
         self.tracer = trace.get_tracer("redis_msglog", __version__, tracer_provider)
         meter = metrics.get_meter("redis_msglog", __version__, meter_provider)
+        # Buckets the SDKs take as given (the API's advisory): their default ones (0, 5,
+        # 10 ... 10,000) are for milliseconds, and would put every operation of ours,
+        # tens of µs to a few ms, in the first. The conventions' buckets for database
+        # operations, below a millisecond made finer.
         self.duration = meter.create_histogram(
-            "db.client.operation.duration", unit="s", description="A log operation's duration"
+            "db.client.operation.duration",
+            unit="s",
+            description="A log operation's duration",
+            explicit_bucket_boundaries_advisory=OPERATION_BUCKETS,
         )
         self.retries = meter.create_counter(
             "msglog.client.retries", unit="{retry}", description="Waits before trying again"
         )
         self.request_duration = meter.create_histogram(
-            "http.server.request.duration", unit="s", description="A web request's duration"
+            "http.server.request.duration",
+            unit="s",
+            description="A web request's duration",
+            explicit_bucket_boundaries_advisory=HTTP_BUCKETS,
         )
         self.follow_lag = meter.create_histogram(
             "msglog.client.follow.lag",
             unit="s",
             description="How long after its commit a follower received an entry",
+            explicit_bucket_boundaries_advisory=LAG_BUCKETS,
         )
         self.follow_backlog = meter.create_histogram(
             "msglog.client.follow.backlog",
             unit="{entry}",
             description="Entries committed that a follower had yet to receive after a page",
+            explicit_bucket_boundaries_advisory=BACKLOG_BUCKETS,
         )
         # Counted by the core as plain integers (nothing on the read's path), observed here.
         meter.create_observable_counter(

@@ -72,14 +72,22 @@ class LogEdits(LogAPI):
         idempotency_key: str | None = None,
         expected_seq: int | None = None,
         attrs: Mapping[str, str | None] | None = None,
+        new_from: int | None = None,
     ) -> int:
         """Replace the rows of the view up to and including ``through_seq`` (by position
         in the view; 0: none) with ``messages`` (a summary, say), which are appended
         as new entries and shown first; the rows after ``through_seq`` follow them.
         Nothing is deleted: the compacted rows stay in the physical log. Returns the last
-        seq written."""
+        seq written.
+
+        The messages' usage is not added to the totals (they may be copies of rows,
+        counted when first written), except from index ``new_from`` on: pass
+        ``new_from=0`` for a summary a model just wrote (docs/usage.md)."""
         batch = self._core.batch(
-            messages, through_edit("compact", through_seq, zero_ok=True), attrs
+            messages,
+            through_edit("compact", through_seq, zero_ok=True),
+            attrs,
+            new_from=new_from,
         )
         return self._commit(batch, idempotency_key, expected_seq)
 
@@ -91,10 +99,13 @@ class LogEdits(LogAPI):
         idempotency_key: str | None = None,
         expected_seq: int | None = None,
         attrs: Mapping[str, str | None] | None = None,
+        new_from: int | None = None,
     ) -> int:
         """Make ``messages`` the whole view, atomically (a compaction of everything);
-        return the last seq written."""
-        batch = self._core.batch(messages, Edit("compact", "end"), attrs)
+        return the last seq written. As with :meth:`compact`, only the usage of the
+        messages from index ``new_from`` on (``None``: none of them, all copies) is added
+        to the totals."""
+        batch = self._core.batch(messages, Edit("compact", "end"), attrs, new_from=new_from)
         return self._commit(batch, idempotency_key, expected_seq)
 
     @traced("clear", returns_seq=True)

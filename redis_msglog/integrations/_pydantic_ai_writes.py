@@ -108,7 +108,9 @@ class StoreWrites(EntryReads):
         head = located.get(record.head_id or "")
         attrs = await self._record_attrs(record, located, head)
         await self._index({e.id: located[e.id] for e in new_entries})
-        await log.replace(rows_of(entries), attrs=attrs, expected_seq=last)
+        await log.replace(  # the new entries' usage counted, not the history's copies
+            rows_of(entries), attrs=attrs, expected_seq=last, new_from=len(history)
+        )
         self._remember_all(record.head_id, head, located)
 
     async def _copy(

@@ -18,13 +18,13 @@ import pytest
 import redis
 import redis.asyncio
 import redis.asyncio.cluster
-from agent_framework import Agent, AgentSession, Content, Message
+from agent_framework import Agent, AgentSession, Content, Message, UsageDetails
 from click.testing import CliRunner
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from benchmarks.run import capturing_writes
-from redis_msglog import MessageLog
+from redis_msglog import MessageLog, Usage
 from redis_msglog._cli import main
 from redis_msglog.errors import InvalidArgumentError, MessageLogError
 from redis_msglog.integrations.agent_framework import MessageLogHistoryProvider
@@ -353,6 +353,64 @@ def test_an_agent_keeps_its_history(af_env: Env, per_call: bool) -> None:
     assert [(m.role, m.text) for m in final[-2:]] == [("user", "bye"), ("assistant", "re: bye")]
     assert p.asked > len(final)  # it was asked to save messages it had: each is written once
     assert sync_log(af_env, p, session.session_id).count() == len(final)
+
+
+SPENT = UsageDetails(  # each model call's
+    input_token_count=100,
+    output_token_count=20,
+    total_token_count=120,
+    cache_read_input_token_count=40,
+    reasoning_output_token_count=5,
+)
+
+
+@pytest.mark.parametrize("per_call", [False, True])
+def test_a_runs_usage_lands_in_the_conversations_totals(redis_env: Env, per_call: bool) -> None:
+    """A tool turn (two model calls), a plain one, then the whole transcript sent again
+    with a new question: each run's usage (the framework's sum over its model calls; per
+    call when it saves per call) is on its last assistant message and adds to the log's
+    totals, once: the transcript saved again adds only the new turn's. The history reads
+    back unchanged."""
+    client = redis_env.make_async_client()
+    redis_env._async_clients.append(client)
+    p = MessageLogHistoryProvider(redis=client)
+    agent = Agent(
+        ScriptedClient(SPENT),
+        tools=[weather],
+        context_providers=[p],
+        require_per_service_call_history_persistence=per_call,
+    )
+    session = AgentSession(session_id=new_id())
+
+    async def main() -> tuple[list[Any], list[Message], list[Message]]:
+        spent = []
+        for question in ("weather in Paris", "thanks"):
+            spent.append((await agent.run(question, session=session)).usage_details)
+        history = await p.get_messages(session.session_id)
+        again = await agent.run([*history, Message("user", ["bye"])], session=session)
+        spent.append(again.usage_details)
+        return spent, history, await p.get_messages(session.session_id)
+
+    spent, history, final = redis_env.loop.run_until_complete(main())
+    assert [s and s["input_token_count"] for s in spent] == [200, 100, 100]  # the runs'
+    log = sync_log(redis_env, p, session.session_id)
+    totals = log.usage()
+    assert totals == Usage(
+        input_tokens=400, output_tokens=80, cached_tokens=160, reasoning_tokens=20
+    )
+    rows = log.all()
+    one = Usage(input_tokens=100, output_tokens=20, cached_tokens=40, reasoning_tokens=5)
+    tool_turn = [one, one] if per_call else [one + one]
+    assert [r.usage for r in rows if r.usage] == [*tool_turn, one, one]
+    assert [r.seq for r in rows if r.usage] == ([2] if per_call else []) + [4, 6, 8]
+    assert Usage.total(r.usage for r in rows if r.usage) == totals
+    # The framework gets its messages back as it saved them.
+    assert [(m.role, m.text) for m in final] == [
+        ("user", "weather in Paris"), ("assistant", ""), ("tool", ""),
+        ("assistant", "re: sunny in Paris"), ("user", "thanks"), ("assistant", "re: thanks"),
+        ("user", "bye"), ("assistant", "re: bye"),
+    ]  # fmt: skip
+    assert dicts(final[:-2]) == dicts(history)
 
 
 def _worker(url: str | None, cluster_port: int | None, session_id: str, worker: int) -> None:

@@ -16,6 +16,7 @@ import pytest
 import redis.asyncio
 from google.adk.agents import LlmAgent
 from google.adk.errors import StaleSessionError
+from google.adk.events import Event
 from google.adk.models.base_llm import BaseLlm
 from google.adk.models.llm_request import LlmRequest
 from google.adk.models.llm_response import LlmResponse
@@ -23,6 +24,7 @@ from google.adk.runners import Runner
 from google.adk.sessions import BaseSessionService, InMemorySessionService
 from google.genai import types
 
+from redis_msglog import MessageLog, Usage
 from redis_msglog.integrations.google_adk import MessageLogSessionService
 from redis_msglog.testing import EphemeralServer
 
@@ -193,6 +195,90 @@ def test_worker_processes_share_a_session(where: tuple[str | None, int | None]) 
     for w in range(3):
         mine = [text for text in done if text.startswith(f"w{w}t")]
         assert [text.split("a")[0] for text in mine] == [f"w{w}t{t}" for t in range(3)]
+
+
+# -- usage ---------------------------------------------------------------------------------
+
+SPENT = types.GenerateContentResponseUsageMetadata(  # each model call's
+    prompt_token_count=100,
+    cached_content_token_count=40,
+    tool_use_prompt_token_count=3,
+    candidates_token_count=20,
+    thoughts_token_count=5,
+    total_token_count=128,
+)
+
+
+class Forecaster(BaseLlm):
+    """Calls ``weather`` for the city in the last message, then, given its result,
+    answers with it; every response reports :data:`SPENT`."""
+
+    model: str = "forecaster"
+
+    async def generate_content_async(
+        self, llm_request: LlmRequest, stream: bool = False
+    ) -> AsyncGenerator[LlmResponse, None]:
+        last = (llm_request.contents[-1].parts or [types.Part()])[-1]
+        if last.function_response is not None:
+            result = last.function_response.response or {}
+            part = types.Part(text=f"it is {result.get('result')}")
+        else:
+            part = types.Part(
+                function_call=types.FunctionCall(name="weather", args={"city": last.text})
+            )
+        yield LlmResponse(content=types.Content(role="model", parts=[part]), usage_metadata=SPENT)
+
+
+def weather(city: str) -> str:
+    """The weather in a city."""
+    return f"sunny in {city}"
+
+
+def test_a_runs_usage_lands_in_the_conversations_totals(
+    shared_server: Callable[[str], EphemeralServer],
+) -> None:
+    """Two turns, each a function call round trip (two model calls): each model event's
+    usage_metadata is its row's usage (input = prompt + tool-use prompt, output =
+    candidates + thoughts) and adds to the log's totals; ADK reads back the events the
+    runner made, usage_metadata included."""
+    url = shared_server("redis").url
+    user = f"u-{uuid.uuid4().hex[:8]}"
+
+    async def scenario() -> tuple[list[Event], list[Event]]:
+        client = redis.asyncio.Redis.from_url(url)
+        service = MessageLogSessionService(client)
+        agent = LlmAgent(name="bot", model=Forecaster(), tools=[weather])
+        run = Runner(app_name="app", agent=agent, session_service=service)
+        await service.create_session(app_name="app", user_id=user, session_id="s")
+        made = []
+        for city in ("Paris", "Rome"):
+            message = types.Content(role="user", parts=[types.Part(text=city)])
+            async for event in run.run_async(user_id=user, session_id="s", new_message=message):
+                made.append(event)
+        session = await service.get_session(app_name="app", user_id=user, session_id="s")
+        assert session is not None
+        await client.aclose()
+        return made, session.events
+
+    made, read = asyncio.run(scenario())
+    # the runner yields every event but the user's messages
+    made_ids = {e.id for e in made}
+    assert [e.model_dump() for e in read if e.id in made_ids] == [e.model_dump() for e in made]
+    assert [e.author for e in read if e.id not in made_ids] == ["user", "user"]
+    assert [e.usage_metadata for e in read if e.usage_metadata] == [SPENT] * 4
+    assert read[-1].content is not None and read[-1].content.parts is not None
+    assert read[-1].content.parts[0].text == "it is sunny in Rome"
+    log = MessageLog(redis.Redis.from_url(url), f"app:{user}:s")
+    totals = log.usage()
+    assert totals == Usage(
+        input_tokens=4 * (100 + 3),
+        output_tokens=4 * (20 + 5),
+        cached_tokens=4 * 40,
+        reasoning_tokens=4 * 5,
+    )
+    rows = log.all()
+    assert [r.role for r in rows if r.usage] == ["assistant"] * 4
+    assert Usage.total(r.usage for r in rows if r.usage) == totals
 
 
 # -- what a read costs ---------------------------------------------------------------------

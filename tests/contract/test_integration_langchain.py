@@ -28,6 +28,7 @@ from langchain_core.tools import tool
 from langgraph.checkpoint.memory import InMemorySaver
 from pydantic import Field
 
+from redis_msglog import Usage
 from redis_msglog.integrations.langchain import MessageLogChatHistory, MessageLogMiddleware
 from redis_msglog.testing import EphemeralServer
 
@@ -285,6 +286,51 @@ def test_middleware_mirrors_each_message_once(lc_env: Env, use_async: bool) -> N
     texts = [m.text for m in log.all()]
     assert texts[-2:] == ["t3", "t3: noted"]
     assert log.count() == 12  # nothing twice
+
+
+SPENT: Any = {  # each model call's usage_metadata
+    "input_tokens": 100,
+    "output_tokens": 20,
+    "total_tokens": 120,
+    "input_token_details": {"cache_read": 40},
+    "output_token_details": {"reasoning": 5},
+}
+
+
+@pytest.mark.parametrize("lc_env", ["redis"], indirect=True)  # not a per-backend behaviour
+def test_a_runs_usage_lands_in_the_conversations_totals(lc_env: Env) -> None:
+    """Two turns (a tool call, then the answer: two model calls each), the first sync,
+    the second asyncio: each AIMessage's usage_metadata is its row's usage and adds to
+    the log's totals, once (another worker mirroring the same state adds nothing); the
+    thread reads back from the log unchanged, usage_metadata included."""
+    thread = new_id()
+    config: Any = {"configurable": {"thread_id": thread}}
+    client = lc_env.make_async_client()
+    lc_env._async_clients.append(client)
+    middleware = MessageLogMiddleware(lc_env.make_sync_client(), async_redis=client)
+    replies = [
+        AIMessage(m.content, tool_calls=m.tool_calls[:1], usage_metadata=SPENT)
+        for m in script("t1") + script("t2")
+    ]
+    agent, _ = make_agent(middleware, replies)
+    agent.invoke({"messages": [HumanMessage("weather?")]}, config)
+    payload = {"messages": [HumanMessage("and again?")]}
+    state = lc_env.loop.run_until_complete(agent.ainvoke(payload, config))
+    log = middleware.log(thread)
+    totals = log.usage()
+    assert totals == Usage(
+        input_tokens=400, output_tokens=80, cached_tokens=160, reasoning_tokens=20
+    )
+    rows = log.all()
+    assert [r.role for r in rows if r.usage] == ["assistant"] * 4
+    assert Usage.total(r.usage for r in rows if r.usage) == totals
+    # LangChain reads its messages back unchanged, their usage_metadata too.
+    assert dumps(log.to_langchain_messages()) == dumps(state["messages"])
+    assert [m.usage_metadata for m in state["messages"] if isinstance(m, AIMessage)] == [SPENT] * 4
+    cold = MessageLogMiddleware(lc_env.make_sync_client())
+    cold_agent, _ = make_agent(cold, [AIMessage("t3: noted")])
+    cold_agent.invoke({"messages": state["messages"]}, config)  # its model adds no usage
+    assert log.usage() == totals and log.count() == len(state["messages"]) + 1
 
 
 def test_middleware_hydrates_an_empty_thread(lc_env: Env) -> None:

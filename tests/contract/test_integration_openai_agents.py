@@ -36,8 +36,10 @@ from openai.types.responses import (
     ResponseReasoningItem,
 )
 from openai.types.responses.response_reasoning_item import Summary
+from openai.types.responses.response_usage import InputTokensDetails, OutputTokensDetails
 
 from redis_msglog import AsyncMessageLog, to_anthropic, to_openai
+from redis_msglog import Usage as LogUsage
 from redis_msglog.adapters import MISSING_RESULT, from_responses
 from redis_msglog.integrations.openai_agents import MessageLogSession
 from redis_msglog.testing import EphemeralServer
@@ -122,10 +124,12 @@ def respond(items: list[Any]) -> list[Any]:
 
 class ScriptedModel(Model):
     """The SDK's ``Model`` interface, answering with :func:`respond`; ``inputs`` keeps
-    what it was sent."""
+    what it was sent. ``spent()``, if given, is the usage each response reports (by
+    default none)."""
 
-    def __init__(self) -> None:
+    def __init__(self, spent: Callable[[], Usage] = Usage) -> None:
         self.inputs: list[list[Any]] = []
+        self.spent = spent
 
     async def get_response(
         self, system_instructions: Any, input: Any, *args: Any, **kwargs: Any
@@ -133,7 +137,7 @@ class ScriptedModel(Model):
         items = [{"role": "user", "content": input}] if isinstance(input, str) else list(input)
         self.inputs.append(json.loads(json.dumps(items)))
         response_id = f"resp_{len(self.inputs)}"  # automatic compaction needs one
-        return ModelResponse(output=respond(items), usage=Usage(), response_id=response_id)
+        return ModelResponse(output=respond(items), usage=self.spent(), response_id=response_id)
 
     def stream_response(self, *args: Any, **kwargs: Any) -> AsyncIterator[Any]:
         raise NotImplementedError
@@ -336,6 +340,49 @@ def test_runner_turns_correction_and_readers(make_session: Callable[..., Any]) -
     calls = [m for m in chat if m.get("tool_calls")]
     assert [len(m["tool_calls"]) for m in calls] == [2, 1, 2]  # one turn per model step
     assert loop.run_until_complete(session.log.to_openai()) == chat
+
+
+def spent() -> Usage:
+    """One model call's usage: 100 tokens in (40 cached), 20 out (5 reasoning)."""
+    return Usage(
+        requests=1,
+        input_tokens=100,
+        output_tokens=20,
+        total_tokens=120,
+        input_tokens_details=InputTokensDetails(cached_tokens=40, cache_write_tokens=0),
+        output_tokens_details=OutputTokensDetails(reasoning_tokens=5),
+    )
+
+
+@pytest.mark.parametrize("make_session", ["redis"], indirect=True)  # not per backend
+def test_a_runs_usage_lands_in_the_conversations_totals(make_session: Callable[..., Any]) -> None:
+    """Three turns, five model calls (a turn with cities: the calls, then the answer):
+    what each batch of items cost (the runner's usage since the run's last batch) is on
+    its last assistant message and adds to the log's totals; the runner reads back the
+    same items, and sends the model the same inputs, as with SQLiteSession."""
+    session, loop = make_session()
+    reference = SQLiteSession(session.session_id)
+    ours, theirs = ScriptedModel(spent), ScriptedModel(spent)
+    loop.run_until_complete(run_turns(session, TURNS, ours))
+    loop.run_until_complete(run_turns(reference, TURNS, theirs))
+    assert len(ours.inputs) == 5 and ours.inputs == theirs.inputs
+    items = loop.run_until_complete(session.get_items())
+    assert fp(items) == fp(loop.run_until_complete(reference.get_items()))
+    totals = loop.run_until_complete(session.log.usage())
+    assert totals == LogUsage(
+        input_tokens=500, output_tokens=100, cached_tokens=200, reasoning_tokens=25
+    )
+    rows = loop.run_until_complete(session.log.all())
+    one = LogUsage(input_tokens=100, output_tokens=20, cached_tokens=40, reasoning_tokens=5)
+    # each model call's batch: the calls' (an assistant message of tool calls), the answer's
+    assert [(r.role, bool(r.tool_calls), r.usage) for r in rows if r.usage] == [
+        ("assistant", True, one),
+        ("assistant", False, one),
+        ("assistant", True, one),
+        ("assistant", False, one),
+        ("assistant", False, one),
+    ]
+    assert LogUsage.total(r.usage for r in rows if r.usage) == totals
 
 
 # -- compaction --------------------------------------------------------------------------

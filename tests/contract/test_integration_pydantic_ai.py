@@ -11,6 +11,7 @@ import signal
 import subprocess
 import sys
 from collections.abc import Awaitable, Callable, Iterator
+from decimal import Decimal
 from typing import Any, TypeVar
 
 import pytest
@@ -36,9 +37,10 @@ from pydantic_ai.messages import (
 )
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai.models.test import TestModel
+from pydantic_ai.usage import RequestUsage
 
 from benchmarks.run import capturing_writes
-from redis_msglog import AsyncMessageLog, EditEntry, MessageLog, StoredMessage
+from redis_msglog import AsyncMessageLog, EditEntry, MessageLog, StoredMessage, Usage
 from redis_msglog.integrations.pydantic_ai import RedisConversationStore, entry_rows, row_entry
 from redis_msglog.testing import EphemeralServer
 
@@ -388,6 +390,97 @@ def test_thinking_survives_for_the_provider_that_made_it(
         "thinking": "deliberating",
         "signature": "sig-1",
     }
+
+
+def priced(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+    """A model call reporting 100 tokens in (40 read from the cache), 20 out (5 of them
+    reasoning), costing $0.0012: first a call of ``add``, then, with its result, the
+    answer."""
+    usage = RequestUsage(
+        input_tokens=100,
+        cache_read_tokens=40,
+        output_tokens=20,
+        output_reasoning_tokens=5,
+        cost=Decimal("0.0012"),
+    )
+    last = messages[-1].parts[-1]
+    if isinstance(last, ToolReturnPart):
+        return ModelResponse(parts=[TextPart(f"it is {last.content}")], usage=usage)
+    return ModelResponse(parts=[ToolCallPart("add", {"a": 1, "b": 2})], usage=usage)
+
+
+def test_a_runs_usage_lands_in_the_conversations_totals(
+    shared_server: Callable[[str], EphemeralServer],
+) -> None:
+    """Each model response's usage (two calls a turn: the tool call, the answer) is its
+    row's usage and adds to the log's totals; the history loads back unchanged."""
+    url, cid = shared_server("redis").url, new_id()
+    agent = make_agent()
+
+    async def main() -> tuple[Conversation, Conversation | None]:
+        store = RedisConversationStore.from_url(url)
+        with agent.override(model=FunctionModel(priced)):
+            first = await agent.run("1 + 2?", conversation=Conversation(conversation_id=cid))
+            await store.save(first)
+            loaded = await store.load(cid)
+            assert loaded is not None and loaded.messages == first.conversation.messages
+            second = await agent.run("again?", conversation=loaded)
+            await store.save(second)
+        again = await store.load(cid)
+        await store.aclose()
+        return second.conversation, again
+
+    second, loaded = run(main)
+    log = MessageLog(redis.Redis.from_url(url), cid)
+    totals = log.usage()
+    assert totals == Usage(
+        input_tokens=400,
+        output_tokens=80,
+        cached_tokens=160,
+        reasoning_tokens=20,
+        cost=0.0048,
+        currency="USD",
+    )
+    rows = log.all()
+    assert [r.role for r in rows if r.usage] == ["assistant"] * 4  # each response's own
+    assert Usage.total(r.usage for r in rows if r.usage) == totals
+    # Pydantic AI reads its own usage back, every response's, unchanged.
+    assert loaded is not None and loaded.messages == second.messages
+    responses = [m for m in loaded.messages if isinstance(m, ModelResponse)]
+    assert [m.usage.input_tokens for m in responses] == [100] * 4
+    assert [m.usage.cost for m in responses] == [Decimal("0.0012")] * 4
+
+
+def test_a_save_that_rewrites_the_history_counts_its_new_responses_only(
+    shared_server: Callable[[str], EphemeralServer],
+) -> None:
+    """A turn run on a history cut back (a regenerated answer) is saved with one
+    ``replace``: the history's rows are copies, counted when first written; the new
+    response is a model call of its own, and its usage is added."""
+    url, cid = shared_server("redis").url, new_id()
+    model = FunctionModel(
+        lambda m, i: ModelResponse([TextPart("ok")], usage=RequestUsage(input_tokens=100))
+    )
+    agent = Agent(model)
+
+    async def main() -> None:
+        store = RedisConversationStore.from_url(url)
+        await store.save(await agent.run("one", conversation=Conversation(conversation_id=cid)))
+        loaded = await store.load(cid)
+        assert loaded is not None
+        await store.save(await agent.run("two", conversation=loaded))
+        loaded = await store.load(cid)
+        assert loaded is not None
+        cut = Conversation(
+            conversation_id=cid, messages=loaded.messages[:2], revision=loaded.revision
+        )
+        await store.save(await agent.run("two, again", conversation=cut))  # a replace
+        await store.aclose()
+
+    run(main)
+    log = MessageLog(redis.Redis.from_url(url), cid)
+    assert "compact" in [e.op for e in log.all(view="physical") if isinstance(e, EditEntry)]
+    assert log.usage() == Usage(input_tokens=300)  # three model calls, each once
 
 
 def _worker_killed(url: str, cid: str, prompt: str, when: str) -> None:

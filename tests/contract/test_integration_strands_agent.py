@@ -16,7 +16,7 @@ import redis.cluster
 from strands import Agent
 from strands.types.exceptions import EventLoopException
 
-from redis_msglog import MessageLog, to_openai
+from redis_msglog import MessageLog, Usage, to_openai
 from redis_msglog.integrations.strands import (
     MessageIdConflictError,
     MessageLogSessionManager,
@@ -51,9 +51,13 @@ def deleting_client(
         yield made
 
 
-def make_agent(manager: MessageLogSessionManager, agent_id: str = "assistant") -> Agent:
+def make_agent(
+    manager: MessageLogSessionManager,
+    agent_id: str = "assistant",
+    usage: dict[str, int] | None = None,
+) -> Agent:
     return Agent(
-        model=ScriptedModel(),
+        model=ScriptedModel(usage),
         agent_id=agent_id,
         tools=[weather],
         session_manager=manager,
@@ -78,6 +82,35 @@ def test_an_agent_keeps_its_history_across_managers(client: Any) -> None:
     chat = to_openai(rows)
     assert chat[3]["tool_calls"][0]["function"]["name"] == "weather"
     assert chat[4] == {"role": "tool", "tool_call_id": "call-paris", "content": "sunny in paris"}
+
+
+SPENT = {"inputTokens": 100, "outputTokens": 20, "totalTokens": 120, "cacheReadInputTokens": 40}
+
+
+@pytest.mark.parametrize("client", ["redis"], indirect=True)  # not a per-backend behaviour
+def test_a_runs_usage_lands_in_the_conversations_totals(client: Any) -> None:
+    """Two tool turns (two model calls each): each assistant message's metadata.usage is
+    its row's usage (Strands counts no reasoning) and adds to the log's totals; a new
+    manager gives the agent its messages back, their metadata included."""
+    sid = new_id()
+    agent = make_agent(MessageLogSessionManager(sid, client), usage=SPENT)
+    agent("weather? tool:paris")
+    agent("and now? tool:rome")
+    assert agent.event_loop_metrics.accumulated_usage["inputTokens"] == 400  # 4 model calls
+    log = MessageLog(client, f"strands.{sid}:agent:assistant")
+    totals = log.usage()
+    assert totals == Usage(input_tokens=400, output_tokens=80, cached_tokens=160)
+    rows = log.all()
+    assert [(r.role, r.seq) for r in rows if r.usage] == [
+        ("assistant", 2),
+        ("assistant", 4),
+        ("assistant", 6),
+        ("assistant", 8),
+    ]
+    assert Usage.total(r.usage for r in rows if r.usage) == totals
+    again = make_agent(MessageLogSessionManager(sid, client))
+    assert again.messages == agent.messages
+    assert [m["metadata"]["usage"] for m in again.messages if "metadata" in m] == [SPENT] * 4
 
 
 def _turns(url: str | None, port: int | None, sid: str, worker: int, lock: Any) -> None:

@@ -71,12 +71,14 @@ def test_each_sync_operation_is_one_span_under_the_callers(
         log.redact(1), log.retract([2]), log.set_attrs({"a": "b"})
         next(iter(log.follow(after=0)))
         Directory(log._redis).list(("acme",))
+        log.usage(), Directory(log._redis).usage(("acme",))
         log.erase()
     names = [s.name for s in exporter.get_finished_spans() if s.name.startswith("msglog ")]
     assert names == [
         "msglog append", "msglog append_many", "msglog all", "msglog count", "msglog last",
         "msglog read", "msglog attrs", "msglog redact", "msglog retract", "msglog set_attrs",
-        "msglog follow", "msglog list_scope", "msglog erase",
+        "msglog follow", "msglog list_scope", "msglog usage", "msglog scope_usage",
+        "msglog erase",
     ]  # fmt: skip
     (append,) = spans_named(exporter, "msglog append")
     assert append.parent is not None and append.parent.span_id == caller.get_span_context().span_id
@@ -150,6 +152,9 @@ def test_a_refusal_a_failing_server_and_its_retries_are_on_the_span_and_in_the_m
         for p in metrics["db.client.operation.duration"].data_points
     }
     assert durations == {"append": 1, "count": 1}
+    for point in metrics["db.client.operation.duration"].data_points:  # the advisory buckets
+        bounds = tuple(cast(HistogramDataPoint, point).explicit_bounds)
+        assert bounds == telemetry.OPERATION_BUCKETS  # not the SDK's, made for milliseconds
     (counted,) = metrics["msglog.client.retries"].data_points
     assert counted.value == retries  # type: ignore[union-attr]
 

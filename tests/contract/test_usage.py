@@ -68,13 +68,17 @@ def test_edits_leave_the_totals_and_an_erasure_removes_them(env: Env) -> None:
     log.compact([said("summary", input_tokens=1000)], through_seq=3)  # a copy: adds none
     log.replace(log.all())  # copies of rows that carry usage: add none
     assert log.usage() == expected
+    first = log.all()[0].seq
+    log.compact([said("a new summary", input_tokens=7)], through_seq=first, new_from=0)
+    expected = Usage(input_tokens=57, output_tokens=15)  # a summary a model just wrote
+    assert log.usage() == expected
     forked = new_id()
     log.fork(forked)
     fork = env.log(forked)
     assert fork.usage() == Usage()  # paid for in the source
     assert [r.usage for r in fork.all()] == [r.usage for r in log.all()]  # kept on the rows
     log.append_many([said("later", output_tokens=5)], attrs={"topic": "y"})  # still appends
-    assert log.usage() == Usage(input_tokens=50, output_tokens=20)
+    assert log.usage() == Usage(input_tokens=57, output_tokens=20)
     log.erase()
     assert log.usage() == Usage()
     assert not env.raw.exists(log.keys.usage)
@@ -198,3 +202,25 @@ def test_a_scopes_totals_sum_its_conversations_and_no_forged_entry(raw_url: str)
     )
     with pytest.raises(UsageCurrencyError, match=r"USD and EUR|EUR and USD"):
         directory.usage(("acme",))
+
+
+def test_msglog_usage_prints_a_conversations_or_a_scopes_totals(raw_url: str) -> None:
+    from click.testing import CliRunner
+
+    from redis_msglog._cli import main
+
+    raw = redis.Redis.from_url(raw_url)
+    prefix = new_id()
+    log = MessageLog(raw, "acme:c1", prefix=prefix, scope=("acme",))
+    log.append(said("x", input_tokens=1234, output_tokens=5, cost=0.00123, currency="USD"))
+
+    def run(*args: str) -> str:
+        result = CliRunner().invoke(main, ["--url", raw_url, "--prefix", prefix, "usage", *args])
+        assert result.exit_code == 0, result.output
+        return result.output
+
+    table = run("acme:c1")
+    assert "1,234" in table and "0.00123 USD" in table
+    assert Usage.model_validate_json(run("--scope", "acme", "--json")) == log.usage()
+    refused = CliRunner().invoke(main, ["--url", raw_url, "usage"])
+    assert refused.exit_code == 2 and "CONVERSATION or --scope" in refused.output

@@ -7,7 +7,13 @@ from typing import Any
 
 import pytest
 
-from redis_msglog import AgentMessage, InvalidMessageError, Usage, UsageCurrencyError
+from redis_msglog import (
+    AgentMessage,
+    InvalidArgumentError,
+    InvalidMessageError,
+    Usage,
+    UsageCurrencyError,
+)
 from redis_msglog._core.read.views import Edit
 from redis_msglog._core.stored.codec import decode_entry, encode_message
 from redis_msglog._core.write.encode import BatchRules
@@ -96,3 +102,13 @@ def test_the_stored_form_is_camel_case_without_zeros_and_reads_back() -> None:
     )
     row = decode_entry(1, "1700000000000000", data)
     assert row.usage == msg.usage and row.as_message() == msg
+
+
+def test_a_compactions_messages_from_new_from_on_are_counted() -> None:
+    copies_then_new = [said(input_tokens=1), said(input_tokens=10), said(input_tokens=100)]
+    compact = Edit("compact", "end", b"")
+    assert RULES.batch(copies_then_new, edit=compact, new_from=2).usage == "100 0 0 0 0 "
+    assert RULES.batch(copies_then_new, edit=compact, new_from=0).usage == "111 0 0 0 0 "
+    assert RULES.batch(copies_then_new, edit=compact, new_from=3).usage is None
+    with pytest.raises(InvalidArgumentError, match="new_from"):
+        RULES.batch(copies_then_new, edit=compact, new_from=4)

@@ -6,7 +6,10 @@ so any worker process gets the same answer for the same history.
 - the last message a tool result: a text answer quoting the result;
 - a prompt containing ``SECRET``: a guardrail intervention (``redactContent``, the
   user's message overwritten with ``REDACTED_PROMPT``) and a refusal text;
-- any other prompt: ``"echo: <prompt>"``."""
+- any other prompt: ``"echo: <prompt>"``.
+
+Given a ``usage`` (Strands' ``Usage``), every response reports it (a ``metadata`` event,
+as providers send after ``messageStop``); by default none is reported."""
 
 from __future__ import annotations
 
@@ -29,6 +32,9 @@ def weather(city: str) -> str:
 
 
 class ScriptedModel(Model):
+    def __init__(self, usage: dict[str, int] | None = None) -> None:
+        self.usage = usage
+
     def update_config(self, **model_config: Any) -> None:
         pass
 
@@ -46,6 +52,8 @@ class ScriptedModel(Model):
     ) -> AsyncIterable[Any]:
         for event in _events(messages[-1]):
             yield event
+        if self.usage is not None:
+            yield {"metadata": {"usage": dict(self.usage), "metrics": {"latencyMs": 0}}}
 
 
 def _events(last: Any) -> list[dict[str, Any]]:

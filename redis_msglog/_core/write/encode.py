@@ -19,6 +19,7 @@ from pydantic import TypeAdapter, ValidationError
 from ... import errors
 from ...errors import CodecError
 from ...models import AgentMessage, describe_errors
+from ..args import check_int
 from ..read.views import AttrChanges, Edit
 from ..stored.codec import encode_message
 from ..stored.usage import delta as usage_delta
@@ -88,6 +89,7 @@ class BatchRules:
         *,
         filtered: bool = True,
         models: bool = False,
+        new_from: int | None = None,
     ) -> Batch:
         """Validate and encode ``msgs`` (written after ``edit``, if any, which also
         changes ``attrs``); raise before anything is sent if any is bad. ``filtered``:
@@ -95,7 +97,9 @@ class BatchRules:
         fork's copied rows and ``validate()`` do not). ``models``: the batch carries
         the validated messages; without it, and with no ``before_append`` to see them, a
         batch of plain messages is encoded without building any (:func:`encode_plain`), and
-        its ``messages`` is empty."""
+        its ``messages`` is empty. ``new_from``: in a fork's or a compaction's batch, the
+        index of its first message that is new, not a copy (its usage, and the next
+        ones', is added to the totals; ``None``: all copies)."""
         changes = None if attrs is None else AttrChanges.of(attrs)
         if changes is not None and edit is None:
             edit = changes.entry()
@@ -114,10 +118,10 @@ class BatchRules:
                 return Batch((), plain, (), edit, changes)
         messages = _coerce_all(items)
         if not (filtered and messages and self.before_append is not None):
-            return self._encoded(messages, edit, changes)
+            return self._encoded(messages, edit, changes, new_from)
         messages = _filtered(self.before_append, messages)
         try:
-            return self._encoded(messages, edit, changes)
+            return self._encoded(messages, edit, changes, new_from)
         except _RESULT_ERRORS as exc:
             note = f"{exc} (as before_append returned it)"
             if isinstance(exc, errors.InvalidMessageError):
@@ -127,9 +131,15 @@ class BatchRules:
             raise type(exc)(note) from exc
 
     def _encoded(
-        self, messages: tuple[AgentMessage, ...], edit: Edit | None, changes: AttrChanges | None
+        self,
+        messages: tuple[AgentMessage, ...],
+        edit: Edit | None,
+        changes: AttrChanges | None,
+        new_from: int | None = None,
     ) -> Batch:
         """The batch of validated ``messages``: each encoded as stored, checked."""
+        if new_from is not None:
+            check_int("new_from", new_from, highest=len(messages))
         encoded = []
         blobs: dict[str, bytes] = {}
         refs: list[tuple[int, int, str]] = []
@@ -155,8 +165,12 @@ class BatchRules:
         held = " ".join(f"{i}.{p}:{d}" for i, p, d in refs if d not in blobs) if refs else ""
         check_batch_bytes(tuple(encoded), tuple(blobs.items()), self.max_batch_bytes)
         # A fork's and a compaction's messages (copies, a replace's rows) keep their usage
-        # on the row but add none: it was counted where first written.
-        usage = None if edit is not None and edit.op in _COPYING else usage_delta(messages)
+        # on the row but add none: it was counted where first written. Those from
+        # ``new_from`` on are new: theirs is added.
+        counted = messages
+        if edit is not None and edit.op in _COPYING:
+            counted = () if new_from is None else messages[new_from:]
+        usage = usage_delta(counted) if counted else None
         return Batch(messages, tuple(encoded), tuple(blobs.items()), edit, changes, held, usage)
 
 
