@@ -48,3 +48,19 @@ def test_values_kept_in_place_are_held_to_the_cap_before_anything_is_sent() -> N
     with pytest.raises(BatchTooLargeError, match="max_batch_bytes") as refused:
         next(values.set_plan("c", ("a",), {"k": "é" * 50}))  # 101 bytes
     assert refused.value.cap == 100
+
+
+def test_attribute_changes_count_toward_the_cap() -> None:
+    """Attributes (``set_attrs``, ``attrs=`` of an append: where Google ADK keeps a
+    session's state) are sent with the call: a change of many bytes is held to the same
+    cap, alone or beside messages, before anything is sent."""
+    rules = BatchRules(1 << 20, None, max_batch_bytes=10_000)
+    big = {"state": "x" * 10_000}
+    with pytest.raises(BatchTooLargeError, match="attribute changes included"):
+        rules.batch((), attrs=big)  # set_attrs
+    with pytest.raises(BatchTooLargeError):
+        rules.batch([{"role": "user", "content": "a"}], attrs=big)  # the plain lane
+    with pytest.raises(BatchTooLargeError):
+        rules.batch([{"role": "user", "content": [{"type": "text", "text": "a"}]}], attrs=big)
+    half = {"state": "é" * 2_400}  # 4,800 bytes of UTF-8 beside a 4 KB message: within
+    assert rules.batch([{"role": "user", "content": "y" * 4_000}], attrs=half).attrs

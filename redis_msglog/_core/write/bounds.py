@@ -28,17 +28,21 @@ DEFAULT_REWRITE = Rewrite()
 
 
 def check_batch_bytes(
-    encoded: tuple[bytes, ...], blobs: tuple[tuple[str, bytes], ...], cap: int
+    encoded: tuple[bytes, ...],
+    blobs: tuple[tuple[str, bytes], ...],
+    cap: int,
+    attrs: bytes = b"",
 ) -> None:
-    """Raise :class:`~redis_msglog.BatchTooLargeError` when the messages and binaries of
-    one call are over ``cap`` bytes, before anything is sent."""
-    size = sum(map(len, encoded))
+    """Raise :class:`~redis_msglog.BatchTooLargeError` when the messages, binaries and
+    attribute changes (``attrs``: their JSON) of one call are over ``cap`` bytes, before
+    anything is sent."""
+    size = sum(map(len, encoded)) + len(attrs)
     if blobs:
         size += sum(len(data) for _, data in blobs)
     if size > cap:
         raise errors.BatchTooLargeError(
             f"the {len(encoded)} messages of this call encode to {size} bytes (binaries "
-            f"included), over the limit of {cap} for one call (max_batch_bytes): write "
-            "them in several calls. Nothing was written.",
+            f"and attribute changes included), over the limit of {cap} for one call "
+            "(max_batch_bytes): write them in several calls. Nothing was written.",
             cap=cap,
         )

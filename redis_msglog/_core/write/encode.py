@@ -113,8 +113,8 @@ class BatchRules:
         if not models and (self.before_append is None or not filtered):
             plain = encode_plain(items, self.max_message_bytes)
             if plain is not None:
-                if len(plain) > 1 or self.max_batch_bytes < self.max_message_bytes:
-                    check_batch_bytes(plain, (), self.max_batch_bytes)
+                if len(plain) > 1 or changes or self.max_batch_bytes < self.max_message_bytes:
+                    check_batch_bytes(plain, (), self.max_batch_bytes, _json_of(changes))
                 return Batch((), plain, (), edit, changes)
         messages = _coerce_all(items)
         if not (filtered and messages and self.before_append is not None):
@@ -163,7 +163,9 @@ class BatchRules:
         # The references whose bytes this call does not bring: the script checks that the
         # conversation holds them (only the server can tell, atomically with the write).
         held = " ".join(f"{i}.{p}:{d}" for i, p, d in refs if d not in blobs) if refs else ""
-        check_batch_bytes(tuple(encoded), tuple(blobs.items()), self.max_batch_bytes)
+        check_batch_bytes(
+            tuple(encoded), tuple(blobs.items()), self.max_batch_bytes, _json_of(changes)
+        )
         # A fork's and a compaction's messages (copies, a replace's rows) keep their usage
         # on the row but add none: it was counted where first written. Those from
         # ``new_from`` on are new: theirs is added.
@@ -172,6 +174,11 @@ class BatchRules:
             counted = () if new_from is None else messages[new_from:]
         usage = usage_delta(counted) if counted else None
         return Batch(messages, tuple(encoded), tuple(blobs.items()), edit, changes, held, usage)
+
+
+def _json_of(changes: AttrChanges | None) -> bytes:
+    """The attribute changes a call sends, as the bytes they count for in its size."""
+    return b"" if changes is None else changes.json
 
 
 def _filtered(
