@@ -106,7 +106,10 @@ def event_message(event: Event) -> dict[str, Any]:
     try:
         data = event.model_dump(mode="json", by_alias=True, exclude_none=True)
         text = orjson.dumps(data)
-        exact = Event.model_validate_json(text) == event
+        # Compared as data: pydantic's == compares private attributes too, and
+        # google-genai sets one on a usage it merged (_initial_prompt_token_count),
+        # which is no part of the event and never stored.
+        exact = Event.model_validate_json(text).model_dump() == event.model_dump()
     except (TypeError, ValueError, orjson.JSONEncodeError) as exc:
         raise InvalidArgumentError(f"event {event.id!r:.100} has no JSON form: {exc}") from None
     if not exact:

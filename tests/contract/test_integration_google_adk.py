@@ -544,3 +544,21 @@ def _utf8(text: str) -> bool:
     except UnicodeEncodeError:
         return False
     return True
+
+
+def test_an_events_usage_is_its_messages_and_a_private_attribute_does_not_refuse_it() -> None:
+    """Gemini's counts become the message's usage (thoughts and tool-use prompts added in,
+    docs/usage.md), and the private attribute google-genai sets on a usage it merged
+    (``_initial_prompt_token_count``) is no part of the event: compared as data, the event
+    still reads back exactly. No server: the codec alone."""
+    usage = types.GenerateContentResponseUsageMetadata(
+        prompt_token_count=100, tool_use_prompt_token_count=3, cached_content_token_count=40,
+        candidates_token_count=20, thoughts_token_count=5, total_token_count=128,
+    )  # fmt: skip
+    usage._initial_prompt_token_count = 60  # as google-genai sets it when merging hops
+    event = text_event("hi", usage_metadata=usage)
+    msg = codec.event_message(event)
+    assert msg["usage"] == {
+        "input_tokens": 103, "output_tokens": 25, "cached_tokens": 40, "reasoning_tokens": 5,
+    }  # fmt: skip
+    assert Event.model_validate(msg["extras"]["adk"]["event"]).model_dump() == event.model_dump()
