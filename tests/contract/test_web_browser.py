@@ -425,3 +425,51 @@ def test_viewer_folds_redactions_and_trims_live(
         assert "card 4242" not in text and "one" not in text.split("\n")
         page.screenshot(path=str(ARTIFACTS / "8-redacted-trimmed.png"), full_page=True)
         page.goto("about:blank")
+
+
+def test_viewer_reads_well_on_a_desktop_and_a_phone(
+    browser_page: Any,
+    viewer_app: Callable[[str], Any],
+    viewed: Viewed,
+) -> None:
+    """What a newcomer found: commit times in local time with the seq beside them (not
+    raw ISO microseconds), a listing newest activity first that refreshes by itself, a
+    redacted row that does not look like normal text, and a layout that holds at a
+    phone's width (nothing wider than the screen). Screenshots at 1280 and 390 px."""
+    page = browser_page
+    url, conversation, log = viewed
+    log.add("user", "card 4242 4242 4242 4242")
+    log.append({"role": "assistant", "content": "noted " + "long-word" * 30,
+                "usage": {"input_tokens": 1200, "output_tokens": 30, "cost": 0.0042,
+                          "currency": "USD"}})  # fmt: skip
+    log.redact(1, reason="pii")
+    page.add_init_script("document.documentElement.dataset.listEveryMs = '300'")
+    with Uvicorn(viewer_app(url)) as base:
+        page.set_viewport_size({"width": 1280, "height": 800})
+        page.goto(f"{base}/#{conversation}")
+        page.wait_for_selector('#rows li[data-seq="2"]', timeout=WAIT_MS)
+        head = page.locator('#rows li[data-seq="2"] .meta').inner_text()
+        assert "#2" in head and "1200 in" in head and "0.0042 USD" in head
+        assert "+00:00" not in head and ".%06d" not in head  # a local time, not the ISO text
+        stamp = page.locator('#rows li[data-seq="2"] time')
+        assert stamp.get_attribute("title") == log.last().at.isoformat()  # exact, on hover
+        redacted = page.locator('#rows li[data-seq="1"]')
+        assert "redacted" in (redacted.get_attribute("class") or "")
+        assert "card 4242" not in redacted.inner_text()
+        # A conversation made meanwhile appears by itself, first (the newest activity).
+        other = MessageLog(redis.Redis.from_url(url), conversation + "-newer")
+        other.add("user", "hello")
+        page.wait_for_function(
+            "(id) => document.querySelector('#conversations li')?.dataset.id === id",
+            arg=other.conversation,
+            timeout=WAIT_MS,
+        )
+        page.screenshot(path=str(ARTIFACTS / "9-desktop-1280.png"), full_page=True)
+        page.set_viewport_size({"width": 390, "height": 844})
+        page.wait_for_timeout(100)
+        wide = page.evaluate("document.scrollingElement.scrollWidth - window.innerWidth")
+        assert wide <= 0, f"the page is {wide} px wider than a phone's screen"
+        nav, rows = page.locator("nav").bounding_box(), page.locator("#rows").bounding_box()
+        assert nav and rows and rows["y"] >= nav["y"] + nav["height"] - 1  # stacked
+        page.screenshot(path=str(ARTIFACTS / "10-phone-390.png"), full_page=True)
+        page.goto("about:blank")

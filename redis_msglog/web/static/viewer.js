@@ -8,6 +8,39 @@ const SHA256 = /^[0-9a-f]{64}$/;
 const BASE64 = /^[A-Za-z0-9+/]*={0,2}$/;
 const MEDIA_TYPE = /^[a-z]+\/[A-Za-z0-9.+-]+$/;
 const PAGE = 100; // conversations per page of the listing
+const LIST_EVERY_MS = Number(document.documentElement.dataset.listEveryMs || 10000); // refresh
+
+// A commit time (ISO 8601, UTC, to the microsecond) as the reader's local time; the
+// exact value stays in the tooltip.
+function when(iso) {
+  const date = new Date(iso);
+  if (!iso || Number.isNaN(date.getTime())) return { text: "", title: "" };
+  const today = new Date().toDateString() === date.toDateString();
+  const text = today
+    ? date.toLocaleTimeString()
+    : date.toLocaleString(undefined, { dateStyle: "medium", timeStyle: "medium" });
+  return { text, title: iso };
+}
+
+function stamp(seq, iso) {
+  const node = el("span", "stamp");
+  const time = when(iso);
+  node.append(el("span", "seq", "#" + seq), el("time", null, time.text));
+  node.lastChild.dateTime = iso || "";
+  node.lastChild.title = time.title;
+  return node;
+}
+
+function usageNote(usage) {
+  if (!usage || typeof usage !== "object") return null;
+  const bits = [];
+  if (usage.inputTokens) bits.push(usage.inputTokens + " in");
+  if (usage.outputTokens) bits.push(usage.outputTokens + " out");
+  if (typeof usage.cost === "number" && typeof usage.currency === "string") {
+    bits.push(usage.cost + " " + usage.currency);
+  }
+  return bits.length ? el("span", "usage", bits.join(" · ")) : null;
+}
 
 let current = null; // {id, source, entries: [], lastSeq}
 let scheduled = false;
@@ -154,7 +187,13 @@ function renderMessage(entry) {
   const message = entry.data.message || {};
   const li = el("li", "row message");
   const head = el("div", "meta");
-  head.append(el("span", "role", message.role), "#" + entry.seq + " · " + (entry.data.at || ""));
+  head.append(el("span", "role", message.role), stamp(entry.seq, entry.data.at));
+  if (message.redacted) {
+    li.classList.add("redacted");
+    head.append(label("redacted"));
+  }
+  const cost = usageNote(message.usage);
+  if (cost) head.append(cost);
   li.append(head);
   const toolCallId = message.toolCallId ?? message.tool_call_id;
   if (message.role === "tool" || toolCallId) {
@@ -174,7 +213,9 @@ function renderEdit(entry) {
   const li = el("li", "row edit");
   const what = { ...edit };
   delete what.op;
-  li.append(el("div", "meta", "#" + entry.seq + " · " + (entry.data.at || "")), renderText("edit: " + edit.op, JSON.stringify(what)));
+  const head = el("div", "meta");
+  head.append(stamp(entry.seq, entry.data.at));
+  li.append(head, renderText("edit: " + edit.op, JSON.stringify(what)));
   return li;
 }
 
@@ -211,6 +252,7 @@ function receive(kind, event) {
   const data = JSON.parse(event.data);
   current.entries.push({ kind, seq, data });
   current.lastSeq = seq;
+  touchListed(seq, data.at);
   if (kind === "edit") deleted(data.edit || {});
   schedule();
 }
@@ -270,37 +312,67 @@ function open(id) {
   if (location.hash !== "#" + encodeURIComponent(id)) location.hash = encodeURIComponent(id);
 }
 
-// The listing, a page at a time: "more" asks for the next one (next_cursor).
+// The listing, a page at a time ("more" asks for the next one, next_cursor), shown
+// newest activity first and refreshed by itself: the first page every LIST_EVERY_MS,
+// merged into what is shown (a conversation seen on a later page keeps its place).
 let nextCursor = null;
+const listed = new Map(); // id -> {conversation, count, last_at}
+
+function showListing() {
+  const items = [...listed.values()]
+    .sort((a, b) => (b.last_at || "").localeCompare(a.last_at || "") || a.conversation.localeCompare(b.conversation))
+    .map((c) => {
+      const li = el("li", null, c.conversation);
+      li.dataset.id = c.conversation;
+      const small = el("small", null, c.count + (c.count === 1 ? " entry · " : " entries · "));
+      const time = when(c.last_at);
+      small.append(el("time", null, time.text));
+      small.lastChild.title = time.title;
+      li.append(el("br"), small);
+      li.addEventListener("click", () => open(c.conversation));
+      if (current && current.id === c.conversation) li.classList.add("current");
+      return li;
+    });
+  $("conversations").replaceChildren(...items);
+}
 
 async function listConversations(cursor) {
-  const list = $("conversations");
   try {
     const query = "conversations?limit=" + PAGE + (cursor ? "&cursor=" + encodeURIComponent(cursor) : "");
     const response = await fetch(query, { headers: { Accept: "application/json" } });
     const body = await response.json();
     if (!response.ok) throw new Error(body.message || response.statusText);
-    nextCursor = body.next_cursor ?? null;
-    $("more").hidden = nextCursor === null;
-    const items = (body.conversations || []).map((c) => {
-        const li = el("li", null, c.conversation);
-        li.dataset.id = c.conversation;
-        li.append(el("br"), el("small", null, c.count + " entries · " + (c.last_at || "")));
-        li.addEventListener("click", () => open(c.conversation));
-        if (current && current.id === c.conversation) li.classList.add("current");
-        return li;
-      });
-    if (cursor) list.append(...items);
-    else list.replaceChildren(...items);
+    if (cursor || nextCursor === null) {
+      nextCursor = body.next_cursor ?? null;
+      $("more").hidden = nextCursor === null;
+    }
+    for (const c of body.conversations || []) listed.set(c.conversation, c);
+    showListing();
   } catch (error) {
-    list.replaceChildren(el("li", "meta", "cannot list: " + error.message));
+    $("conversations").replaceChildren(el("li", "meta", "cannot list: " + error.message));
+  }
+}
+
+// The open conversation's line follows its events (its count and last commit).
+function touchListed(seq, at) {
+  const line = current && listed.get(current.id);
+  if (line && seq > line.count) {
+    listed.set(current.id, { ...line, count: seq, last_at: at || line.last_at });
+    showListing();
   }
 }
 
 $("physical").addEventListener("change", schedule);
-$("refresh").addEventListener("click", () => listConversations(null));
+$("refresh").addEventListener("click", () => {
+  listed.clear(); // from scratch: an erased conversation leaves the list
+  nextCursor = null;
+  listConversations(null);
+});
 $("more").addEventListener("click", () => listConversations(nextCursor));
 listConversations(null);
+setInterval(() => {
+  if (document.visibilityState === "visible") listConversations(null);
+}, LIST_EVERY_MS);
 try {
   if (location.hash.length > 1) open(decodeURIComponent(location.hash.slice(1)));
 } catch (error) {
