@@ -452,7 +452,8 @@ def test_viewer_reads_well_on_a_desktop_and_a_phone(
         assert "#2" in head and "1200 in" in head and "0.0042 USD" in head
         assert "+00:00" not in head and ".%06d" not in head  # a local time, not the ISO text
         stamp = page.locator('#rows li[data-seq="2"] time')
-        assert stamp.get_attribute("title") == log.last().at.isoformat()  # exact, on hover
+        newest = log.last()
+        assert newest is not None and stamp.get_attribute("title") == newest.at.isoformat()
         redacted = page.locator('#rows li[data-seq="1"]')
         assert "redacted" in (redacted.get_attribute("class") or "")
         assert "card 4242" not in redacted.inner_text()
