@@ -77,7 +77,9 @@ class _Instruments:
         # its two module globals, which the set_* functions assign, cost a lookup each.
         self.globals = (trace, importlib.import_module("opentelemetry.metrics._internal"))
         self.tracer = trace.get_tracer("redis_msglog", __version__, tracer_provider)
-        meter = metrics.get_meter("redis_msglog", __version__, meter_provider)
+        self._make_metrics(metrics.get_meter("redis_msglog", __version__, meter_provider))
+
+    def _make_metrics(self, meter: Any) -> None:
         # Buckets the SDKs take as given (the API's advisory): their default ones (0, 5,
         # 10 ... 10,000) are for milliseconds, and would put every operation of ours,
         # tens of µs to a few ms, in the first. The conventions' buckets for database

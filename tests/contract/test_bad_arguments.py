@@ -489,7 +489,7 @@ def test_every_public_callable_is_covered() -> None:
         "AudioPart", "ContentPart", "FilePart", "ImagePart", "ReasoningPart",
         "RedactedThinkingPart", "RefusalPart", "TextPart", "ThinkingPart", "Subscription",
         "AsyncSubscription", "Role", "View", "MessageView", "ConversationPage",
-        "ScopedConversation", "ScopeErasure", "SkippedEntry",
+        "ScopedConversation", "ScopeErasure", "SkippedEntry", "Usage",
     }  # fmt: skip
     constants = {"DEFAULT_READ_CACHE_BYTES", "DEFAULT_RETRY", "NO_RETRY", "MAX_JSON_DEPTH"}
     shells = {"MessageLog", "AsyncMessageLog", "AsyncDirectory"}  # the last: as Directory

@@ -103,7 +103,7 @@ def test_poppers_while_the_slot_moves(shared_cluster: Callable[[], LocalCluster]
 def _keys_of(cluster: LocalCluster, log: MessageLog) -> list[str]:
     """The conversation's keys that exist (on the node owning its slot)."""
     k = log.keys
-    names = [k.seq, k.stream, k.blobs, k.producers, k.view, k.hidden]
+    names = [k.seq, k.stream, k.blobs, k.producers, k.view, k.hidden, k.usage]
     owner = cluster.admin(cluster.owner(key_slot(k.seq.encode())))
     return [name for name in names if owner.exists(name)]
 
