@@ -27,7 +27,7 @@ from . import _guard
 from ._errors import HttpError, error_response, json_response
 from ._listing import listing_page, scope_page
 from ._logs import Logs
-from ._stream import Hub, entry_data, event_stream
+from ._stream import ENCODINGS, Hub, entry_data, event_stream
 
 Action = Literal["read", "append", "list"]
 Authorize = Callable[[Request, str, Action], "bool | Awaitable[bool]"]
@@ -117,6 +117,12 @@ class Api:
         after = seq_of("Last-Event-ID", resume) if resume else None
         if after is None:
             after = seq_of("after", request.query_params.get("after"), 0)
+        protocol = request.query_params.get("protocol", "msglog")
+        encoding = ENCODINGS.get(protocol)
+        if encoding is None:
+            raise HttpError(
+                400, "BadRequest", f"protocol must be one of {sorted(ENCODINGS)}, got {protocol!r}"
+            )
         self.logs.log(conversation)  # a bad id is a 400 now, not a broken stream
         # One read before the stream starts: a conversation the app's Redis user may not
         # read (another tenant's) is a 403 now, and takes no follower's place.
@@ -136,6 +142,8 @@ class Api:
             after,
             bound=self.max_queue,
             heartbeat=self.heartbeat,
+            encoding=encoding,
+            resumed=bool(resume) or "after" in request.query_params,
         )
         headers = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
         response = EventStream(stream, media_type="text/event-stream", headers=headers)

@@ -15,6 +15,7 @@ import asyncio
 import collections
 import contextlib
 import threading
+import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -24,8 +25,10 @@ import orjson
 from .. import telemetry
 from .._core.read.follow import FollowCursor
 from .._core.stored.codec import edit_document, row_document
-from ..edits import EditEntry, Entry
+from ..edits import EditEntry, Entry, LogView
 from ..errors import MessageLogError
+from ..models import StoredMessage
+from . import _agui as agui
 from ._logs import Logs
 
 FOLLOW_WAIT_MS = 500
@@ -60,18 +63,89 @@ def sse_error(name: str, message: str) -> bytes:
 HEARTBEAT = b": hb\n\n"
 
 
+@dataclass(eq=False, slots=True)
+class Shared:
+    """A committed entry handed to every client of a follower, with its event bytes in
+    each encoding once made (``cache``: by encoding), so a thousand clients of one
+    conversation encode each entry once."""
+
+    row: Entry
+    cache: dict[str, bytes] = field(default_factory=dict)
+
+
+class Encoding:
+    """How an event stream spells the entries: this library's own events (``message``
+    and ``edit``, docs/web.md); :class:`AgUiEncoding` is AG-UI's."""
+
+    name = "msglog"
+
+    async def opening(
+        self, logs: Logs, conversation: str, after: int, resumed: bool
+    ) -> tuple[bytes, int]:
+        """What is sent before the entries after ``after``, and the seq it brings the
+        client to (the entries after it follow)."""
+        return b"", after
+
+    async def entry(self, logs: Logs, conversation: str, shared: Shared) -> bytes:
+        found = shared.cache.get(self.name)
+        if found is None:
+            found = shared.cache[self.name] = sse_event(shared.row)
+        return found
+
+
+class AgUiEncoding(Encoding):
+    """AG-UI's events (:mod:`._agui`): a run started, the view's snapshot, the messages."""
+
+    name = agui.PROTOCOL
+
+    async def opening(
+        self, logs: Logs, conversation: str, after: int, resumed: bool
+    ) -> tuple[bytes, int]:
+        started = agui.run_started(conversation, uuid.uuid4().hex)
+        if resumed:
+            return agui.sse([started], None), after
+        entries = await _entries(logs, conversation, None)
+        last = entries[-1].seq if entries else 0
+        return agui.sse([started, agui.snapshot(_view(entries))], last), last
+
+    async def entry(self, logs: Logs, conversation: str, shared: Shared) -> bytes:
+        found = shared.cache.get(self.name)
+        if found is None:
+            events = agui.entry_events(shared.row)
+            if events is None:  # an edit: the view after it, read and folded
+                assert isinstance(shared.row, EditEntry)
+                view = _view(await _entries(logs, conversation, shared.row.seq))
+                events = [agui.edit_event(shared.row), agui.snapshot(view)]
+            found = shared.cache[self.name] = agui.sse(events, shared.row.seq)
+        return found
+
+
+ENCODINGS: dict[str, Encoding] = {"msglog": Encoding(), agui.PROTOCOL: AgUiEncoding()}
+"""The encodings an event stream speaks, by ``?protocol=``."""
+
+
+async def _entries(logs: Logs, conversation: str, through: int | None) -> list[Entry]:
+    """The physical log, through seq ``through`` (``None``: to its end now)."""
+    return [row async for row in _rows(logs, conversation, 0, through)]
+
+
+def _view(entries: list[Entry]) -> list[StoredMessage]:
+    """The visible view of ``entries`` (a trimmed log's, from its first entry)."""
+    return LogView(entries, start=entries[0].seq if entries else 1).rows
+
+
 @dataclass(eq=False)  # each one is itself: kept in a set
 class Listener:
     """One client's bounded buffer of (seq, event bytes)."""
 
     bound: int
-    events: collections.deque[tuple[int, bytes]] = field(default_factory=collections.deque)
+    events: collections.deque[tuple[int, Shared]] = field(default_factory=collections.deque)
     wake: asyncio.Event = field(default_factory=asyncio.Event)
     overflowed: bool = False
     failure: MessageLogError | None = None
     feed: Feed | None = None  # the follower it listens to, once joined
 
-    def push(self, seq: int, event: bytes) -> None:
+    def push(self, seq: int, event: Shared) -> None:
         if self.overflowed:
             return
         if len(self.events) >= self.bound:
@@ -119,7 +193,7 @@ class Feed:
     def _follow_in_thread(self, log: Any, cursor: FollowCursor) -> None:
         try:
             for rows in log._pages(cursor, self._stop.is_set):
-                events = [(row.seq, sse_event(row)) for row in rows]
+                events = [(row.seq, Shared(row)) for row in rows]
                 if self._stop.is_set():
                     return
                 self._loop.call_soon_threadsafe(self._deliver, events)
@@ -130,11 +204,11 @@ class Feed:
     async def _follow(self, log: Any, cursor: FollowCursor) -> None:
         try:
             async for rows in log._pages(cursor):
-                self._deliver([(row.seq, sse_event(row)) for row in rows])
+                self._deliver([(row.seq, Shared(row)) for row in rows])
         except MessageLogError as exc:
             self._failed(exc)
 
-    def _deliver(self, events: list[tuple[int, bytes]]) -> None:
+    def _deliver(self, events: list[tuple[int, Shared]]) -> None:
         for listener in self.listeners:
             for seq, event in events:
                 listener.push(seq, event)
@@ -224,14 +298,20 @@ async def event_stream(
     *,
     bound: int,
     heartbeat: float,
+    encoding: Encoding = ENCODINGS["msglog"],
+    resumed: bool = False,
 ) -> AsyncIterator[bytes]:
-    """The events of ``conversation`` after seq ``after``: the backlog, then live ones;
-    heartbeats while idle; ``overflow`` (then the end) when the client lags ``bound``
-    events behind; ``error`` (then the end) when a read or the follower fails."""
+    """The events of ``conversation`` after seq ``after`` in ``encoding``: what it opens
+    with, the backlog, then live ones; heartbeats while idle; ``overflow`` (then the end)
+    when the client lags ``bound`` events behind; ``error`` (then the end) when a read
+    or the follower fails."""
     listener = Listener(bound)
     try:
         await hub.join(conversation, listener)  # first: nothing committed from now is missed
-        async for event in _events(logs, conversation, after, listener, heartbeat):
+        opening, after = await encoding.opening(logs, conversation, after, resumed)
+        if opening:
+            yield opening
+        async for event in _events(logs, conversation, after, listener, heartbeat, encoding):
             yield event
     except MessageLogError as exc:  # the headers are out: the error is the last event
         yield sse_error(type(exc).__name__, str(exc))
@@ -240,22 +320,27 @@ async def event_stream(
 
 
 async def _events(
-    logs: Logs, conversation: str, after: int, listener: Listener, heartbeat: float
+    logs: Logs,
+    conversation: str,
+    after: int,
+    listener: Listener,
+    heartbeat: float,
+    encoding: Encoding,
 ) -> AsyncIterator[bytes]:
     sent = after  # the last seq sent: every event is seq sent + 1
-    async for seq, event in _backlog(logs, conversation, sent, None):
-        sent = seq
-        yield event
+    async for row in _rows(logs, conversation, sent, None):
+        sent = row.seq
+        yield await encoding.entry(logs, conversation, Shared(row))
     while True:
         while listener.events:
             seq, event = listener.events.popleft()
             if seq <= sent:
                 continue  # already sent from a read
-            async for fill_seq, fill in _backlog(logs, conversation, sent, seq - 1):
-                sent = fill_seq  # the live feed started after the read ended: the hole
-                yield fill
+            async for row in _rows(logs, conversation, sent, seq - 1):
+                sent = row.seq  # the live feed started after the read ended: the hole
+                yield await encoding.entry(logs, conversation, Shared(row))
             sent = seq
-            yield event
+            yield await encoding.entry(logs, conversation, event)
         if listener.overflowed:
             yield sse_error("overflow", f"more than {listener.bound} events behind: resume")
             return
@@ -268,11 +353,11 @@ async def _events(
             yield HEARTBEAT
 
 
-async def _backlog(
+async def _rows(
     logs: Logs, conversation: str, after: int, through: int | None
-) -> AsyncIterator[tuple[int, bytes]]:
-    """The events of the entries after ``after`` (through ``through``, else to the end
-    of the log as it is now), read a page at a time."""
+) -> AsyncIterator[Entry]:
+    """The entries after ``after`` (through ``through``, else to the end of the log as it
+    is now), read a page at a time."""
     while through is None or after < through:
         limit = logs.page_size if through is None else min(logs.page_size, through - after)
         rows: list[Entry] = await logs.call(
@@ -281,5 +366,5 @@ async def _backlog(
         if not rows:
             return
         for row in rows:
-            yield row.seq, sse_event(row)
+            yield row
         after = rows[-1].seq

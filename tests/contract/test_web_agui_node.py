@@ -1,0 +1,112 @@
+"""AG-UI's own client runtime against the event stream (``?protocol=ag-ui``): Node runs
+``@ag-ui/client``'s ``HttpAgent`` (tests/js/agui_client.mjs), whose event verification and
+message reducer apply every event, on a live conversation: it ends with the messages the
+log holds, and a reconnect with ``Last-Event-ID`` (the largest seq it saw, from the
+``msglog-<seq>`` message ids) gets exactly the messages after it.
+
+Node (``node`` on the PATH) and the npm registry are required: the test installs
+tests/js's locked packages (``npm ci``) when they are missing; without them it is skipped
+locally and FAILS under ``CI=true``."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+import redis
+
+from redis_msglog import MessageLog
+from redis_msglog.testing import EphemeralServer
+from redis_msglog.web import create_app
+
+from ..conftest import new_id
+from .test_web import allow, serving
+
+pytestmark = pytest.mark.browser  # the JavaScript clients' tier, beside the browser's
+
+JS = Path(__file__).resolve().parents[1] / "js"
+
+
+def _require(available: bool, what: str) -> None:
+    if available:
+        return
+    if os.environ.get("CI") == "true":
+        pytest.fail(f"{what} (CI must run the JavaScript clients)")
+    pytest.skip(what)
+
+
+@pytest.fixture(scope="module")
+def node() -> str:
+    found = shutil.which("node")
+    _require(found is not None and shutil.which("npm") is not None, "no node and npm")
+    assert found is not None
+    if not (JS / "node_modules" / "@ag-ui" / "client").is_dir():
+        installed = subprocess.run(
+            ["npm", "ci", "--no-audit", "--no-fund", "--silent"],
+            cwd=JS, capture_output=True, text=True, timeout=300,
+        )  # fmt: skip
+        _require(installed.returncode == 0, f"npm ci failed: {installed.stderr[-2000:]}")
+    return found
+
+
+def run_client(node: str, url: str, want: int, last_event_id: str | None = None) -> Any:
+    args = [node, str(JS / "agui_client.mjs"), url, str(want)]
+    done = subprocess.run(
+        [*args, *([last_event_id] if last_event_id else [])],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr or done.stdout
+    return orjson.loads(done.stdout)
+
+
+@pytest.fixture
+def served(shared_server: Callable[[str], EphemeralServer]) -> Iterator[tuple[str, MessageLog]]:
+    url = shared_server("redis").url
+    log = MessageLog(redis.Redis.from_url(url), new_id())
+    with serving(create_app(redis.Redis.from_url(url), authorize=allow)) as base:
+        yield f"{base}/conversations/{log.conversation}/events?protocol=ag-ui", log
+
+
+def test_agui_client_follows_a_live_conversation_and_resumes_exactly(
+    node: str, served: tuple[str, MessageLog]
+) -> None:
+    url, log = served
+    log.add("user", "what is 1 + 2?")
+    log.append({"role": "assistant", "content": "", "tool_calls": [
+        {"id": "c1", "name": "add", "arguments": '{"a": 1, "b": 2}'}]})  # fmt: skip
+    log.append({"role": "tool", "content": "3", "tool_call_id": "c1"})
+
+    def answer_later() -> None:  # committed while the client is connected
+        time.sleep(1.0)
+        log.append({"role": "assistant", "content": "1 + 2 = 3"})
+
+    writer = threading.Thread(target=answer_later)
+    writer.start()
+    first = run_client(node, url, 4)
+    writer.join()
+    assert first["messages"] == [
+        {"id": "msglog-1", "role": "user", "content": "what is 1 + 2?"},
+        {"id": "msglog-2", "role": "assistant", "content": "", "toolCalls": [
+            {"id": "c1", "type": "function",
+             "function": {"name": "add", "arguments": '{"a": 1, "b": 2}'}}]},
+        {"id": "msglog-3", "role": "tool", "content": "3", "toolCallId": "c1"},
+        {"id": "msglog-4", "role": "assistant", "content": "1 + 2 = 3"},
+    ]  # fmt: skip
+    assert first["types"][:2] == ["RUN_STARTED", "MESSAGES_SNAPSHOT"]
+    # Away, two more land; back with the largest seq it saw: exactly those, once each.
+    seen = max(int(m["id"].removeprefix("msglog-")) for m in first["messages"])
+    log.add("user", "and 2 + 2?")
+    log.add("assistant", "4")
+    second = run_client(node, url, 2, str(seen))
+    assert [(m["id"], m["content"]) for m in second["messages"]] == [
+        ("msglog-5", "and 2 + 2?"), ("msglog-6", "4"),
+    ]  # fmt: skip
+    assert "MESSAGES_SNAPSHOT" not in second["types"]  # resumed: no snapshot

@@ -1,0 +1,34 @@
+// An AG-UI client (@ag-ui/client's HttpAgent, the runtime CopilotKit builds on) following
+// a conversation's event stream: `node agui_client.mjs URL WANT [LAST_EVENT_ID]`. It
+// connects with GET (the stream is a conversation's, not a run to start), lets the
+// client's own event verification and message reducer apply every event, stops once it
+// holds WANT messages, and prints the messages it built and the event types it saw.
+import { HttpAgent } from "@ag-ui/client";
+
+const [url, want, lastEventId] = process.argv.slice(2);
+
+class ConversationAgent extends HttpAgent {
+  requestInit() {
+    const headers = { Accept: "text/event-stream" };
+    if (lastEventId) headers["Last-Event-ID"] = lastEventId;
+    return { method: "GET", headers, signal: this.abortController.signal };
+  }
+}
+
+const agent = new ConversationAgent({ url });
+const types = [];
+agent.subscribe({
+  onEvent: ({ event }) => {
+    types.push(event.type);
+  },
+  onMessagesChanged: ({ messages }) => {
+    if (messages.length >= Number(want)) agent.abortRun();
+  },
+});
+const timer = setTimeout(() => {
+  console.error(JSON.stringify({ timeout: true, messages: agent.messages, types }));
+  process.exit(3);
+}, 20000);
+await agent.runAgent();
+clearTimeout(timer);
+console.log(JSON.stringify({ messages: agent.messages, types }));
