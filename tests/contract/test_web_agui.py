@@ -55,6 +55,24 @@ def agui_events(
     raise AssertionError(f"the stream ended first: {got}")
 
 
+def write_a_tool_turn(log: MessageLog) -> None:
+    """A question, a tool call, its result: seqs 1 to 3 (:data:`A_TOOL_TURN` in AG-UI)."""
+    log.add("user", "what is 1 + 2?")
+    log.append({"role": "assistant", "content": "", "tool_calls": [
+        {"id": "c1", "name": "add", "arguments": '{"a": 1, "b": 2}'}]})  # fmt: skip
+    log.append({"role": "tool", "content": "3", "tool_call_id": "c1"})
+
+
+A_TOOL_TURN = [
+    {"id": "msglog-1", "role": "user", "content": "what is 1 + 2?"},
+    {"id": "msglog-2", "role": "assistant", "content": "", "toolCalls": [
+        {"id": "c1", "type": "function",
+         "function": {"name": "add", "arguments": '{"a": 1, "b": 2}'}}]},
+    {"id": "msglog-3", "role": "tool", "content": "3", "toolCallId": "c1"},
+]  # fmt: skip
+"""The AG-UI messages of :func:`write_a_tool_turn`'s rows."""
+
+
 def types(events: list[dict[str, Any]]) -> list[str]:
     return [e["type"] for e in events]
 
@@ -63,21 +81,12 @@ def test_a_connection_is_a_run_a_snapshot_then_each_message_as_it_lands(
     served: tuple[str, MessageLog],
 ) -> None:
     base, log = served
-    log.add("user", "what is 1 + 2?")
-    log.append({"role": "assistant", "content": "", "tool_calls": [
-        {"id": "c1", "name": "add", "arguments": '{"a": 1, "b": 2}'}]})  # fmt: skip
-    log.append({"role": "tool", "content": "3", "tool_call_id": "c1"})
+    write_a_tool_turn(log)
     opened = agui_events(base, log, lambda got: len(got) == 2)
     assert types(opened) == ["RUN_STARTED", "MESSAGES_SNAPSHOT"]
     assert opened[0]["threadId"] == log.conversation
     assert opened[1]["_id"] == "3"  # the seq it covers: a resume point
-    assert opened[1]["messages"] == [
-        {"id": "msglog-1", "role": "user", "content": "what is 1 + 2?"},
-        {"id": "msglog-2", "role": "assistant", "content": "", "toolCalls": [
-            {"id": "c1", "type": "function",
-             "function": {"name": "add", "arguments": '{"a": 1, "b": 2}'}}]},
-        {"id": "msglog-3", "role": "tool", "content": "3", "toolCallId": "c1"},
-    ]  # fmt: skip
+    assert opened[1]["messages"] == A_TOOL_TURN
     log.append({"role": "assistant", "content": "1 + 2 = 3", "name": "calc"})
     resumed = agui_events(base, log, lambda got: "TEXT_MESSAGE_END" in types(got),
                           **{"Last-Event-ID": "3"})  # fmt: skip

@@ -10,7 +10,6 @@ locally and FAILS under ``CI=true``."""
 
 from __future__ import annotations
 
-import os
 import shutil
 import subprocess
 import threading
@@ -27,8 +26,9 @@ from redis_msglog import MessageLog
 from redis_msglog.testing import EphemeralServer
 from redis_msglog.web import create_app
 
-from ..conftest import new_id
+from ..conftest import new_id, require_in_ci
 from .test_web import allow, serving
+from .test_web_agui import A_TOOL_TURN, write_a_tool_turn
 
 pytestmark = pytest.mark.browser  # the JavaScript clients' tier, beside the browser's
 
@@ -36,11 +36,7 @@ JS = Path(__file__).resolve().parents[1] / "js"
 
 
 def _require(available: bool, what: str) -> None:
-    if available:
-        return
-    if os.environ.get("CI") == "true":
-        pytest.fail(f"{what} (CI must run the JavaScript clients)")
-    pytest.skip(what)
+    require_in_ci(available, what, "the JavaScript clients")
 
 
 @pytest.fixture(scope="module")
@@ -79,10 +75,7 @@ def test_agui_client_follows_a_live_conversation_and_resumes_exactly(
     node: str, served: tuple[str, MessageLog]
 ) -> None:
     url, log = served
-    log.add("user", "what is 1 + 2?")
-    log.append({"role": "assistant", "content": "", "tool_calls": [
-        {"id": "c1", "name": "add", "arguments": '{"a": 1, "b": 2}'}]})  # fmt: skip
-    log.append({"role": "tool", "content": "3", "tool_call_id": "c1"})
+    write_a_tool_turn(log)
 
     def answer_later() -> None:  # committed while the client is connected
         time.sleep(1.0)
@@ -93,13 +86,9 @@ def test_agui_client_follows_a_live_conversation_and_resumes_exactly(
     first = run_client(node, url, 4)
     writer.join()
     assert first["messages"] == [
-        {"id": "msglog-1", "role": "user", "content": "what is 1 + 2?"},
-        {"id": "msglog-2", "role": "assistant", "content": "", "toolCalls": [
-            {"id": "c1", "type": "function",
-             "function": {"name": "add", "arguments": '{"a": 1, "b": 2}'}}]},
-        {"id": "msglog-3", "role": "tool", "content": "3", "toolCallId": "c1"},
+        *A_TOOL_TURN,
         {"id": "msglog-4", "role": "assistant", "content": "1 + 2 = 3"},
-    ]  # fmt: skip
+    ]
     assert first["types"][:2] == ["RUN_STARTED", "MESSAGES_SNAPSHOT"]
     # Away, two more land; back with the largest seq it saw: exactly those, once each.
     seen = max(int(m["id"].removeprefix("msglog-")) for m in first["messages"])

@@ -39,7 +39,7 @@ from redis_msglog.parts import (
 )
 from redis_msglog.testing import EphemeralServer
 
-from ..conftest import SERVER_ARGS, require_binary
+from ..conftest import SERVER_ARGS, require_binary, require_in_ci
 
 pytestmark = pytest.mark.browser
 
@@ -59,12 +59,7 @@ WAIT_MS = 20_000  # how long the page may take to show a change (a wait, not an 
 
 
 def _require(available: bool, what: str) -> None:
-    """Skip locally, fail under CI: the browser test never pretends (conftest's rule)."""
-    if available:
-        return
-    if os.environ.get("CI") == "true":
-        pytest.fail(f"{what} (CI must run the browser test)")
-    pytest.skip(what)
+    require_in_ci(available, what, "the browser test")
 
 
 def _png(width: int, height: int, seed: int) -> bytes:
