@@ -180,6 +180,13 @@ class Api:
             }
         )
 
+    async def usage(self, request: Request) -> Response:
+        """The conversation's usage totals (docs/usage.md), one read."""
+        conversation = request.path_params["conversation"]
+        await self.check(request, conversation, "read")
+        totals = await self.logs.call(conversation, "usage")
+        return json_response({"conversation": conversation, "usage": totals.model_dump()})
+
     async def blob(self, request: Request) -> Response:
         conversation, digest = request.path_params["conversation"], request.path_params["sha"]
         await self.check(request, conversation, "read")
@@ -271,6 +278,7 @@ def routes(api: Api, viewer: bool) -> list[Any]:
         Route(f"{one}/messages", handled(api.messages, f"{one}/messages")),
         Route(f"{one}/messages", handled(api.append, f"{one}/messages"), methods=["POST"]),
         Route(f"{one}/blobs/{{sha}}", handled(api.blob, f"{one}/blobs/{{sha}}")),
+        Route(f"{one}/usage", handled(api.usage, f"{one}/usage")),
     ]
     if viewer:
         found += [

@@ -224,3 +224,21 @@ def test_msglog_usage_prints_a_conversations_or_a_scopes_totals(raw_url: str) ->
     assert Usage.model_validate_json(run("--scope", "acme", "--json")) == log.usage()
     refused = CliRunner().invoke(main, ["--url", raw_url, "usage"])
     assert refused.exit_code == 2 and "CONVERSATION or --scope" in refused.output
+
+
+def test_the_web_app_serves_a_conversations_totals(raw_url: str) -> None:
+    import httpx
+
+    from redis_msglog.web import create_app
+
+    from .test_web import allow, serving
+
+    log = MessageLog(redis.Redis.from_url(raw_url), new_id())
+    log.append(said("x", input_tokens=7, cost=0.5, currency="EUR"))
+    url = f"/conversations/{log.conversation}/usage"
+    with serving(create_app(redis.Redis.from_url(raw_url), authorize=allow)) as base:
+        got = httpx.get(base + url, timeout=10).json()
+    assert got == {"conversation": log.conversation, "usage": log.usage().model_dump()}
+    deny = create_app(redis.Redis.from_url(raw_url), authorize=lambda r, c, a: False)
+    with serving(deny) as base:
+        assert httpx.get(base + url, timeout=10).status_code == 403  # asked before a read

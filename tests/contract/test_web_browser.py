@@ -449,6 +449,9 @@ def test_viewer_reads_well_on_a_desktop_and_a_phone(
         stamp = page.locator('#rows li[data-seq="2"] time')
         newest = log.last()
         assert newest is not None and stamp.get_attribute("title") == newest.at.isoformat()
+        totals = page.locator("#totals")  # the conversation's, from GET .../usage
+        totals.filter(has_text="0.0042 USD").wait_for(timeout=WAIT_MS)
+        assert "1200 in" in totals.inner_text()
         redacted = page.locator('#rows li[data-seq="1"]')
         assert "redacted" in (redacted.get_attribute("class") or "")
         assert "card 4242" not in redacted.inner_text()

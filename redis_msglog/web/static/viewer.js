@@ -31,6 +31,23 @@ function stamp(seq, iso) {
   return node;
 }
 
+// The open conversation's totals beside its title (GET .../usage), fetched on open and
+// again after a message that carries usage.
+function showTotals() {
+  const conversation = current && current.id;
+  if (!conversation) return;
+  fetch(conversationPath(conversation) + "/usage", { headers: { Accept: "application/json" } })
+    .then((response) => (response.ok ? response.json() : null))
+    .then((body) => {
+      if (!body || !current || current.id !== conversation) return;
+      const usage = body.usage || {};
+      const note = usageNote({ inputTokens: usage.input_tokens, outputTokens: usage.output_tokens,
+        cost: usage.cost, currency: usage.currency });
+      $("totals").replaceChildren(...(note ? ["total: ", note] : []));
+    })
+    .catch(() => {}); // the totals are an extra: the conversation shows without them
+}
+
 function usageNote(usage) {
   if (!usage || typeof usage !== "object") return null;
   const bits = [];
@@ -253,6 +270,7 @@ function receive(kind, event) {
   current.entries.push({ kind, seq, data });
   current.lastSeq = seq;
   touchListed(seq, data.at);
+  if (data.message && data.message.usage) scheduleTotals();
   if (kind === "edit") deleted(data.edit || {});
   schedule();
 }
@@ -289,6 +307,11 @@ function redact(seq) {
     .catch(() => {}); // the marker stays: the content is gone either way
 }
 
+let totalsDue = null;
+function scheduleTotals() {  // at most one fetch a second while messages stream in
+  if (totalsDue === null) totalsDue = setTimeout(() => { totalsDue = null; showTotals(); }, 1000);
+}
+
 function setStatus(text, live) {
   const status = $("status");
   status.textContent = text;
@@ -301,6 +324,8 @@ function open(id) {
   const source = new EventSource(conversationPath(id) + "/events?after=0");
   current = { id, source, entries: [], lastSeq: 0 };
   $("title").textContent = id;
+  $("totals").replaceChildren();
+  showTotals();
   $("rows").replaceChildren();
   $("rows").dataset.lastSeq = "0";
   for (const li of $("conversations").children) li.classList.toggle("current", li.dataset.id === id);
