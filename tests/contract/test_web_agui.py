@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from typing import Any
 
+import ag_ui.core as agui
 import httpx
 import pytest
 import redis
@@ -21,8 +22,7 @@ from redis_msglog.web import create_app
 from ..conftest import new_id
 from .test_web import allow, serving, sse_events
 
-agui = pytest.importorskip("ag_ui.core")  # in the test extras: a missing one fails CI
-EVENT: TypeAdapter[Any] = TypeAdapter(agui.Event)
+EVENT: TypeAdapter[Any] = TypeAdapter(agui.Event)  # every AG-UI event, by its type
 
 
 @pytest.fixture
