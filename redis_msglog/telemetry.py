@@ -53,26 +53,11 @@ LAG_BUCKETS = (0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1.0, 5.0, 10.0, 30.0, 60.0)
 """``msglog.client.follow.lag``'s buckets, in seconds."""
 BACKLOG_BUCKETS = (0.0, 1.0, 10.0, 100.0, 1_000.0, 10_000.0, 100_000.0)
 """``msglog.client.follow.backlog``'s buckets, in entries."""
-_HISTOGRAMS = (  # attribute, instrument name, unit, description, buckets
-    ("duration", "db.client.operation.duration", "s", "A log operation's duration",
-     OPERATION_BUCKETS),
-    ("request_duration", "http.server.request.duration", "s", "A web request's duration",
-     HTTP_BUCKETS),
-    ("follow_lag", "msglog.client.follow.lag", "s",
-     "How long after its commit a follower received an entry", LAG_BUCKETS),
-    ("follow_backlog", "msglog.client.follow.backlog", "{entry}",
-     "Entries committed that a follower had yet to receive after a page", BACKLOG_BUCKETS),
-)  # fmt: skip
 _retries: ContextVar[list[int] | None] = ContextVar("msglog_retries", default=None)
 
 
 class _Instruments:
     """The tracer and meter instruments, made from the providers (once, lazily)."""
-
-    duration: Any  # the histograms, made from _HISTOGRAMS
-    request_duration: Any
-    follow_lag: Any
-    follow_backlog: Any
 
     def __init__(self, tracer_provider: Any = None, meter_provider: Any = None) -> None:
         from importlib.metadata import PackageNotFoundError, version
@@ -99,14 +84,32 @@ class _Instruments:
         # 10 ... 10,000) are for milliseconds, and would put every operation of ours,
         # tens of µs to a few ms, in the first. The conventions' buckets for database
         # operations, below a millisecond made finer.
-        for attribute, name, unit, description, buckets in _HISTOGRAMS:
-            histogram = meter.create_histogram(
-                name, unit=unit, description=description,
-                explicit_bucket_boundaries_advisory=buckets,
-            )  # fmt: skip
-            setattr(self, attribute, histogram)
+        self.duration = meter.create_histogram(
+            "db.client.operation.duration",
+            unit="s",
+            description="A log operation's duration",
+            explicit_bucket_boundaries_advisory=OPERATION_BUCKETS,
+        )
         self.retries = meter.create_counter(
             "msglog.client.retries", unit="{retry}", description="Waits before trying again"
+        )
+        self.request_duration = meter.create_histogram(
+            "http.server.request.duration",
+            unit="s",
+            description="A web request's duration",
+            explicit_bucket_boundaries_advisory=HTTP_BUCKETS,
+        )
+        self.follow_lag = meter.create_histogram(
+            "msglog.client.follow.lag",
+            unit="s",
+            description="How long after its commit a follower received an entry",
+            explicit_bucket_boundaries_advisory=LAG_BUCKETS,
+        )
+        self.follow_backlog = meter.create_histogram(
+            "msglog.client.follow.backlog",
+            unit="{entry}",
+            description="Entries committed that a follower had yet to receive after a page",
+            explicit_bucket_boundaries_advisory=BACKLOG_BUCKETS,
         )
         # Counted by the core as plain integers (nothing on the read's path), observed here.
         meter.create_observable_counter(
