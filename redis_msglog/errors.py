@@ -146,6 +146,27 @@ class UsageCurrencyError(MessageLogError, ValueError):
         self.currencies = currencies
 
 
+class DraftEndedError(MessageLogError):
+    """Nothing was written. The draft is no longer open: its lease lapsed and a reader or
+    writer that noticed ended it as interrupted, or it was ended already (``outcome``:
+    ``"committed"``, ``"aborted"``, ``"interrupted"``, or ``"gone"`` when it is unknown
+    to the server: never opened, erased or expired). See docs/drafts.md."""
+
+    def __init__(self, message: str, *, outcome: str) -> None:
+        super().__init__(message)
+        self.outcome = outcome
+
+
+class DraftTooLargeError(MessageTooLargeError):
+    """Nothing was written. A draft's deltas would be more bytes than its cap (the log's
+    ``max_message_bytes``): the delta was refused and the draft stays as it was."""
+
+
+class TooManyDraftsError(MessageLogError):
+    """Nothing was written. The conversation holds as many drafts as it may (open, or
+    ended within the last minute): end one first (docs/drafts.md)."""
+
+
 class ConversationErasedError(MessageLogError):
     """Nothing was written. The conversation was erased (``log.erase()``, docs/lifecycle.md)
     and its tombstone still stands: for its ``erased_for`` no append, edit or fork into it

@@ -200,6 +200,9 @@ class AgentMessage(BaseModel):
         return "".join(p.text for p in self.content if isinstance(p, TextPart))
 
 
+_STORED_ONLY = frozenset(("seq", "at", "redacted", "draft", "interrupted"))
+
+
 class StoredMessage(AgentMessage):
     """An :class:`AgentMessage` as persisted: with its ``seq`` and commit time."""
 
@@ -210,13 +213,23 @@ class StoredMessage(AgentMessage):
     redacted: bool = False
     """Whether this row replaces a message removed by ``redact()`` (docs/lifecycle.md):
     the original is gone from Redis; this is its replacement, or the marker."""
+    draft: StrictStr | None = None
+    """The id of the draft this message was written as (docs/drafts.md): the same id the
+    draft's events carried while it was being written, so a UI replaces the draft by it."""
+    interrupted: bool = False
+    """Whether the message is what a draft held when its writer stopped renewing it (a
+    crashed worker, a lost connection): written by whoever noticed, and possibly cut off
+    mid-sentence (docs/drafts.md)."""
 
     def as_message(self) -> AgentMessage:
-        """This row without ``seq``, ``at`` and ``redacted``, e.g. to append it to another
-        log. Read it hydrated (the default) for that: a row read with ``blobs="refs"``
-        holds only the digests of its large binaries, which another conversation refuses."""
+        """This row without ``seq``, ``at``, ``redacted``, ``draft`` and ``interrupted``,
+        e.g. to append it to another log. Read it hydrated (the default) for that: a row
+        read with ``blobs="refs"`` holds only the digests of its large binaries, which
+        another conversation refuses."""
         return AgentMessage.model_validate(
-            self.model_dump(exclude={"seq", "at", "redacted"}, exclude_none=True)
+            self.model_dump(
+                exclude={"seq", "at", "redacted", "draft", "interrupted"}, exclude_none=True
+            )
         )
 
 

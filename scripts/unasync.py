@@ -29,6 +29,8 @@ REPLACEMENTS = [
     (r"Async(?=[A-Z])", ""),  # AsyncMessageLog, AsyncIterator, AsyncRouter, AsyncOnAppend...
     (r"__aenter__", "__enter__"),
     (r"__aexit__", "__exit__"),
+    (r"__aiter__", "__iter__"),
+    (r"__anext__", "__next__"),
     (r"aclose", "close"),
     (r"redis\.asyncio\.cluster", "redis.cluster"),
     (r"redis\.asyncio", "redis"),

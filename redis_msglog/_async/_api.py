@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from typing import Any, Literal, overload
 
+from .._core.drafts.cursor import DraftTracker, parse_resume
 from .._core.facade import require_callable, require_non_negative, require_seq
 from .._core.read.cache import read_cache
 from .._core.read.follow import FollowCursor, follow_block_ms
@@ -20,6 +21,7 @@ from ..errors import InvalidArgumentError
 from ..models import AgentMessage, Role, StoredMessage, Usage
 from ..telemetry import measuring, record_follow_lag, traced
 from ._carrier import AsyncLogCarrier
+from ._follow_drafts import AsyncDraftFollow
 
 
 class AsyncLogAPI(AsyncLogCarrier):
@@ -232,13 +234,32 @@ class AsyncLogAPI(AsyncLogCarrier):
 
     # -- following commits from every worker -----------------------------------------
 
+    @overload
     def follow(
         self,
-        after: int = 0,
+        after: int = ...,
+        *,
+        reconnect_within: float | None = ...,
+        blobs: BlobMode = ...,
+        drafts: Literal[False] = ...,
+    ) -> AsyncIterator[Entry]: ...
+    @overload
+    def follow(
+        self,
+        after: int | str = ...,
+        *,
+        reconnect_within: float | None = ...,
+        blobs: BlobMode = ...,
+        drafts: Literal[True],
+    ) -> AsyncDraftFollow: ...
+    def follow(
+        self,
+        after: int | str = 0,
         *,
         reconnect_within: float | None = 30.0,
         blobs: BlobMode = "hydrate",
-    ) -> AsyncIterator[Entry]:
+        drafts: bool = False,
+    ) -> AsyncIterator[Entry] | AsyncDraftFollow:
         """Every entry with seq > ``after``, in seq order, then each new one as any
         worker commits it, for as long as the caller iterates: messages, and edits as
         :class:`~redis_msglog.EditEntry` rows (fold them with :class:`~redis_msglog.LogView`
@@ -250,14 +271,26 @@ class AsyncLogAPI(AsyncLogCarrier):
         (asyncio: cancelling the consuming task, or leaving the loop, releases it at once).
         If the server stays unreachable for ``reconnect_within`` seconds (``None``: wait
         forever), raises :class:`~redis_msglog.ServerUnavailableError`.
+
+        ``drafts=True``: the drafts' events too (:class:`~redis_msglog.DraftStarted`,
+        :class:`~redis_msglog.DraftDelta`, :class:`~redis_msglog.DraftEnded`), in order
+        with the entries, from the drafts in progress at the start (docs/drafts.md). The
+        iterator's ``resume`` is the position after the last item, to pass back as
+        ``after``: a resumed follow never loses or repeats a delta. It ends the drafts
+        whose writer's lease lapsed as it meets them.
         """
+        resume = parse_resume(after)
+        if not drafts and resume.drafts:
+            raise InvalidArgumentError("a resume id naming drafts needs follow(drafts=True)")
         cursor = FollowCursor(
             self._core,
-            after,
+            resume.seq,
             block_ms=self._block_ms(),
             reconnect_within=reconnect_within,
             blobs=blobs,
         )  # built now, so bad arguments raise here and not at the first row
+        if drafts:
+            return AsyncDraftFollow(self, cursor, DraftTracker(self._core.drafts, resume))
         return self._rows(cursor)
 
     async def subscribe(

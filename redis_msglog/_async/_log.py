@@ -31,11 +31,12 @@ from .._io.subscription import AsyncOnAppend
 from ..edits import LogView
 from ..errors import InvalidArgumentError, InvalidEditError
 from ..telemetry import traced
+from ._drafts import AsyncLogDrafts
 from ._edits import AsyncLogEdits
 from ._formats import AsyncLogFormats
 
 
-class AsyncMessageLog(AsyncLogEdits, AsyncLogFormats):
+class AsyncMessageLog(AsyncLogEdits, AsyncLogFormats, AsyncLogDrafts):
     """A conversation's durable, append-only message log in Redis (asyncio).
 
     Any number of workers, in any process or host, may share one conversation: every

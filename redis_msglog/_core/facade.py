@@ -29,6 +29,7 @@ from .._lua.run import ScriptRunner
 from ..errors import InvalidArgumentError
 from .args import check_int, check_type, shown
 from .checks import check_view, require_callable, require_non_negative, require_seq
+from .drafts.plans import DraftPlans
 from .lifecycle.erase import Eraser, Erasure
 from .lifecycle.scope import Scope, Scoped, check_scope, joined
 from .read.cache import CachedReads
@@ -157,6 +158,7 @@ class LogCore:
         costs no extra function layer."""
         entries = StoredEntries(self.keys.stream)
         runner = ScriptRunner()
+        scope = "" if self.scope is None else joined(self.scope)
         self._reader = reader = Reader(
             self.keys, self.page_size, self.retry, self.clock, entries, runner
         )
@@ -172,7 +174,7 @@ class LogCore:
             producers=producers,
             publish=publish,
             register=register,
-            scope="" if self.scope is None else joined(self.scope),
+            scope=scope,
         )
         tries = Tries(
             self.keys,
@@ -183,6 +185,8 @@ class LogCore:
             commit_of=appends.commit_of,
             guard=guard,
         )
+        # Drafts: messages while they are written (docs/drafts.md).
+        self.drafts = DraftPlans(reader, scope=scope, ttl=ttl, max_bytes=rules.max_message_bytes)
         # Writing.
         self.batch = rules.batch
         self.prepare = appends.prepare

@@ -194,3 +194,40 @@ def _watchdog(loop: asyncio.AbstractEventLoop) -> _Watchdog | None:
         return None
     _last[0] = watchdog
     return watchdog
+
+
+Lock = asyncio.Lock
+
+
+class Ticker:
+    """Awaits ``tick()`` in a task of its own every ``interval`` seconds, and ``soon``
+    seconds after each :meth:`poke`, until :meth:`stop` (a draft writer's flush of its
+    pending deltas and heartbeat; the sync twin runs a thread)."""
+
+    def __init__(self, tick: Callable[[], Awaitable[object]], interval: float, soon: float) -> None:
+        self._tick, self._interval, self._soon = tick, interval, soon
+        self._poked = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+
+    def start(self) -> None:
+        self._task = asyncio.get_running_loop().create_task(self._run())
+
+    def poke(self) -> None:
+        self._poked.set()
+
+    async def stop(self) -> None:
+        task, self._task = self._task, None
+        if task is not None and task is not asyncio.current_task():
+            task.cancel()
+            await asyncio.wait([task])
+
+    async def _run(self) -> None:
+        while True:
+            try:
+                await asyncio.wait_for(self._poked.wait(), self._interval)
+            except asyncio.TimeoutError:
+                pass
+            else:
+                self._poked.clear()
+                await asyncio.sleep(self._soon)
+            await self._tick()

@@ -262,6 +262,16 @@ ERRORS: dict[str, type[errors.MessageLogError]] = {
     "MSGLOG_CURRENCY": errors.UsageCurrencyError,  # a cost in another currency than the totals'
     "MSGLOG_USAGEBIG": errors.UsageCurrencyError,  # totals past 2**53 - 1 (see _usage_refused)
     "MSGLOG_BADUSAGE": errors.CorruptLogError,  # usage totals we did not write
+    # The draft scripts (lua/draft_*.lua, docs/drafts.md).
+    "MSGLOG_DRAFTGONE": errors.DraftEndedError,  # no such draft: never opened, or forgotten
+    "MSGLOG_DRAFTENDED": errors.DraftEndedError,  # claimed or ended (by whoever noticed)
+    "MSGLOG_DRAFTBIG": errors.DraftTooLargeError,  # deltas over the draft's cap
+    "MSGLOG_DRAFTS": errors.TooManyDraftsError,  # the conversation holds its most drafts
+    "MSGLOG_DRAFTID": errors.InvalidArgumentError,  # a draft id taken by another writer
+    "MSGLOG_DRAFTOWNER": errors.InvalidArgumentError,  # another writer's token
+    "MSGLOG_BADDRAFT": errors.CorruptLogError,  # a draft state we did not write
+    "MSGLOG_DRAFTSTATE": errors.CorruptLogError,  # finishing a draft nobody claimed
+    "MSGLOG_DRAFTPOS": errors.CorruptLogError,  # two writers with one token
     "NOAUTH": errors.AuthenticationError,  # the server needs credentials
     "WRONGPASS": errors.AuthenticationError,  # wrong password, unknown or disabled user
     "NOPERM": errors.PermissionDeniedError,  # the user's ACL refuses a command or key
@@ -379,7 +389,37 @@ def _usage_refused(code: str, said: str, keys: ConversationKeys) -> errors.Messa
     )
 
 
+def _draft_refused(code: str, said: str, keys: ConversationKeys) -> errors.MessageLogError:
+    """A draft script's refusal (lua/draft_*.lua)."""
+    drafts = keys.drafts
+    if code in ("MSGLOG_DRAFTGONE", "MSGLOG_DRAFTENDED"):
+        outcome = said if code == "MSGLOG_DRAFTENDED" else "gone"
+        return errors.DraftEndedError(
+            f"the draft has ended ({outcome}): its lease lapsed and someone ended it, or it "
+            f"was ended, erased or forgotten ({drafts}). Nothing was written.",
+            outcome=outcome,
+        )
+    if code == "MSGLOG_DRAFTBIG":
+        return errors.DraftTooLargeError(
+            f"the draft holds {said} bytes of deltas, and this write would take it over its "
+            "cap (the log's max_message_bytes). Nothing was written."
+        )
+    if code == "MSGLOG_DRAFTS":
+        return errors.TooManyDraftsError(
+            f"{drafts} holds {said.split(' ')[0]} drafts (open, or ended in the last minute), "
+            "as many as a conversation may. Nothing was written."
+        )
+    return errors.InvalidArgumentError(
+        f"{said}: the draft belongs to another writer (a draft is written by the writer "
+        "that opened it). Nothing was written."
+    )
+
+
 _TOLD_BY_CODE = {  # the errors whose words depend on the code (and the keys)
+    errors.DraftEndedError: _draft_refused,
+    errors.DraftTooLargeError: _draft_refused,
+    errors.TooManyDraftsError: _draft_refused,
+    errors.InvalidArgumentError: _draft_refused,
     errors.UsageCurrencyError: _usage_refused,
     errors.ConversationErasedError: _erased_or_scope_error,
     errors.ScopeMismatchError: _erased_or_scope_error,

@@ -32,11 +32,12 @@ from .._io.subscription import OnAppend
 from ..edits import LogView
 from ..errors import InvalidArgumentError, InvalidEditError
 from ..telemetry import traced
+from ._drafts import LogDrafts
 from ._edits import LogEdits
 from ._formats import LogFormats
 
 
-class MessageLog(LogEdits, LogFormats):
+class MessageLog(LogEdits, LogFormats, LogDrafts):
     """A conversation's durable, append-only message log in Redis (sync).
 
     Any number of workers, in any process or host, may share one conversation: every

@@ -42,7 +42,8 @@ _IN_SCRIPTS = (  # what lua/*.lua call (append, view and their included libs)
 )  # fmt: skip
 _READS = (
     "xread",  # follow(), subscribe(), msglog tail -f
-    "hmget", "hgetall",  # blobs of a page; a view's attributes
+    "hmget", "hgetall",  # blobs of a page; a view's attributes; the drafts in progress
+    "hkeys",  # erase: the drafts' delta streams, unlinked with the conversation
     "hscan",  # msglog verify: the producers hash
     "scan",  # msglog ls/verify --all/stats, erase (idempotency records): not for tenants
     "zrange", "zscore",  # Directory.list (a scope's index); verify: a scoped one's entries

@@ -66,6 +66,8 @@ def test_stored_rows_carry_seq_and_server_time(env: Env) -> None:
         "metadata": None,
         "extras": None,
         "usage": None,
+        "draft": None,
+        "interrupted": False,
     }
 
 

@@ -90,6 +90,15 @@ SCRIPT_REPLIES = {
     "MSGLOG_CURRENCY": "MSGLOG_CURRENCY USD",
     "MSGLOG_USAGEBIG": "MSGLOG_USAGEBIG k:usage",
     "MSGLOG_BADUSAGE": "MSGLOG_BADUSAGE usage totals k:usage hold x as input",
+    "MSGLOG_DRAFTGONE": "MSGLOG_DRAFTGONE draft 0f is not open",
+    "MSGLOG_DRAFTENDED": "MSGLOG_DRAFTENDED interrupted",
+    "MSGLOG_DRAFTBIG": "MSGLOG_DRAFTBIG 8388000",
+    "MSGLOG_DRAFTS": "MSGLOG_DRAFTS 100 drafts held",
+    "MSGLOG_DRAFTID": "MSGLOG_DRAFTID draft 0f exists",
+    "MSGLOG_DRAFTOWNER": "MSGLOG_DRAFTOWNER draft 0f has another writer",
+    "MSGLOG_BADDRAFT": 'MSGLOG_BADDRAFT draft 0f of k:drafts holds "x"',
+    "MSGLOG_DRAFTSTATE": "MSGLOG_DRAFTSTATE draft 0f is open",
+    "MSGLOG_DRAFTPOS": "MSGLOG_DRAFTPOS 7",
 }
 
 

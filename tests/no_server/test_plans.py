@@ -900,14 +900,16 @@ def test_an_erasure_finds_the_records_runs_one_script_and_deletes_the_stragglers
         assert command is not None and command[0] != "SCAN"
         if command[0] == "ZRANGE":
             assert command[1] == log.keys.records
-            return [[b"msglog:{conv}:idem:b", b"msglog:{conv}:idem:a"]]
+            assert isinstance(step, Read) and step.commands[1] == ("HKEYS", log.keys.drafts)
+            # A draft's id names its stream; a field that is not an id names nothing.
+            return [[b"msglog:{conv}:idem:b", b"msglog:{conv}:idem:a"], [b"ab" * 16, b"x:*"]]
         if command[0] == "EVALSHA":
-            return [[4, [b"scope", b"acme"], b"erased", [b"msglog:{conv}:idem:c"]]]
+            return [[5, [b"scope", b"acme"], b"erased", [b"msglog:{conv}:idem:c"]]]
         assert command[0] == "UNLINK"
         return [1]
 
     erasure, steps = drive(log.erase_plan(timedelta(seconds=5)), server)
-    assert erasure.owner == {"scope": "acme"} and erasure.deleted == 5
+    assert erasure.owner == {"scope": "acme"} and erasure.deleted == 6
     assert erasure.outcome == "erased"
     script = next(
         s.commands[0] for s in steps if isinstance(s, Read) and s.commands[0][0] == "EVALSHA"
@@ -918,6 +920,7 @@ def test_an_erasure_finds_the_records_runs_one_script_and_deletes_the_stragglers
     assert set(keys) == {
         log.keys.seq, log.keys.stream, log.keys.blobs, log.keys.view, log.keys.hidden,
         log.keys.producers, log.keys.owner, log.keys.records, log.keys.values, log.keys.usage,
+        log.keys.drafts, log.keys.draft_feed, log.keys.draft("ab" * 16),
         "msglog:{conv}:idem:a", "msglog:{conv}:idem:b",
     }  # fmt: skip
     assert script[3 + numkeys :] == (5000, "")  # no scope: erased by name, unchecked
@@ -934,7 +937,7 @@ def test_a_scope_erasure_of_a_conversation_outside_it_unlinks_nothing() -> None:
         command = step.commands[0] if isinstance(step, Read) else None
         assert command is not None and command[0] in ("ZRANGE", "EVALSHA")
         if command[0] == "ZRANGE":
-            return [[b"msglog:{conv}:idem:a"] * 1001]
+            return [[b"msglog:{conv}:idem:a"] * 1001, []]
         return [[0, [b"scope", b"acme2"], b"outside", []]]
 
     erasure, steps = drive(log.erase_plan(timedelta(seconds=5), ("acme",)), server)

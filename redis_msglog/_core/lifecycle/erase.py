@@ -23,6 +23,7 @@ from typing import Any, Literal
 from ..._lua.load import ERASE_KEY_NAMES
 from ...errors import InvalidArgumentError
 from ..args import shown
+from ..drafts.plans import DRAFT_ID
 from ..read.roundtrip import Reader
 from ..steps import Command, Plan, StepFailure
 from ..stored.entries import hash_fields, text
@@ -112,8 +113,14 @@ class Eraser:
         is set again, for ``erased_for``; not on behalf of a scope)."""
         erased_for_ms = check_erased_for(erased_for)
         reader, keys = self._reader, self._reader.keys
-        (raw_records,) = yield from reader.read(("ZRANGE", keys.records, 0, -1))
+        raw_records, raw_drafts = yield from reader.read(
+            ("ZRANGE", keys.records, 0, -1), ("HKEYS", keys.drafts)
+        )
         records = sorted({text(r) for r in raw_records})
+        # The drafts' delta streams, named by the drafts hash (ids checked: the hash is
+        # the conversation's own data, a key name is built only from an id of ours). A
+        # draft opened after this read dies with the hash: its stream expires unread.
+        records += [keys.draft(d) for d in map(text, raw_drafts) if DRAFT_ID.match(d)]
         if scan_records:
             records = sorted({*records, *(yield from self._scanned())})
         # In the order of ERASE_KEY_NAMES and ERASE_ARGV_NAMES, which erase.lua binds by name.

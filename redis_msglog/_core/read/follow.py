@@ -14,7 +14,7 @@ from ..args import is_number, shown
 from ..facade import LogCore, require_seq
 from ..retry import follow_backoff
 from ..steps import Command, NotSent, Pause, Plan, Read, Refused, StepFailure
-from ..stored.entries import is_tombstone
+from ..stored.entries import is_tombstone, text
 from ..write.blobs import BlobMode, check_blob_mode
 from .roundtrip import redacted_entry
 
@@ -70,6 +70,11 @@ class FollowCursor:
         # how many committed entries the follower had yet to receive.
         self.count_behind = False
         self.behind: int | None = None
+        # A follow with drafts (docs/drafts.md): other streams of the conversation read
+        # by the same XREAD, (key, last ID) each, and their entries of the last page, by
+        # key, for the drafts tracker (_core/drafts/cursor.py).
+        self.other_streams: list[tuple[str, str]] = []
+        self.other_entries: dict[str, Any] = {}
 
     def command(self) -> Command:
         """The next read: the check of the entry at ``position`` when one is due, else up
@@ -82,9 +87,11 @@ class FollowCursor:
             at = str(self.position)
             return ("XRANGE", self._core.keys.stream, at, at)
         # XREAD returns the entries after the ID given: the greatest ID of seq ``position``.
+        others = self.other_streams
         return (
             "XREAD", "COUNT", self._core.page_size, "BLOCK", self._block_ms,
-            "STREAMS", self._core.keys.stream, f"{self.position}-{MAX_ID_PART}",
+            "STREAMS", self._core.keys.stream, *(k for k, _ in others),
+            f"{self.position}-{MAX_ID_PART}", *(i for _, i in others),
         )  # fmt: skip
 
     def commands(self) -> tuple[Command, ...]:
@@ -192,6 +199,11 @@ class FollowCursor:
                     raise self._core.error_for(failure) from (failure.origin or failure)
                 yield Pause(self.failed(failure))
                 continue
+            if reading and self.other_streams:
+                replies[0] = self._split(replies[0])
+                if replies[0] is None and self.other_entries:
+                    self._failing_since, self._failures = None, 0
+                    return []  # only drafts moved: not an idle wait
             if reading and replies[0]:  # redacted rows in the gaps of the page
                 replies[0] = yield from self._filled(replies[0])
             rows = yield from self._with_redacted_rows(self.accept(*replies))
@@ -219,6 +231,17 @@ class FollowCursor:
                 (row,) = self._core.decode_entries([entry])
                 rows[i] = rows[i].model_copy(update={"row": row})
         return rows
+
+    def _split(self, reply: Any) -> Any:
+        """An ``XREAD`` reply of several streams: the log's part as a reply of its own
+        (``None``: nothing new), the others' entries kept in ``other_entries``."""
+        by_key: dict[str, Any] = {}
+        if reply:
+            pairs = reply.items() if isinstance(reply, Mapping) else reply
+            by_key = {text(key): entries for key, entries in pairs}
+        mine = by_key.pop(self._core.keys.stream, None)
+        self.other_entries = by_key
+        return [[self._core.keys.stream, mine]] if mine else None
 
     def _filled(self, reply: Any) -> Plan[Any]:
         """An ``XREAD`` reply with the rows of redacted seqs in its gaps."""

@@ -231,10 +231,15 @@ def encode_row(row: StoredMessage | EditEntry) -> bytes:
 
 def row_document(row: StoredMessage) -> dict[str, Any]:
     """A stored row's JSON document: :func:`to_document`, and ``"redacted": true`` for a
-    row that replaces a redacted message (docs/lifecycle.md; absent otherwise)."""
+    row that replaces a redacted message (docs/lifecycle.md; absent otherwise), and a
+    draft's ``"draft"`` id and ``"interrupted": true`` (docs/drafts.md)."""
     doc = to_document(row)
     if row.redacted:
         doc["redacted"] = True
+    if row.draft is not None:
+        doc["draft"] = row.draft
+    if row.interrupted:
+        doc["interrupted"] = True
     return doc
 
 
@@ -255,6 +260,8 @@ def decode_row(line: bytes | str) -> dict[str, Any]:
     doc.pop("seq", None)
     doc.pop("at", None)
     doc.pop("redacted", None)  # imported as a row; the redact entry after it redoes it
+    doc.pop("draft", None)  # markers of how the row was written, not of the message
+    doc.pop("interrupted", None)
     if isinstance(doc.get("content"), list):
         try:
             _binary_from_base64(doc["content"])

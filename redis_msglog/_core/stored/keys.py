@@ -26,6 +26,12 @@ Layout, for a prefix ``msglog`` and conversation id ``conv-42``::
     msglog:{conv-42}:usage    hash: the usage totals of the messages appended (fields
                               input, output, cached, reasoning, cost in billionths of
                               a unit, currency); see _core/stored/usage.py
+    msglog:{conv-42}:drafts   hash: the drafts being written and those ended in the last
+                              minute, field = a draft id, value = its state (JSON; see
+                              lua/draft_lib.lua and docs/drafts.md)
+    msglog:{conv-42}:draftfeed  stream: an entry when a draft starts and one when it ends
+    msglog:{conv-42}:draft:D  stream: draft D's deltas, entry IDs "0-1", "0-2", ...,
+                              field "d" (JSON), expiring (a minute after it ends)
     msglog:{conv-42}:values   hash: values kept in place, with no history (Google ADK's
                               user: and app: state), field = a name, value = its text;
                               see _core/lifecycle/values.py
@@ -101,6 +107,8 @@ class ConversationKeys:
     records: str  # the idempotency records' keys (sorted set, score: expiry in ms)
     values: str  # values kept in place, with no history (hash: name, value)
     usage: str  # the usage totals (hash: input, output, cached, reasoning, cost, currency)
+    drafts: str  # the drafts being written (hash: draft id, its state as JSON)
+    draft_feed: str  # a stream: an entry when a draft starts, one when it ends
 
     @classmethod
     def build(cls, prefix: str, conversation: str) -> ConversationKeys:
@@ -124,7 +132,13 @@ class ConversationKeys:
             records=f"{base}:records",
             values=f"{base}:values",
             usage=f"{base}:usage",
+            drafts=f"{base}:drafts",
+            draft_feed=f"{base}:draftfeed",
         )
+
+    def draft(self, draft_id: str) -> str:
+        """The stream of the deltas of draft ``draft_id`` (an id of 32 hex digits)."""
+        return f"{self.seq.removesuffix(':seq')}:draft:{draft_id}"
 
     def idempotency_record(self, idempotency_key: str) -> str:
         """The key remembering the append made with ``idempotency_key``."""

@@ -1,0 +1,55 @@
+# Generated from _async/_follow_drafts.py by scripts/unasync.py: edit that file, then run it.
+"""``follow(drafts=True)`` on MessageLog: the committed entries and the drafts'
+events, in order, with the resume id after each (``_core/drafts/cursor.py``)."""
+
+from __future__ import annotations
+
+import collections
+from typing import Any
+
+from .._core.drafts.cursor import DraftTracker, Item
+from .._core.read.follow import FollowCursor
+
+
+class DraftFollow:
+    """An iterator over a conversation's committed entries and its drafts' events
+    (:class:`~redis_msglog.DraftStarted`, :class:`~redis_msglog.DraftDelta`,
+    :class:`~redis_msglog.DraftEnded`), live, for as long as it is iterated.
+
+    ``resume``: the position after the last item handed out, to pass back as ``after``
+    (a str; docs/drafts.md): a follow resumed from it gets every later delta and entry
+    exactly once."""
+
+    def __init__(self, log: Any, cursor: FollowCursor, tracker: DraftTracker) -> None:
+        self._log, self._cursor, self._tracker = log, cursor, tracker
+        self._items: collections.deque[tuple[Item, str]] = collections.deque()
+        self.resume = tracker.resume(cursor.position)
+
+    def __iter__(self) -> DraftFollow:
+        return self
+
+    def __next__(self) -> Item:
+        item, self.resume = self._next()
+        return item
+
+    def _next(self) -> tuple[Item, str]:
+        """The next item and the resume id after it (the web stream reads these)."""
+        while not self._items:
+            self._page()
+        return self._items.popleft()
+
+    def _page(self) -> None:
+        log, cursor, tracker = self._log, self._cursor, self._tracker
+        if tracker.feed is None:
+            self._items.extend(log._run(tracker.start_plan(cursor.position)))
+        cursor.other_streams = tracker.streams()
+        seq = cursor.position
+        rows = log._follow_page(cursor)
+        others, cursor.other_entries = cursor.other_entries, {}
+        if rows or others:
+            self._items.extend(log._run(tracker.page_plan(others, rows, seq)))
+        elif tracker.positions:  # a wait with nothing new, while drafts are followed
+            ended, lapsed = log._run(tracker.idle_plan(seq))
+            self._items.extend(ended)
+            for draft_id in lapsed:
+                log._settle_draft(draft_id, "interrupt")
