@@ -2,8 +2,8 @@
 -- draft_claim.lua: decide how a draft ends, exactly once, whoever asks first.
 --
 -- The writer (its token) ends it with intent "commit" (committed), "abort" (aborted) or
--- "interrupt" (its code failed: interrupted, keeping what was written when on_interrupt
--- is "commit" and there are deltas, else aborted). Anyone else (token "") ends it only
+-- "interrupt" (its code failed: interrupted, keeping what was written as a message when
+-- on_interrupt is "commit" and there are deltas, else with none). Anyone else (token "") ends it only
 -- once its lease has lapsed: interrupted. An outcome with a message to write is
 -- "claimed" by the caller for claim_ms: the caller appends the message (idempotency key
 -- "draft:<id>") and calls draft_finish.lua; a claim whose time ran out is taken over by
@@ -67,10 +67,10 @@ if token ~= '' then
   end
   if intent == 'commit' then
     outcome, message = 'committed', true
-  elseif intent == 'abort' or not keeps then
+  elseif intent == 'abort' then
     outcome, message = 'aborted', false
   else
-    outcome, message = 'interrupted', true
+    outcome, message = 'interrupted', keeps
   end
 else
   if now < state.expires then

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from typing import Any, Literal, overload
 
+from .._core.args import shown
 from .._core.drafts.cursor import DraftTracker, parse_resume
 from .._core.facade import require_callable, require_non_negative, require_seq
 from .._core.read.cache import read_cache
@@ -279,9 +280,12 @@ class AsyncLogAPI(AsyncLogCarrier):
         ``after``: a resumed follow never loses or repeats a delta. It ends the drafts
         whose writer's lease lapsed as it meets them.
         """
+        if not drafts and not isinstance(after, int):
+            raise InvalidArgumentError(
+                f"after must be a seq (an int), got {shown(after)}; a resume id (a str) "
+                "needs follow(drafts=True)"
+            )
         resume = parse_resume(after)
-        if not drafts and resume.drafts:
-            raise InvalidArgumentError("a resume id naming drafts needs follow(drafts=True)")
         cursor = FollowCursor(
             self._core,
             resume.seq,

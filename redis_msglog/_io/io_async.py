@@ -208,6 +208,7 @@ class Ticker:
         self._tick, self._interval, self._soon = tick, interval, soon
         self._poked = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
+        self._stopped = False
 
     def start(self) -> None:
         self._task = asyncio.get_running_loop().create_task(self._run())
@@ -216,13 +217,18 @@ class Ticker:
         self._poked.set()
 
     async def stop(self) -> None:
+        # The flag as well as the cancel: on Python 3.11, wait_for() swallows a
+        # cancellation that arrives as the event it waits on is set (a poke), and the
+        # task would run on (measured: a writer's exit hung on it).
+        self._stopped = True
+        self._poked.set()
         task, self._task = self._task, None
         if task is not None and task is not asyncio.current_task():
             task.cancel()
             await asyncio.wait([task])
 
     async def _run(self) -> None:
-        while True:
+        while not self._stopped:
             try:
                 await asyncio.wait_for(self._poked.wait(), self._interval)
             except asyncio.TimeoutError:
@@ -230,4 +236,6 @@ class Ticker:
             else:
                 self._poked.clear()
                 await asyncio.sleep(self._soon)
+            if self._stopped:
+                return
             await self._tick()

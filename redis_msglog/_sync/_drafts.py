@@ -13,9 +13,10 @@ from typing import Any, Literal, get_args
 import orjson
 
 from .. import errors
+from .._core.args import shown
 from .._core.drafts import deltas as draft_deltas
 from .._core.drafts.deltas import Spelled, coalesce, delta_document
-from .._core.drafts.plans import marked, new_id
+from .._core.drafts.plans import DRAFT_ID, marked, new_id
 from .._core.drafts.scripts import DEFAULT_LEASE, FLUSH_BYTES, FLUSH_SECONDS
 from .._io import io_sync as io
 from ..drafts import Draft, DraftDelta, DraftOutcome
@@ -75,8 +76,8 @@ class LogDrafts(LogAPI):
     def draft_deltas(self, draft_id: str, after: int = 0) -> list[DraftDelta]:
         """Draft ``draft_id``'s deltas after position ``after`` (empty once it is gone:
         a minute after it ends)."""
-        if not isinstance(draft_id, str) or not draft_id:
-            raise InvalidArgumentError(f"draft_id must be a draft's id, got {draft_id!r:.80}")
+        if not isinstance(draft_id, str) or not DRAFT_ID.fullmatch(draft_id):
+            raise InvalidArgumentError(f"draft_id must be a draft's id, got {shown(draft_id)}")
         return self._run(self._core.drafts.deltas_plan(draft_id, after))
 
     @traced("end_lapsed_drafts")
@@ -134,17 +135,19 @@ class DraftWriter:
         lease: timedelta,
         on_interrupt: str,
     ) -> None:
-        if role not in _ROLES:
-            raise InvalidArgumentError(f"role must be one of {sorted(_ROLES)}, got {role!r:.80}")
+        if not isinstance(role, str) or role not in _ROLES:
+            raise InvalidArgumentError(f"role must be one of {sorted(_ROLES)}, got {shown(role)}")
         if name is not None and (not isinstance(name, str) or not name):
-            raise InvalidArgumentError(f"name must be a non-empty str or None, got {name!r:.80}")
+            raise InvalidArgumentError(f"name must be a non-empty str or None, got {shown(name)}")
         if not isinstance(lease, timedelta) or not (
             timedelta(seconds=1) <= lease <= timedelta(days=1)
         ):
-            raise InvalidArgumentError(f"lease must be a timedelta of 1 s to 1 day, got {lease!r}")
+            raise InvalidArgumentError(
+                f"lease must be a timedelta of 1 s to 1 day, got {shown(lease)}"
+            )
         if on_interrupt not in ("commit", "discard"):
             raise InvalidArgumentError(
-                f'on_interrupt must be "commit" or "discard", got {on_interrupt!r:.80}'
+                f'on_interrupt must be "commit" or "discard", got {shown(on_interrupt)}'
             )
         self._log, self.role, self.name = log, role, name
         self._lease_s = lease.total_seconds()
@@ -324,6 +327,6 @@ class DraftWriter:
 def _text(name: str, value: object, *, empty: bool = True) -> str:
     if not isinstance(value, str) or (not empty and not value):
         raise InvalidArgumentError(
-            f"{name} must be a {'' if empty else 'non-empty '}str, got {value!r:.80}"
+            f"{name} must be a {'' if empty else 'non-empty '}str, got {shown(value)}"
         )
     return value

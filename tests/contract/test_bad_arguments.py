@@ -129,6 +129,7 @@ VALID: dict[str, Callable[[Ctx], Any]] = {
     "count_tokens": lambda c: lambda m: 1,
     "callback": lambda c: lambda rows: None,
     "attrs": lambda c: {"k": "v"},
+    "draft_id": lambda c: "0" * 32,  # a draft that does not exist: no deltas
 }
 
 

@@ -215,7 +215,7 @@ def test_validate_checks_like_append_many_and_sends_nothing(env: Env) -> None:
         lambda log: log.read(after=None),
         lambda log: log.last(-1),
         lambda log: log.all(view="everything"),
-        lambda log: log.follow(after="0"),
+        lambda log: log.follow(after="0"),  # a resume id: with drafts=True only
         lambda log: log.set_attrs([("k", "v")]),
         lambda log: log.last_tokens(10, None),
     ],

@@ -91,7 +91,8 @@ CEILINGS: dict[str, tuple[Operation, int]] = {
     "compact": (lambda log: log.compact([{"role": "system", "content": "s"}], through_seq=5), 26),
     "redact": (lambda log: log.redact(10), 39),  # the 10 entries re-added
     "trim": (lambda log: log.trim(through_seq=2), 42),  # the tail re-added
-    "erase": (lambda log: log.erase(), 10),  # the keys past the first four: one UNLINK
+    # The keys past the first four: one UNLINK; HKEYS names the drafts' delta streams.
+    "erase": (lambda log: log.erase(), 10 + 1),
     "append with usage": (lambda log: log.append(USER | {"usage": USAGE}), 8 + 2),  # HMGET, HSET
 }  # fmt: skip
 

@@ -57,6 +57,10 @@ def full_log(env: Env, **options: Any) -> Any:
     log.set_attrs({"title": "secret"})
     # The scope helper's owner record: written by hand here.
     env.raw.hset(log.keys.owner, mapping={"scope": "acme/user-42", "created_at": "1"})
+    # A draft being written (its state, feed and delta stream), as a crashed writer left it.
+    drafts = log._core.drafts
+    log._run(drafts.open_plan("d" * 32, "t" * 32, "assistant", None, 60_000, True))
+    log._run(drafts.write_plan("d" * 32, "t" * 32, 0, [b'{"k":"t","v":"half an ans"}']))
     return log
 
 
@@ -65,6 +69,7 @@ def test_erase_deletes_every_key_and_leaves_only_the_tombstone(env: Env) -> None
     keys = log.keys
     before = keys_of(env, log.conversation)
     assert {keys.stream, keys.seq, keys.blobs, keys.view, keys.hidden, keys.owner} <= set(before)
+    assert {keys.drafts, keys.draft_feed, keys.draft("d" * 32)} <= set(before)
     assert keys.idempotency_record("k1") in before
     log.erase()
     assert keys_of(env, log.conversation) == [keys.seq]

@@ -26,6 +26,7 @@ from ... import errors
 from ...drafts import DraftEnded, DraftEvent, DraftOutcome, DraftStarted
 from ...edits import Entry
 from ...models import StoredMessage
+from ..args import shown
 from ..steps import Plan
 from ..stored.entries import text
 from ..stored.keys import ConversationKeys
@@ -33,7 +34,7 @@ from .deltas import decode
 from .plans import DraftPlans
 from .scripts import MAX_DRAFTS
 
-_DRAFT = re.compile(r"^([0-9a-f]{32}):(\d{1,15})$")
+_DRAFT = re.compile(r"\A([0-9a-f]{32}):([0-9]{1,15})\Z")
 _ENDED_KEPT = 1000  # drafts remembered as ended, so a late feed entry is not taken as new
 _OUTCOMES = ("committed", "aborted", "interrupted")
 
@@ -59,16 +60,16 @@ def parse_resume(value: int | str) -> Resume:
             raise errors.InvalidArgumentError(f"after must be a seq >= 0, got {value}")
         return Resume(value)
     if not isinstance(value, str) or len(value) > 8192:
-        raise errors.InvalidArgumentError(f"not a resume id: {value!r:.80}")
+        raise errors.InvalidArgumentError(f"not a resume id: {shown(value)}")
     seq, *drafts = value.split(".")
     positions: dict[str, int] = {}
     for part in drafts:
         found = _DRAFT.match(part)
         if found is None:
-            raise errors.InvalidArgumentError(f"not a resume id: {value!r:.80}")
+            raise errors.InvalidArgumentError(f"not a resume id: {shown(value)}")
         positions[found[1]] = int(found[2])
     if not (seq.isascii() and seq.isdigit() and len(seq) <= 15) or len(positions) > MAX_DRAFTS:
-        raise errors.InvalidArgumentError(f"not a resume id: {value!r:.80}")
+        raise errors.InvalidArgumentError(f"not a resume id: {shown(value)}")
     return Resume(int(seq), positions)
 
 

@@ -27,7 +27,7 @@ from ..write.encode import Batch
 from . import scripts
 from .deltas import decode, spelled
 
-DRAFT_ID = re.compile(r"^[0-9a-f]{32}$")
+DRAFT_ID = re.compile(r"\A[0-9a-f]{32}\Z")
 _CODE = re.compile(r"\b(MSGLOG_[A-Z_]+)\b ?(\S*)")
 _ROLES = frozenset(get_args(Role))
 
@@ -97,6 +97,9 @@ class DraftPlans:
         self.max_bytes = max_bytes
         # This log object as a claimant: claims it makes are its own until they lapse.
         self.claimant = new_id()
+        # How long a claim holds before another noticer may take the draft over (a
+        # claimant that died between its claim and its finish).
+        self.claim_ms = scripts.CLAIM_MS
 
     # -- the writer's side ------------------------------------------------------------
 
@@ -147,7 +150,7 @@ class DraftPlans:
                 self.claimant,
                 intent,
                 token,
-                scripts.CLAIM_MS,
+                self.claim_ms,
                 scripts.GRACE_MS,
                 scripts.FEED_MAX,
                 self._ttl_ms,
