@@ -22,8 +22,8 @@
 -- ARGV[7]   feed_max: about how many entries the feed keeps
 -- ARGV[8]   ttl_ms: the log's ttl (0: none)
 --
--- Returns {status, outcome, seq, pos, role, name}: status "claimed" (the caller writes the message),
--- "ended" (ended, now or before), "live" (its lease holds), "busy" (another claimant's
+-- Returns {status, outcome, seq, pos, role, name}: status "claimed" (the caller writes the
+-- message), "finished" (this call ended it: no message), "ended" (ended before), "live" (its lease holds), "busy" (another claimant's
 -- claim holds) or "gone" (no such draft). Refuses: MSGLOG_DRAFTOWNER (a wrong token).
 
 -- == Binding block: every KEYS and ARGV position, bound once to its name ==
@@ -85,4 +85,4 @@ if message then
   return {'claimed', outcome, 0, state.pos, state.role, state.name or ''}
 end
 draft_end(DRAFTS, FEED, STREAM, id, state, outcome, 0, now, grace_ms, feed_max, tonumber(ttl_ms))
-return {'ended', outcome, 0, state.pos, state.role, state.name or ''}
+return {'finished', outcome, 0, state.pos, state.role, state.name or ''}

@@ -22,8 +22,8 @@
 -- ARGV[11]  ttl_ms: the log's ttl (0: none)
 --
 -- Returns the start entry's feed ID. Refuses, writing nothing: MSGLOG_ERASED,
--- MSGLOG_SCOPE <recorded>, MSGLOG_DRAFTS (max_drafts drafts open or ended within the
--- grace), MSGLOG_DRAFTID (the id is taken, with another token).
+-- MSGLOG_SCOPE <recorded>, MSGLOG_DRAFTS (max_drafts drafts open or ended with deltas
+-- within the grace, or ten times as many states), MSGLOG_DRAFTID (the id is taken, with another token).
 
 -- == Binding block: every KEYS and ARGV position, bound once to its name ==
 local id = ARGV[1]
@@ -63,19 +63,24 @@ if existing then
   return redis.error_reply('MSGLOG_DRAFTID draft ' .. id .. ' exists')
 end
 local now = draft_now()
--- Forget the drafts whose grace has passed; count the rest.
+-- Forget the drafts whose grace has passed; count the rest. Held: those open, and those
+-- ended with deltas still kept (what costs memory); an ended one without deltas is a
+-- state only, bounded by the second count (ten times as many).
 local all = redis.call('HGETALL', DRAFTS)
-local held = 0
+local held, states = 0, 0
 for i = 1, #all, 2 do
   local ok, state = pcall(cjson.decode, all[i + 1])
-  if ok and type(state) == 'table' and state.status == 'ended'
-      and now - (tonumber(state.ended) or 0) > tonumber(grace_ms) then
+  local ended = ok and type(state) == 'table' and state.status == 'ended'
+  if ended and now - (tonumber(state.ended) or 0) > tonumber(grace_ms) then
     redis.call('HDEL', DRAFTS, all[i])
   else
-    held = held + 1
+    states = states + 1
+    if not ended or (tonumber(state.pos) or 1) > 0 then
+      held = held + 1
+    end
   end
 end
-if held >= tonumber(max_drafts) then
+if held >= tonumber(max_drafts) or states >= 10 * tonumber(max_drafts) then
   return redis.error_reply('MSGLOG_DRAFTS ' .. held .. ' drafts held')
 end
 local fields = {'event', 'start', 'draft', id, 'role', role}

@@ -164,7 +164,7 @@ class DraftTooLargeError(MessageTooLargeError):
 
 class TooManyDraftsError(MessageLogError):
     """Nothing was written. The conversation holds as many drafts as it may (open, or
-    ended within the last minute): end one first (docs/drafts.md)."""
+    ended with their deltas kept for the minute after): end one first (docs/drafts.md)."""
 
 
 class ConversationErasedError(MessageLogError):

@@ -13,6 +13,7 @@ import orjson
 
 from .. import errors
 from .._core.args import shown
+from .._core.checks import require_seq
 from .._core.drafts import deltas as draft_deltas
 from .._core.drafts.deltas import Spelled, coalesce, delta_document
 from .._core.drafts.plans import DRAFT_ID, marked, new_id
@@ -77,6 +78,7 @@ class AsyncLogDrafts(AsyncLogAPI):
         a minute after it ends)."""
         if not isinstance(draft_id, str) or not DRAFT_ID.fullmatch(draft_id):
             raise InvalidArgumentError(f"draft_id must be a draft's id, got {shown(draft_id)}")
+        require_seq("after", after)  # a position counts like a seq
         return await self._run(self._core.drafts.deltas_plan(draft_id, after))
 
     @traced("end_lapsed_drafts")
@@ -102,7 +104,7 @@ class AsyncLogDrafts(AsyncLogAPI):
         plans = self._core.drafts
         claim = await self._run(plans.claim_plan(draft_id, intent, token))
         if claim.status != "claimed":
-            return claim.outcome or claim.status, claim.seq, False
+            return claim.outcome or claim.status, claim.seq, claim.status == "finished"
         if spelled is None or claim.outcome != "committed":
             spelled = draft_deltas.spelled(await self._run(plans.deltas_plan(draft_id)))
         message = spelled.message(claim.role, claim.name)
@@ -172,10 +174,15 @@ class AsyncDraftWriter:
     async def __aenter__(self) -> AsyncDraftWriter:
         if self._state != "new":
             raise InvalidArgumentError("a draft writer is entered once")
-        plan = self._log._core.drafts.open_plan(
-            self.id, self._token, self.role, self.name, int(self._lease_s * 1000), self._keep
-        )
-        await self._log._run(plan)
+        drafts, lease_ms = self._log._core.drafts, int(self._lease_s * 1000)
+        args = (self.id, self._token, self.role, self.name, lease_ms, self._keep)
+        try:
+            await self._log._run(drafts.open_plan(*args))
+        except errors.TooManyDraftsError:
+            # Room held by crashed writers nobody noticed: end those, then try once more.
+            if not await self._log.end_lapsed_drafts():
+                raise
+            await self._log._run(drafts.open_plan(*args))
         self._state = "open"
         self._renewed = time.monotonic()
         self._ticker.start()

@@ -14,6 +14,7 @@ import orjson
 
 from .. import errors
 from .._core.args import shown
+from .._core.checks import require_seq
 from .._core.drafts import deltas as draft_deltas
 from .._core.drafts.deltas import Spelled, coalesce, delta_document
 from .._core.drafts.plans import DRAFT_ID, marked, new_id
@@ -78,6 +79,7 @@ class LogDrafts(LogAPI):
         a minute after it ends)."""
         if not isinstance(draft_id, str) or not DRAFT_ID.fullmatch(draft_id):
             raise InvalidArgumentError(f"draft_id must be a draft's id, got {shown(draft_id)}")
+        require_seq("after", after)  # a position counts like a seq
         return self._run(self._core.drafts.deltas_plan(draft_id, after))
 
     @traced("end_lapsed_drafts")
@@ -103,7 +105,7 @@ class LogDrafts(LogAPI):
         plans = self._core.drafts
         claim = self._run(plans.claim_plan(draft_id, intent, token))
         if claim.status != "claimed":
-            return claim.outcome or claim.status, claim.seq, False
+            return claim.outcome or claim.status, claim.seq, claim.status == "finished"
         if spelled is None or claim.outcome != "committed":
             spelled = draft_deltas.spelled(self._run(plans.deltas_plan(draft_id)))
         message = spelled.message(claim.role, claim.name)
@@ -173,10 +175,15 @@ class DraftWriter:
     def __enter__(self) -> DraftWriter:
         if self._state != "new":
             raise InvalidArgumentError("a draft writer is entered once")
-        plan = self._log._core.drafts.open_plan(
-            self.id, self._token, self.role, self.name, int(self._lease_s * 1000), self._keep
-        )
-        self._log._run(plan)
+        drafts, lease_ms = self._log._core.drafts, int(self._lease_s * 1000)
+        args = (self.id, self._token, self.role, self.name, lease_ms, self._keep)
+        try:
+            self._log._run(drafts.open_plan(*args))
+        except errors.TooManyDraftsError:
+            # Room held by crashed writers nobody noticed: end those, then try once more.
+            if not self._log.end_lapsed_drafts():
+                raise
+            self._log._run(drafts.open_plan(*args))
         self._state = "open"
         self._renewed = time.monotonic()
         self._ticker.start()

@@ -490,7 +490,8 @@ def test_every_public_callable_is_covered() -> None:
         "AudioPart", "ContentPart", "FilePart", "ImagePart", "ReasoningPart",
         "RedactedThinkingPart", "RefusalPart", "TextPart", "ThinkingPart", "Subscription",
         "AsyncSubscription", "Role", "View", "MessageView", "ConversationPage",
-        "ScopedConversation", "ScopeErasure", "SkippedEntry", "Usage",
+        "ScopedConversation", "ScopeErasure", "SkippedEntry", "Usage", "Draft", "DraftStarted",
+        "DraftDelta", "DraftEnded", "DraftEvent", "DraftOutcome",
     }  # fmt: skip
     constants = {"DEFAULT_READ_CACHE_BYTES", "DEFAULT_RETRY", "NO_RETRY", "MAX_JSON_DEPTH"}
     shells = {"MessageLog", "AsyncMessageLog", "AsyncDirectory"}  # the last: as Directory

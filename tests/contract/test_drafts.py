@@ -412,3 +412,16 @@ def wait_for(condition: Callable[[], bool], timeout: float = 2.0) -> bool:
             return False
         time.sleep(0.02)
     return True
+
+
+def test_room_held_by_crashed_writers_is_freed_by_the_next_writer(
+    redis_log: Callable[..., MessageLog],
+) -> None:
+    log = redis_log()
+    for _ in range(draft_scripts.MAX_DRAFTS):
+        crashed_writer(log)  # a 1 s lease, never renewed
+    time.sleep(1.1)
+    with log.draft() as draft:
+        draft.write("room again")
+    assert draft.outcome == "committed"
+    assert log.count() == 1  # the crashed ones wrote nothing: nothing to keep

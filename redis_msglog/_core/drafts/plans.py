@@ -51,7 +51,7 @@ def new_id() -> str:
 class Claim:
     """The reply of ``draft_claim.lua`` (see there)."""
 
-    status: str  # "claimed", "ended", "live", "busy" or "gone"
+    status: str  # "claimed", "finished" (by this call), "ended", "live", "busy" or "gone"
     outcome: str
     seq: int
     pos: int

@@ -1,0 +1,82 @@
+"""A worker killed mid-answer (docs/drafts.md, "Crashes"): a writer process streams an
+answer into a draft and is SIGKILLed at a random point; followers in this process, one
+from the start and one resumed from the middle of what the first saw, end with the same
+deltas in the same order, none lost or repeated, then exactly one interrupted message
+holding exactly those deltas' text."""
+
+from __future__ import annotations
+
+import multiprocessing
+import random
+import threading
+import time
+from collections.abc import Callable
+from datetime import timedelta
+from typing import Any
+
+import pytest
+import redis
+
+from redis_msglog import DraftDelta, DraftEnded, MessageLog, StoredMessage
+from redis_msglog.testing import EphemeralServer
+
+from ..conftest import new_id
+
+pytestmark = pytest.mark.slow
+TOKENS = 2000
+
+
+def _stream_an_answer(url: str, conversation: str) -> None:
+    log = MessageLog(redis.Redis.from_url(url), conversation)
+    with log.draft(lease=timedelta(seconds=1)) as draft:
+        for i in range(TOKENS):
+            draft.write(f"t{i} ")
+            time.sleep(0.001)  # a fast model: the writer's flushes coalesce these
+
+
+def _follow(url: str, conversation: str, after: int | str, sink: list[tuple[Any, str]]) -> None:
+    client = redis.Redis.from_url(url, socket_timeout=1)  # waits of 0.5 s: lapses noticed
+    follower = MessageLog(client, conversation).follow(after=after, drafts=True)
+    for item in follower:
+        sink.append((item, follower.resume))
+        if isinstance(item, StoredMessage):
+            return
+
+
+def _deltas(items: list[tuple[Any, str]]) -> list[tuple[int, str]]:
+    return [(i.pos, i.text) for i, _ in items if isinstance(i, DraftDelta)]
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_a_writer_killed_mid_answer_leaves_one_interrupted_message_every_reader_agrees_on(
+    shared_server: Callable[[str], EphemeralServer], seed: int
+) -> None:
+    url, conversation = shared_server("redis").url, new_id()
+    first: list[tuple[Any, str]] = []
+    follower = threading.Thread(target=_follow, args=(url, conversation, 0, first))
+    follower.start()
+    writer = multiprocessing.get_context("spawn").Process(
+        target=_stream_an_answer, args=(url, conversation)
+    )
+    writer.start()
+    log = MessageLog(redis.Redis.from_url(url), conversation)
+    deadline = time.monotonic() + 30
+    while not any(isinstance(i, DraftDelta) for i, _ in first):  # it is streaming
+        assert time.monotonic() < deadline and writer.is_alive()
+        time.sleep(0.01)
+    time.sleep(random.Random(seed).uniform(0.0, 0.8))
+    writer.kill()
+    writer.join()
+    follower.join(30)
+    assert not follower.is_alive()
+    [message] = log.all()
+    assert isinstance(message, StoredMessage) and message.interrupted
+    deltas = _deltas(first)
+    assert [pos for pos, _ in deltas] == list(range(1, len(deltas) + 1))
+    assert "".join(text for _, text in deltas) == message.text
+    assert first[-2][0] == DraftEnded(message.draft or "", "interrupted", message.seq)
+    # A reader resumed from the middle of what the first saw gets exactly the rest.
+    cut = len(first) // 2
+    rest: list[tuple[Any, str]] = []
+    _follow(url, conversation, first[cut][1], rest)
+    assert [item for item, _ in rest] == [item for item, _ in first[cut + 1 :]]
