@@ -406,7 +406,7 @@ def _draft_refused(code: str, said: str, keys: ConversationKeys) -> errors.Messa
         )
     if code == "MSGLOG_DRAFTS":
         return errors.TooManyDraftsError(
-            f"{drafts} holds {said.split(' ')[0]} drafts (open, or ended in the last minute), "
+            f"{drafts} holds {said.split(' ')[0]} drafts (open, or ended with deltas kept), "
             "as many as a conversation may. Nothing was written."
         )
     return errors.InvalidArgumentError(
