@@ -188,7 +188,12 @@ class AsyncLogEdits(AsyncLogAPI):
                 )
             row = encoded.encoded[0]
         batch = self._core.batch((), redact_edit(seq, row, reason), attrs)
-        return await self._commit(batch, idempotency_key, expected_seq)
+        drafts = self._core.drafts
+        source = await self._run(drafts.source_plan(seq))  # seq checked by redact_edit
+        committed = await self._commit(batch, idempotency_key, expected_seq)
+        if source is not None:  # its deltas, kept for late followers, go with it
+            await self._run(drafts.forget_plan(source))
+        return committed
 
     @traced("set_attrs", returns_seq=True)
     async def set_attrs(

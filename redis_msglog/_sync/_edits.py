@@ -189,7 +189,12 @@ class LogEdits(LogAPI):
                 )
             row = encoded.encoded[0]
         batch = self._core.batch((), redact_edit(seq, row, reason), attrs)
-        return self._commit(batch, idempotency_key, expected_seq)
+        drafts = self._core.drafts
+        source = self._run(drafts.source_plan(seq))  # seq checked by redact_edit
+        committed = self._commit(batch, idempotency_key, expected_seq)
+        if source is not None:  # its deltas, kept for late followers, go with it
+            self._run(drafts.forget_plan(source))
+        return committed
 
     @traced("set_attrs", returns_seq=True)
     def set_attrs(

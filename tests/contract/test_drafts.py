@@ -37,7 +37,7 @@ from redis_msglog import (
 from redis_msglog._core.drafts import scripts as draft_scripts
 from redis_msglog.testing import EphemeralServer
 
-from ..conftest import Env, SyncView, new_id
+from ..conftest import ACL_USER, Env, SyncView, new_id
 
 TOKEN = "a" * 32
 
@@ -425,3 +425,16 @@ def test_room_held_by_crashed_writers_is_freed_by_the_next_writer(
         draft.write("room again")
     assert draft.outcome == "committed"
     assert log.count() == 1  # the crashed ones wrote nothing: nothing to keep
+
+
+def test_a_redaction_of_a_drafts_message_forgets_its_deltas(env: Env) -> None:
+    if env.backend == "acl":  # as acl_rules(deletions=True) makes it (test_redact.py)
+        env.raw.execute_command("ACL", "SETUSER", ACL_USER, "+xtrim", "+xdel", "+xsetid")
+    log = env.log()
+    with Writer(log) as draft:
+        draft.write("my card is 4111 1111 1111 1111")
+    assert log.draft_deltas(draft.id) != []  # kept a minute, for late followers
+    log.redact(draft.seq)
+    assert log.draft_deltas(draft.id) == []
+    assert env.raw.exists(log.keys.draft(draft.id)) == 0
+    assert log.all()[0].redacted

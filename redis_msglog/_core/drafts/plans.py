@@ -174,6 +174,28 @@ class DraftPlans:
         )
         return text_of(reply[0]), int(reply[1])
 
+    # -- a redaction of a draft's message ----------------------------------------------
+
+    def source_plan(self, seq: int) -> Plan[str | None]:
+        """The id of the draft the message at ``seq`` was written from (``None``: none,
+        or no such message): what a redaction of it must also forget."""
+        (entries,) = yield from self._reader.read(("XRANGE", self.keys.stream, seq, seq))
+        for _, fields in entries or []:
+            try:
+                doc = orjson.loads(hash_fields(fields).get("msg", ""))
+            except orjson.JSONDecodeError:
+                return None  # not a message this library wrote: the redaction refuses it
+            found = doc.get("draft") if isinstance(doc, dict) else None
+            return found if isinstance(found, str) and DRAFT_ID.match(found) else None
+        return None
+
+    def forget_plan(self, draft_id: str) -> Plan[None]:
+        """Delete the deltas a draft's committed message was spelled from (kept a minute
+        after its end for late followers): its message was redacted, and no copy of the
+        text may outlive the redaction. A follower resumed inside it then meets its end
+        and the redacted row."""
+        yield from self._reader.read(("UNLINK", self.keys.draft(draft_id)))
+
     # -- readers ------------------------------------------------------------------------
 
     def deltas_plan(self, draft_id: str, after: int = 0) -> Plan[list[DraftDelta]]:
