@@ -7,6 +7,7 @@ as in production."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import inspect
 import threading
 import time
@@ -14,9 +15,12 @@ from collections.abc import Callable, Iterator
 from datetime import timedelta
 from typing import Any
 
+import orjson
 import pytest
 import redis
 import redis.asyncio
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from redis_msglog import (
     AsyncMessageLog,
@@ -35,6 +39,7 @@ from redis_msglog import (
     TooManyDraftsError,
 )
 from redis_msglog._core.drafts import scripts as draft_scripts
+from redis_msglog._core.drafts.cursor import DraftTracker, parse_resume
 from redis_msglog.testing import EphemeralServer
 
 from ..conftest import ACL_USER, Env, SyncView, new_id
@@ -438,3 +443,62 @@ def test_a_redaction_of_a_drafts_message_forgets_its_deltas(env: Env) -> None:
     assert log.draft_deltas(draft.id) == []
     assert env.raw.exists(log.keys.draft(draft.id)) == 0
     assert log.all()[0].redacted
+
+
+# -- hostile draft state, on one real server ---------------------------------------------
+
+JSONISH = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers(-(2**63), 2**63 - 1)
+    | st.floats()
+    | st.text(max_size=8),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=6), inner),
+    max_leaves=8,
+)
+STATE_FIELDS = st.fixed_dictionaries(
+    {},
+    optional={
+        name: JSONISH | st.sampled_from(["open", "claimed", "ended", "assistant", "commit"])
+        for name in ("role", "token", "lease", "expires", "on_interrupt", "pos", "bytes",
+                     "status", "claimant", "claim_expires", "outcome", "seq", "started",
+                     "ended", "feed", "name")
+    },
+)  # fmt: skip
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    field=st.one_of(st.just("f" * 32), st.text(max_size=40)),
+    state=st.one_of(STATE_FIELDS.map(orjson.dumps), st.binary(max_size=40)),
+    delta=st.one_of(
+        st.dictionaries(st.sampled_from(["k", "v", "id", "n"]), JSONISH).map(orjson.dumps),
+        st.binary(max_size=20),
+    ),
+)
+def test_state_a_tenant_wrote_by_hand_is_read_or_refused_never_followed_out(
+    shared_server: Callable[[str], EphemeralServer], field: str, state: bytes, delta: bytes
+) -> None:
+    """A tenant can write its own conversation's draft keys with any content: every
+    draft operation reads it or raises CorruptLogError, writes nothing outside the
+    conversation, and erase() still removes it all."""
+    raw = redis.Redis.from_url(shared_server("redis").url)
+    log = MessageLog(raw, new_id())
+    log.add("user", "hi")
+    raw.hset(log.keys.drafts, field, state)
+    raw.xadd(log.keys.draft("f" * 32), {"d": delta}, id="0-1")
+    keys = {log.keys.drafts, log.keys.draft("f" * 32), log.keys.stream, log.keys.seq}
+    for operation in (log.drafts, log.end_lapsed_drafts, lambda: log.draft_deltas("f" * 32)):
+        with contextlib.suppress(CorruptLogError):
+            operation()
+    tracker = DraftTracker(log._core.drafts, parse_resume(f"1.{'f' * 32}:0"))
+    with contextlib.suppress(CorruptLogError):
+        log._run(tracker.start_plan(1))
+    # Whatever was ended wrote only inside the conversation: its own keys, its feed, a
+    # message of its own (idempotency record included).
+    tag = "{" + log.conversation + "}"
+    assert all(tag in k.decode() for k in raw.keys(f"*{tag}*")) and raw.exists(*keys) >= 2
+    log.erase()
+    assert raw.exists(log.keys.drafts, log.keys.draft_feed) == 0
+    if field == "f" * 32:  # a stream the hash names; one it does not is a stray (the note)
+        assert raw.exists(log.keys.draft(field)) == 0

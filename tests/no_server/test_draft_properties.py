@@ -84,7 +84,31 @@ def test_coalesced_deltas_spell_what_was_written(pieces: list[tuple[str, str, st
         assert made.arguments == "".join(t for k, t, c in pieces if k == "c" and c == call)
 
 
-@given(st.lists(st.tuples(st.text(max_size=6), st.lists(st.binary(max_size=8), max_size=4))))
-def test_stored_deltas_not_as_written_are_a_corrupt_log(entries: list[Any]) -> None:
+JSON_FIELDS = st.dictionaries(
+    st.sampled_from(["k", "v", "id", "n"]),
+    st.none() | st.integers(-5, 5) | st.text(max_size=3) | st.lists(st.none(), max_size=2),
+).map(orjson.dumps)
+
+
+FIELDS = st.lists(st.binary(max_size=8), max_size=4) | JSON_FIELDS.map(lambda d: [b"d", d])
+
+
+@given(st.lists(st.tuples(st.text(max_size=6), FIELDS)), st.lists(FIELDS, max_size=4))
+def test_stored_deltas_not_as_written_are_a_corrupt_log(
+    entries: list[Any], in_order: list[Any]
+) -> None:
     with contextlib.suppress(CorruptLogError):  # any other exception fails the test
         decode("d" * 32, entries, 0)
+    ordered = [(f"0-{i}", fields) for i, fields in enumerate(in_order, 1)]  # IDs as written
+    with contextlib.suppress(CorruptLogError):
+        decode("d" * 32, ordered, 0)
+
+
+@pytest.mark.parametrize(
+    "doc",
+    [{"k": []}, {"k": {}}, {"k": None}, {"k": "t", "v": 1}, {"k": "c", "v": ""},
+     {"k": "t", "v": "", "n": 5}, {"k": "x", "v": ""}, [], "t", 7],
+)  # fmt: skip
+def test_each_shape_a_writer_never_stores_is_a_corrupt_log(doc: Any) -> None:
+    with pytest.raises(CorruptLogError):
+        decode("d" * 32, [("0-1", [b"d", orjson.dumps(doc)])], 0)

@@ -65,7 +65,8 @@ def _delta(draft: str, pos: int, fields: Any) -> DraftDelta:
         doc = orjson.loads(body) if isinstance(body, (bytes, str)) else None
     except orjson.JSONDecodeError:
         doc = None
-    kind = _KINDS.get(doc.get("k", "")) if isinstance(doc, dict) else None
+    code = doc.get("k") if isinstance(doc, dict) else None
+    kind = _KINDS.get(code) if isinstance(code, str) else None
     if kind is None or not isinstance(doc, dict) or not isinstance(doc.get("v"), str):
         raise _corrupt(draft, f"delta {pos} is not one this library writes")
     call_id, name = doc.get("id"), doc.get("n")
