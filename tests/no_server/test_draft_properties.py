@@ -12,9 +12,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from redis_msglog import CorruptLogError, InvalidArgumentError
+from redis_msglog import ConversationKeys, CorruptLogError, InvalidArgumentError
 from redis_msglog._core.drafts.cursor import Resume, parse_resume
 from redis_msglog._core.drafts.deltas import coalesce, decode, delta_document, spelled
+from redis_msglog._core.drafts.plans import DraftPlans
 
 DRAFT_IDS = st.text("0123456789abcdef", min_size=32, max_size=32)
 RESUMES = st.builds(
@@ -112,3 +113,12 @@ def test_stored_deltas_not_as_written_are_a_corrupt_log(
 def test_each_shape_a_writer_never_stores_is_a_corrupt_log(doc: Any) -> None:
     with pytest.raises(CorruptLogError):
         decode("d" * 32, [("0-1", [b"d", orjson.dumps(doc)])], 0)
+
+
+@pytest.mark.parametrize("role", [[], {}, None, 1, "robot"])
+def test_a_state_with_a_role_a_writer_never_stores_is_a_corrupt_log(role: Any) -> None:
+    plans = DraftPlans.__new__(DraftPlans)
+    plans.keys = ConversationKeys.build("msglog", "c")
+    state = orjson.dumps({"role": role, "status": "open"})
+    with pytest.raises(CorruptLogError):
+        plans._state("f" * 32, state)

@@ -275,6 +275,7 @@ class DraftPlans:
         if (
             not isinstance(doc, dict)
             or not DRAFT_ID.match(draft_id)
+            or not isinstance(role, str)
             or role not in _ROLES
             or not isinstance(name, (str, type(None)))
             or doc.get("status") not in ("open", "claimed", "ended")
