@@ -159,7 +159,6 @@ class AsyncDraftWriter:
         self.outcome: DraftOutcome | None = None
         self.position = 0
         self._pending: list[dict[str, Any]] = []
-        self._pending_since: float | None = None
         self._sent_bytes = 0
         self._pending_bytes = 0
         self._spelled = Spelled()
@@ -284,8 +283,6 @@ class AsyncDraftWriter:
             coalesce(self._pending, doc)
             self._spelled.add(doc["k"], doc["v"], doc.get("id"), doc.get("n"))
             self._pending_bytes += size
-            if self._pending_since is None:
-                self._pending_since = time.monotonic()
             if self._pending_bytes >= FLUSH_BYTES:
                 await self._flush_locked()
                 return
@@ -300,7 +297,7 @@ class AsyncDraftWriter:
         plan = self._log._core.drafts.write_plan(self.id, self._token, self.position, encoded)
         self.position = await self._log._run(plan)
         self._sent_bytes += sum(map(len, encoded))
-        self._pending, self._pending_bytes, self._pending_since = [], 0, None
+        self._pending, self._pending_bytes = [], 0
         self._renewed = time.monotonic()
 
     async def _tick(self) -> None:

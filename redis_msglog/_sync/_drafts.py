@@ -160,7 +160,6 @@ class DraftWriter:
         self.outcome: DraftOutcome | None = None
         self.position = 0
         self._pending: list[dict[str, Any]] = []
-        self._pending_since: float | None = None
         self._sent_bytes = 0
         self._pending_bytes = 0
         self._spelled = Spelled()
@@ -285,8 +284,6 @@ class DraftWriter:
             coalesce(self._pending, doc)
             self._spelled.add(doc["k"], doc["v"], doc.get("id"), doc.get("n"))
             self._pending_bytes += size
-            if self._pending_since is None:
-                self._pending_since = time.monotonic()
             if self._pending_bytes >= FLUSH_BYTES:
                 self._flush_locked()
                 return
@@ -301,7 +298,7 @@ class DraftWriter:
         plan = self._log._core.drafts.write_plan(self.id, self._token, self.position, encoded)
         self.position = self._log._run(plan)
         self._sent_bytes += sum(map(len, encoded))
-        self._pending, self._pending_bytes, self._pending_since = [], 0, None
+        self._pending, self._pending_bytes = [], 0
         self._renewed = time.monotonic()
 
     def _tick(self) -> None:
