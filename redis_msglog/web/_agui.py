@@ -9,21 +9,32 @@ message as it lands: ``TEXT_MESSAGE_START`` / ``_CONTENT`` / ``_END``, its tool 
 and a new ``MESSAGES_SNAPSHOT`` of the view after it. The run never finishes: the log
 goes on.
 
+A draft (docs/drafts.md) streams as a text message whose id is the draft's:
+``TEXT_MESSAGE_START`` at its start, ``TEXT_MESSAGE_CONTENT`` per text delta, a
+``REASONING_MESSAGE_*`` message (id ``<draft>-reasoning``) for its reasoning,
+``TOOL_CALL_START`` / ``_ARGS`` per tool call, all closed at its end, then ``CUSTOM``
+``msglog.draft`` (its outcome and seq); its committed message is then ``CUSTOM``
+``msglog.commit`` only (the client has its text), and a snapshot names it by the draft's
+id too. Other messages are ``msglog-<seq>``: unique, and the same on every connection.
+
 AG-UI reserves a "resumable" capability and defines no mechanism (its events carry no
-position). Here the SSE ``id`` of the last event of each entry is its seq: a client
-reconnecting with ``Last-Event-ID`` gets the entries after it exactly once, whole (the
-events of one entry carry no id before its last one, so a cut inside an entry resends
-it from its start). Message ids are ``msglog-<seq>``: unique, and the same on every
-connection. Validated in the tests against the ``ag-ui-protocol`` models and the
+position). Here the SSE ``id`` of the last event of each item is our resume id
+(docs/drafts.md): a client reconnecting with ``Last-Event-ID`` gets the rest exactly
+once, after ``RUN_STARTED`` and the starts of the draft messages and parts it had open
+(the verifier of ``@ag-ui/client`` needs them open; its reducer keeps what it holds).
+The events of one item carry no id before its last one, so a cut inside an item resends
+it from its start. Validated in the tests against the ``ag-ui-protocol`` models and the
 ``@ag-ui/client`` runtime under Node."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
 
+from ..drafts import DraftDelta, DraftEnded, DraftEvent, DraftStarted
 from ..edits import EditEntry, Entry
 from ..models import StoredMessage
 
@@ -31,7 +42,10 @@ PROTOCOL = "ag-ui"
 
 
 def message_id(row: StoredMessage) -> str:
-    return f"msglog-{row.seq}"
+    """A message's AG-UI id: its draft's id when it was streamed as a draft (so the
+    message a client built from the draft's events and the committed one are one),
+    else ``msglog-<seq>``."""
+    return row.draft if row.draft is not None else f"msglog-{row.seq}"
 
 
 def _text(row: StoredMessage) -> str:
@@ -114,12 +128,13 @@ def edit_event(entry: EditEntry) -> dict[str, Any]:
     return {"type": "CUSTOM", "name": "msglog.edit", "value": value}
 
 
-def sse(events: list[dict[str, Any]], resume: int | None) -> bytes:
+def sse(events: list[dict[str, Any]], resume: str | None) -> bytes:
     """The SSE bytes of ``events``: one ``data`` line each (the type is inside, as AG-UI's
     own encoder writes it), the last one carrying ``id: <resume>`` when given."""
     out = []
     for n, event in enumerate(events):
-        head = b"id: %d\n" % resume if resume is not None and n == len(events) - 1 else b""
+        last = resume is not None and n == len(events) - 1
+        head = b"id: " + str(resume).encode() + b"\n" if last else b""
         out.append(head + b"data: " + orjson.dumps(event) + b"\n\n")
     return b"".join(out)
 
@@ -129,3 +144,89 @@ def entry_events(row: Entry) -> list[dict[str, Any]] | None:
     if isinstance(row, EditEntry):
         return None
     return row_events(row)
+
+
+ROLES = ("developer", "system", "assistant", "user")
+
+
+@dataclass(slots=True)
+class Open:
+    """What a connection has opened of one draft: its text message, its reasoning
+    message, its tool calls (each closed at the draft's end)."""
+
+    text: bool = False
+    reasoning: bool = False
+    calls: list[str] = field(default_factory=list)
+
+
+def reasoning_id(draft: str) -> str:
+    return f"{draft}-reasoning"
+
+
+def draft_events(event: DraftEvent, opened: dict[str, Open]) -> list[dict[str, Any]]:
+    """A draft's event in AG-UI: its start opens a text message (id: the draft's id), a
+    delta adds to it, to its reasoning message or to one of its tool calls (each opened
+    on its first piece), its end closes what was opened and says how it ended
+    (``CUSTOM`` ``msglog.draft``: the outcome and the seq of its message)."""
+    if isinstance(event, DraftStarted):
+        opened[event.draft] = Open(text=True)
+        role = event.role if event.role in ROLES else "assistant"
+        return [{"type": "TEXT_MESSAGE_START", "messageId": event.draft, "role": role}]
+    state = opened.setdefault(event.draft, Open())
+    if isinstance(event, DraftEnded):
+        del opened[event.draft]
+        out = [{"type": "TOOL_CALL_END", "toolCallId": call} for call in state.calls]
+        if state.reasoning:
+            out.append({"type": "REASONING_MESSAGE_END", "messageId": reasoning_id(event.draft)})
+        if state.text:
+            out.append({"type": "TEXT_MESSAGE_END", "messageId": event.draft})
+        value = {"messageId": event.draft, "outcome": event.outcome, "seq": event.seq}
+        return [*out, {"type": "CUSTOM", "name": "msglog.draft", "value": value}]
+    return _delta_events(event, state)
+
+
+def _delta_events(delta: DraftDelta, state: Open) -> list[dict[str, Any]]:
+    if delta.kind == "tool_call":
+        call = delta.tool_call_id or ""
+        out: list[dict[str, Any]] = []
+        if call not in state.calls:
+            state.calls.append(call)
+            out.append({
+                "type": "TOOL_CALL_START", "toolCallId": call,
+                "toolCallName": delta.tool_name or "", "parentMessageId": delta.draft,
+            })  # fmt: skip
+        return [*out, {"type": "TOOL_CALL_ARGS", "toolCallId": call, "delta": delta.text}]
+    if delta.kind == "reasoning":
+        ident = reasoning_id(delta.draft)
+        out = []
+        if not state.reasoning:
+            state.reasoning = True
+            out.append({"type": "REASONING_MESSAGE_START", "messageId": ident, "role": "reasoning"})
+        return [
+            *out,
+            {"type": "REASONING_MESSAGE_CONTENT", "messageId": ident, "delta": delta.text},
+        ]
+    out = []
+    if not state.text:
+        state.text = True
+        out.append({"type": "TEXT_MESSAGE_START", "messageId": delta.draft, "role": "assistant"})
+    return [*out, {"type": "TEXT_MESSAGE_CONTENT", "messageId": delta.draft, "delta": delta.text}]
+
+
+def committed(row: StoredMessage) -> dict[str, Any]:
+    """The commit of a message this connection was sent as a draft: its text is there."""
+    value = {"messageId": message_id(row), "seq": row.seq, "interrupted": row.interrupted}
+    return {"type": "CUSTOM", "name": "msglog.commit", "value": value}
+
+
+def reopened(
+    draft: str, spelled: list[DraftDelta], opened: dict[str, Open]
+) -> list[dict[str, Any]]:
+    """A resumed connection's opening for a draft it was in: its message and the parts
+    ``spelled`` had opened, started again (AG-UI's reducer keeps what it holds of them;
+    its verifier needs them open before more content)."""
+    opened[draft] = state = Open(text=True)
+    out = [{"type": "TEXT_MESSAGE_START", "messageId": draft, "role": "assistant"}]
+    for delta in spelled:
+        out += [e for e in _delta_events(delta, state) if e["type"].endswith("_START")]
+    return out

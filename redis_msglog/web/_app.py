@@ -22,12 +22,15 @@ from starlette.types import Receive, Scope, Send
 
 from .. import adapters, errors, telemetry
 from .._core.args import MAX_SEQ
+from .._core.drafts.cursor import Resume, parse_resume
 from ..edits import EditEntry, Entry
+from . import _aisdk as aisdk
 from . import _guard
+from ._encodings import ENCODINGS, entry_data
 from ._errors import HttpError, error_response, json_response
 from ._listing import listing_page, scope_page
 from ._logs import Logs
-from ._stream import ENCODINGS, Hub, entry_data, event_stream
+from ._stream import Hub, event_stream
 
 Action = Literal["read", "append", "list"]
 Authorize = Callable[[Request, str, Action], "bool | Awaitable[bool]"]
@@ -73,6 +76,28 @@ def seq_of(name: str, text: str | None, default: int | None = None) -> int:
     return int(text)
 
 
+def _resume_of(request: Request) -> tuple[Resume, bool]:
+    """Where an event stream starts: a reconnecting ``EventSource``'s ``Last-Event-ID``,
+    else ``?after=`` (each a seq or a resume id, docs/drafts.md), else the start; and
+    whether the client resumes (it was sent what came before)."""
+    header = request.headers.get("last-event-id")  # a reconnecting EventSource's
+    if header:
+        return _parsed("Last-Event-ID", header), True
+    after = request.query_params.get("after")
+    if after is None:
+        return Resume(0), False
+    return _parsed("after", after), True
+
+
+def _parsed(name: str, text: str) -> Resume:
+    try:
+        return parse_resume(text)
+    except errors.InvalidArgumentError:
+        raise errors.InvalidArgumentError(
+            f"{name} must be a seq or a resume id (docs/drafts.md), got {text[:100]!r}"
+        ) from None
+
+
 def choice(name: str, text: str | None, allowed: tuple[str, ...], default: str) -> str:
     value = default if text is None else text
     if value not in allowed:
@@ -113,10 +138,7 @@ class Api:
     async def events(self, request: Request) -> Response:
         conversation = request.path_params["conversation"]
         await self.check(request, conversation, "read")
-        resume = request.headers.get("last-event-id")  # a reconnecting EventSource's
-        after = seq_of("Last-Event-ID", resume) if resume else None
-        if after is None:
-            after = seq_of("after", request.query_params.get("after"), 0)
+        resume, resumed = _resume_of(request)
         protocol = request.query_params.get("protocol", "msglog")
         encoding = ENCODINGS.get(protocol)
         if encoding is None:
@@ -126,7 +148,15 @@ class Api:
         self.logs.log(conversation)  # a bad id is a 400 now, not a broken stream
         # One read before the stream starts: a conversation the app's Redis user may not
         # read (another tenant's) is a 403 now, and takes no follower's place.
-        await self.logs.call(conversation, "count")
+        count = await self.logs.call(conversation, "count")
+        headers = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
+        if protocol == aisdk.PROTOCOL:
+            headers.update(aisdk.HEADERS)
+            if not resume.drafts:  # the answer in progress, from its first delta
+                drafts = await self.logs.call(conversation, "drafts")
+                if not any(d.role == "assistant" for d in drafts):
+                    return Response(status_code=204, headers=headers)  # no active stream
+                resume, resumed = Resume(count), False
         if not self.hub.admit(conversation):
             raise HttpError(
                 503,
@@ -139,13 +169,12 @@ class Api:
             self.hub,
             self.logs,
             conversation,
-            after,
+            resume,
             bound=self.max_queue,
             heartbeat=self.heartbeat,
             encoding=encoding,
-            resumed=bool(resume) or "after" in request.query_params,
+            resumed=resumed,
         )
-        headers = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
         response = EventStream(stream, media_type="text/event-stream", headers=headers)
         response.release = lambda: self.hub.release(conversation)
         return response

@@ -45,14 +45,19 @@ class Logs:
             return await asyncio.to_thread(bound, *args, **kwargs)
         return await bound(*args, **kwargs)
 
+    async def run(self, conversation: str, plan: Any) -> Any:
+        """A plan of ``conversation``'s log (``_core/steps.py``) run, awaited."""
+        log = self.log(conversation)
+        if self.sync:
+            return await asyncio.to_thread(log._run, plan)
+        return await log._run(plan)
+
     async def blob(self, conversation: str, digest: str) -> bytes | None:
         """The bytes stored off the rows under ``digest`` (``None``: not stored)."""
         log = self.log(conversation)
-        plan = log._core._read(("HGET", log._core.keys.blobs, digest))
-        if self.sync:
-            (value,) = await asyncio.to_thread(log._run, plan)
-        else:
-            (value,) = await log._run(plan)
+        (value,) = await self.run(
+            conversation, log._core._read(("HGET", log._core.keys.blobs, digest))
+        )
         return value if value is None or isinstance(value, bytes) else str(value).encode()
 
 

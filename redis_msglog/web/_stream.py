@@ -1,12 +1,13 @@
 """One follower per conversation per process, shared by every event-stream client of it.
 
-The follower is the library's own (:class:`~redis_msglog._core.read.follow.FollowCursor` pages, a
-blocking ``XREAD`` from the last seq seen): a thread for a sync client, a task for an
-asyncio one. It formats each committed entry once, as the bytes of one SSE event, and
-hands them to every client's bounded buffer. A client first sends its backlog from a
-read, then the live events; it keeps the last seq it sent, skips what it already sent
-and fills any hole from a read, so the join between backlog and live feed has no gap and
-no duplicate whatever the order in which they race.
+The follower is the library's own ``follow(drafts=True)`` (blocking ``XREAD`` pages of
+the log, its drafts' feed and the drafts it follows): a thread for a sync client, a task
+for an asyncio one. It hands each item, with its resume id, to every client's bounded
+buffer. A client first catches up from reads, then takes the live items; its place
+(:mod:`._place`) skips what it sent already and fills any hole from a read, so the join
+between catch-up and live feed has no gap and no duplicate whatever the order in which
+they race. An item's bytes are made once per encoding for the clients at the
+follower's place (:mod:`._encodings`).
 """
 
 from __future__ import annotations
@@ -15,38 +16,24 @@ import asyncio
 import collections
 import contextlib
 import threading
-import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
-from typing import Any
 
 import orjson
 
 from .. import telemetry
+from .._async._follow_drafts import AsyncDraftFollow
+from .._core.drafts.cursor import DraftTracker, Item, Resume
 from .._core.read.follow import FollowCursor
-from .._core.stored.codec import edit_document, row_document
-from ..edits import EditEntry, Entry, LogView
+from .._sync._follow_drafts import DraftFollow
+from ..drafts import DraftDelta, DraftEnded
 from ..errors import MessageLogError
-from ..models import StoredMessage
-from . import _agui as agui
+from ._encodings import Encoding, Shared
 from ._logs import Logs
+from ._place import Place, Reads
 
 FOLLOW_WAIT_MS = 500
 """A sync follower's ``XREAD`` wait: how soon its thread notices it should stop."""
-
-
-def entry_data(row: Entry) -> dict[str, Any]:
-    """The JSON of one committed entry: a message or an edit (contract of docs/web.md)."""
-    if isinstance(row, EditEntry):
-        return {"seq": row.seq, "at": row.at.isoformat(), "edit": edit_document(row)}
-    return {"seq": row.seq, "at": row.at.isoformat(), "message": row_document(row)}
-
-
-def sse_event(row: Entry) -> bytes:
-    """One Server-Sent Event: ``id`` is the seq, so ``Last-Event-ID`` resumes exactly."""
-    kind = b"edit" if isinstance(row, EditEntry) else b"message"
-    data = orjson.dumps(entry_data(row))  # one line: orjson never writes a raw newline
-    return b"id: %d\nevent: %s\ndata: %s\n\n" % (row.seq, kind, data)
 
 
 def sse_error(name: str, message: str) -> bytes:
@@ -63,95 +50,24 @@ def sse_error(name: str, message: str) -> bytes:
 HEARTBEAT = b": hb\n\n"
 
 
-@dataclass(eq=False, slots=True)
-class Shared:
-    """A committed entry handed to every client of a follower, with its event bytes in
-    each encoding once made (``cache``: by encoding), so a thousand clients of one
-    conversation encode each entry once."""
-
-    row: Entry
-    cache: dict[str, bytes] = field(default_factory=dict)
-
-
-class Encoding:
-    """How an event stream spells the entries: this library's own events (``message``
-    and ``edit``, docs/web.md); :class:`AgUiEncoding` is AG-UI's."""
-
-    name = "msglog"
-
-    async def opening(
-        self, logs: Logs, conversation: str, after: int, resumed: bool
-    ) -> tuple[bytes, int]:
-        """What is sent before the entries after ``after``, and the seq it brings the
-        client to (the entries after it follow)."""
-        return b"", after
-
-    async def entry(self, logs: Logs, conversation: str, shared: Shared) -> bytes:
-        found = shared.cache.get(self.name)
-        if found is None:
-            found = shared.cache[self.name] = sse_event(shared.row)
-        return found
-
-
-class AgUiEncoding(Encoding):
-    """AG-UI's events (:mod:`._agui`): a run started, the view's snapshot, the messages."""
-
-    name = agui.PROTOCOL
-
-    async def opening(
-        self, logs: Logs, conversation: str, after: int, resumed: bool
-    ) -> tuple[bytes, int]:
-        started = agui.run_started(conversation, uuid.uuid4().hex)
-        if resumed:
-            return agui.sse([started], None), after
-        entries = await _entries(logs, conversation, None)
-        last = entries[-1].seq if entries else 0
-        return agui.sse([started, agui.snapshot(_view(entries))], last), last
-
-    async def entry(self, logs: Logs, conversation: str, shared: Shared) -> bytes:
-        found = shared.cache.get(self.name)
-        if found is None:
-            events = agui.entry_events(shared.row)
-            if events is None:  # an edit: the view after it, read and folded
-                assert isinstance(shared.row, EditEntry)
-                view = _view(await _entries(logs, conversation, shared.row.seq))
-                events = [agui.edit_event(shared.row), agui.snapshot(view)]
-            found = shared.cache[self.name] = agui.sse(events, shared.row.seq)
-        return found
-
-
-ENCODINGS: dict[str, Encoding] = {"msglog": Encoding(), agui.PROTOCOL: AgUiEncoding()}
-"""The encodings an event stream speaks, by ``?protocol=``."""
-
-
-async def _entries(logs: Logs, conversation: str, through: int | None) -> list[Entry]:
-    """The physical log, through seq ``through`` (``None``: to its end now)."""
-    return [row async for row in _rows(logs, conversation, 0, through)]
-
-
-def _view(entries: list[Entry]) -> list[StoredMessage]:
-    """The visible view of ``entries`` (a trimmed log's, from its first entry)."""
-    return LogView(entries, start=entries[0].seq if entries else 1).rows
-
-
 @dataclass(eq=False)  # each one is itself: kept in a set
 class Listener:
-    """One client's bounded buffer of (seq, event bytes)."""
+    """One client's bounded buffer of the follower's items."""
 
     bound: int
-    events: collections.deque[tuple[int, Shared]] = field(default_factory=collections.deque)
+    events: collections.deque[Shared] = field(default_factory=collections.deque)
     wake: asyncio.Event = field(default_factory=asyncio.Event)
     overflowed: bool = False
     failure: MessageLogError | None = None
     feed: Feed | None = None  # the follower it listens to, once joined
 
-    def push(self, seq: int, event: Shared) -> None:
+    def push(self, event: Shared) -> None:
         if self.overflowed:
             return
         if len(self.events) >= self.bound:
             self.overflowed = True  # keep nothing more: the client resumes from its last id
         else:
-            self.events.append((seq, event))
+            self.events.append(event)
         self.wake.set()
 
     def fail(self, error: MessageLogError) -> None:
@@ -160,17 +76,19 @@ class Listener:
 
 
 class Feed:
-    """The shared follower of one conversation, from the seq it started at."""
+    """The shared follower of one conversation, from the seq it started at: the
+    library's ``follow(drafts=True)``, a page at a time, so a sync one's thread looks at
+    its stop flag after each blocking read."""
 
     def __init__(self, logs: Logs, conversation: str, start: int) -> None:
         self.conversation = conversation
         self.listeners: set[Listener] = set()
         self.failure: MessageLogError | None = None
-        self._logs = logs
         self._loop = asyncio.get_running_loop()
         self._stop = threading.Event()
         self._task: asyncio.Future[None] | None = None
         self._thread: threading.Thread | None = None
+        self._last: dict[str, int] = {}  # each draft's last delta handed out
         log = logs.log(conversation)
         cursor = FollowCursor(
             log._core,
@@ -179,39 +97,56 @@ class Feed:
             reconnect_within=None,  # a restart or a failover is waited out
             blobs="refs",
         )
+        tracker = DraftTracker(log._core.drafts, Resume(start))
         if logs.sync:  # its own thread: it blocks, the executor's few threads must not
             self._thread = threading.Thread(
                 target=self._follow_in_thread,
-                args=(log, cursor),
+                args=(DraftFollow(log, cursor, tracker),),
                 name=f"msglog-web-follower-{conversation}",
                 daemon=True,
             )
             self._thread.start()
         else:
-            self._task = self._loop.create_task(self._follow(log, cursor))
+            self._task = self._loop.create_task(
+                self._follow(AsyncDraftFollow(log, cursor, tracker))
+            )
 
-    def _follow_in_thread(self, log: Any, cursor: FollowCursor) -> None:
+    def _follow_in_thread(self, follow: DraftFollow) -> None:
         try:
-            for rows in log._pages(cursor, self._stop.is_set):
-                events = [(row.seq, Shared(row)) for row in rows]
-                if self._stop.is_set():
-                    return
-                self._loop.call_soon_threadsafe(self._deliver, events)
+            while not self._stop.is_set():
+                follow._page()
+                items = self._shared(follow._items)
+                if items and not self._stop.is_set():
+                    self._loop.call_soon_threadsafe(self._deliver, items)
         except MessageLogError as exc:
             with contextlib.suppress(RuntimeError):  # the loop closed first
                 self._loop.call_soon_threadsafe(self._failed, exc)
 
-    async def _follow(self, log: Any, cursor: FollowCursor) -> None:
+    async def _follow(self, follow: AsyncDraftFollow) -> None:
         try:
-            async for rows in log._pages(cursor):
-                self._deliver([(row.seq, Shared(row)) for row in rows])
+            while True:
+                await follow._page()
+                if follow._items:
+                    self._deliver(self._shared(follow._items))
         except MessageLogError as exc:
             self._failed(exc)
 
-    def _deliver(self, events: list[tuple[int, Shared]]) -> None:
+    def _shared(self, items: collections.deque[tuple[Item, str]]) -> list[Shared]:
+        out = []
+        while items:
+            item, resume = items.popleft()
+            final = 0
+            if isinstance(item, DraftDelta):
+                self._last[item.draft] = item.pos
+            elif isinstance(item, DraftEnded):
+                final = self._last.pop(item.draft, 0)
+            out.append(Shared(item, resume, final))
+        return out
+
+    def _deliver(self, events: list[Shared]) -> None:
         for listener in self.listeners:
-            for seq, event in events:
-                listener.push(seq, event)
+            for event in events:
+                listener.push(event)
 
     def _failed(self, error: MessageLogError) -> None:
         self.failure = error
@@ -294,53 +229,52 @@ async def event_stream(
     hub: Hub,
     logs: Logs,
     conversation: str,
-    after: int,
+    resume: Resume,
     *,
     bound: int,
     heartbeat: float,
-    encoding: Encoding = ENCODINGS["msglog"],
+    encoding: type[Encoding] = Encoding,
     resumed: bool = False,
 ) -> AsyncIterator[bytes]:
-    """The events of ``conversation`` after seq ``after`` in ``encoding``: what it opens
-    with, the backlog, then live ones; heartbeats while idle; ``overflow`` (then the end)
-    when the client lags ``bound`` events behind; ``error`` (then the end) when a read
-    or the follower fails."""
+    """The events of ``conversation`` after ``resume`` in ``encoding``: what it opens
+    with, the catch-up, then live ones; heartbeats while idle; ``overflow`` (then the
+    end) when the client lags ``bound`` events behind; ``error`` (then the end) when a
+    read or the follower fails."""
     listener = Listener(bound)
+    reads = Reads(logs, conversation)
+    place = Place(resume, reads)
+    encoder = encoding(reads, place)
     try:
         await hub.join(conversation, listener)  # first: nothing committed from now is missed
-        opening, after = await encoding.opening(logs, conversation, after, resumed)
+        opening = await encoder.opening(resumed)
         if opening:
             yield opening
-        async for event in _events(logs, conversation, after, listener, heartbeat, encoding):
-            yield event
+        async for sent in place.catch_up():
+            data = await encoder.encode(sent, None)
+            if data:
+                yield data
+            if encoder.done:
+                return
+        async for data in _live(place, encoder, listener, heartbeat):
+            yield data
     except MessageLogError as exc:  # the headers are out: the error is the last event
         yield sse_error(type(exc).__name__, str(exc))
     finally:
         await hub.leave(conversation, listener)
 
 
-async def _events(
-    logs: Logs,
-    conversation: str,
-    after: int,
-    listener: Listener,
-    heartbeat: float,
-    encoding: Encoding,
+async def _live(
+    place: Place, encoder: Encoding, listener: Listener, heartbeat: float
 ) -> AsyncIterator[bytes]:
-    sent = after  # the last seq sent: every event is seq sent + 1
-    async for row in _rows(logs, conversation, sent, None):
-        sent = row.seq
-        yield await encoding.entry(logs, conversation, Shared(row))
     while True:
         while listener.events:
-            seq, event = listener.events.popleft()
-            if seq <= sent:
-                continue  # already sent from a read
-            async for row in _rows(logs, conversation, sent, seq - 1):
-                sent = row.seq  # the live feed started after the read ended: the hole
-                yield await encoding.entry(logs, conversation, Shared(row))
-            sent = seq
-            yield await encoding.entry(logs, conversation, event)
+            shared = listener.events.popleft()
+            async for sent in place.live(shared.item, shared.final):
+                data = await encoder.encode(sent, shared)
+                if data:
+                    yield data
+                if encoder.done:
+                    return
         if listener.overflowed:
             yield sse_error("overflow", f"more than {listener.bound} events behind: resume")
             return
@@ -351,20 +285,3 @@ async def _events(
             await asyncio.wait_for(listener.wake.wait(), heartbeat)
         except asyncio.TimeoutError:
             yield HEARTBEAT
-
-
-async def _rows(
-    logs: Logs, conversation: str, after: int, through: int | None
-) -> AsyncIterator[Entry]:
-    """The entries after ``after`` (through ``through``, else to the end of the log as it
-    is now), read a page at a time."""
-    while through is None or after < through:
-        limit = logs.page_size if through is None else min(logs.page_size, through - after)
-        rows: list[Entry] = await logs.call(
-            conversation, "read", after, limit, blobs="refs", view="physical"
-        )
-        if not rows:
-            return
-        for row in rows:
-            yield row
-        after = rows[-1].seq

@@ -22,13 +22,14 @@ import orjson
 import pytest
 import redis
 
-from redis_msglog import MessageLog
+from redis_msglog import MessageLog, StoredMessage
 from redis_msglog.testing import EphemeralServer
 from redis_msglog.web import create_app
 
 from ..conftest import new_id, require_in_ci
 from .test_web import allow, serving
 from .test_web_agui import A_TOOL_TURN, write_a_tool_turn
+from .test_web_drafts import LONG, stream_answer
 
 pytestmark = pytest.mark.browser  # the JavaScript clients' tier, beside the browser's
 
@@ -44,7 +45,8 @@ def node() -> str:
     found = shutil.which("node")
     _require(found is not None and shutil.which("npm") is not None, "no node and npm")
     assert found is not None
-    if not (JS / "node_modules" / "@ag-ui" / "client").is_dir():
+    modules = JS / "node_modules"
+    if not ((modules / "@ag-ui" / "client").is_dir() and (modules / "ai").is_dir()):
         installed = subprocess.run(
             ["npm", "ci", "--no-audit", "--no-fund", "--silent"],
             cwd=JS, capture_output=True, text=True, timeout=300,
@@ -53,12 +55,12 @@ def node() -> str:
     return found
 
 
-def run_client(node: str, url: str, want: int, last_event_id: str | None = None) -> Any:
+def run_client(
+    node: str, url: str, want: int, last_event_id: str | None = None, until: str | None = None
+) -> Any:
     args = [node, str(JS / "agui_client.mjs"), url, str(want)]
-    done = subprocess.run(
-        [*args, *([last_event_id] if last_event_id else [])],
-        capture_output=True, text=True, timeout=60,
-    )  # fmt: skip
+    extra = [last_event_id or "", until] if until else [last_event_id] if last_event_id else []
+    done = subprocess.run([*args, *extra], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr or done.stdout
     return orjson.loads(done.stdout)
 
@@ -99,3 +101,63 @@ def test_agui_client_follows_a_live_conversation_and_resumes_exactly(
         ("msglog-5", "and 2 + 2?"), ("msglog-6", "4"),
     ]  # fmt: skip
     assert "MESSAGES_SNAPSHOT" not in second["types"]  # resumed: no snapshot
+
+
+def test_agui_client_builds_a_streamed_answer_from_its_draft(
+    node: str, served: tuple[str, MessageLog]
+) -> None:
+    url, log = served
+    log.add("user", "what is 1 + 2?")
+    writer = threading.Thread(target=stream_answer, args=(log, LONG, 0.02))
+    writer.start()
+    try:
+        got = run_client(node, url, 0, until="msglog.commit")
+    finally:
+        writer.join(30)
+    [_, answer] = log.all()
+    assert isinstance(answer, StoredMessage) and answer.tool_calls
+    assert "TEXT_MESSAGE_CONTENT" in got["types"] and "TOOL_CALL_ARGS" in got["types"]
+    built = [m for m in got["messages"] if m["id"] == answer.draft]
+    assert len(built) == 1 and built[0]["content"] == answer.text
+    [call] = built[0]["toolCalls"]
+    assert orjson.loads(call["function"]["arguments"]) == answer.tool_calls[0].args
+
+
+def test_the_ai_sdk_resumes_an_answer_after_a_reload_mid_answer(
+    node: str, shared_server: Callable[[str], EphemeralServer]
+) -> None:
+    url = shared_server("redis").url
+    log = MessageLog(redis.Redis.from_url(url), new_id())
+    log.add("user", "count")
+    with serving(create_app(redis.Redis.from_url(url), authorize=allow)) as base:
+        stream = f"{base}/conversations/{log.conversation}/events?protocol=ai-sdk"
+        pieces = [("text", f"{n}, ") for n in range(80)]
+        writer = threading.Thread(target=stream_answer, args=(log, pieces, 0.02))
+        writer.start()
+        try:
+            while not log.drafts():
+                time.sleep(0.005)
+            done = subprocess.run(
+                [node, str(JS / "ai_sdk_client.mjs"), stream, "10"],
+                capture_output=True, text=True, timeout=60,
+            )  # fmt: skip
+        finally:
+            writer.join(30)
+        assert done.returncode == 0, done.stderr or done.stdout
+        got = orjson.loads(done.stdout)
+        idle = subprocess.run(
+            [node, str(JS / "ai_sdk_client.mjs"), stream, "0"],
+            capture_output=True, text=True, timeout=60,
+        )  # fmt: skip
+    [_, answer] = log.all()
+    assert isinstance(answer, StoredMessage)
+
+    def text(message: dict[str, Any]) -> str:
+        return "".join(p["text"] for p in message["parts"] if p["type"] == "text")
+
+    assert got["final"]["id"] == got["partial"]["id"] == answer.draft
+    assert text(got["final"]) == answer.text  # replayed from its first delta: whole, once
+    partial = text(got["partial"])
+    assert partial and answer.text.startswith(partial) and partial != answer.text
+    assert got["final"]["metadata"] == {"seq": 2, "outcome": "committed"}
+    assert orjson.loads(idle.stdout) == {"partial": None, "final": None}  # 204: none now

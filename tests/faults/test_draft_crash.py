@@ -2,7 +2,8 @@
 answer into a draft and is SIGKILLed at a random point; followers in this process, one
 from the start and one resumed from the middle of what the first saw, end with the same
 deltas in the same order, none lost or repeated, then exactly one interrupted message
-holding exactly those deltas' text."""
+holding exactly those deltas' text. The same through the web stream: SSE clients that
+reconnect at random points to either of two web apps."""
 
 from __future__ import annotations
 
@@ -11,16 +12,22 @@ import random
 import threading
 import time
 from collections.abc import Callable
+from contextlib import ExitStack
 from datetime import timedelta
 from typing import Any
 
 import pytest
 import redis
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from redis_msglog import DraftDelta, DraftEnded, MessageLog, StoredMessage
 from redis_msglog.testing import EphemeralServer
+from redis_msglog.web import create_app
 
 from ..conftest import new_id
+from ..contract.test_web import allow, serving
+from ..contract.test_web_drafts import events_until
 
 pytestmark = pytest.mark.slow
 TOKENS = 2000
@@ -80,3 +87,73 @@ def test_a_writer_killed_mid_answer_leaves_one_interrupted_message_every_reader_
     rest: list[tuple[Any, str]] = []
     _follow(url, conversation, first[cut][1], rest)
     assert [item for item, _ in rest] == [item for item, _ in first[cut + 1 :]]
+
+
+def _sse_reader(bases: list[str], conversation: str, seed: int, sink: list[Any]) -> None:
+    """An SSE client reading a few events at a time, reconnecting with its last id to
+    either web app each time, until the interrupted message."""
+    chunk, last = random.Random(seed), ""
+    while True:
+        want = chunk.randint(1, 40)
+
+        def enough(got: list[Any], want: int = want) -> bool:
+            return len(got) >= want or _ended(got)
+
+        headers = {"Last-Event-ID": last} if last else {}
+        got = events_until(bases[chunk.randrange(2)], conversation, enough, headers=headers)
+        sink += got
+        last = got[-1]["id"]
+        if _ended(got):
+            return
+
+
+def _ended(got: list[Any]) -> bool:
+    return bool(got) and got[-1].get("event") == "message"
+
+
+@settings(max_examples=3, deadline=None, suppress_health_check=list(HealthCheck))
+@given(seed=st.integers(0, 2**32 - 1))
+def test_sse_clients_on_two_apps_agree_on_a_killed_writers_answer(
+    shared_server: Callable[[str], EphemeralServer], seed: int
+) -> None:
+    url, conversation = shared_server("redis").url, new_id()
+    with ExitStack() as stack:
+        bases = [
+            stack.enter_context(serving(create_app(redis.Redis.from_url(url), authorize=allow)))
+            for _ in range(2)
+        ]
+        sinks: list[list[Any]] = [[], []]
+        readers = [
+            threading.Thread(target=_sse_reader, args=(bases, conversation, seed + n, sinks[n]))
+            for n in range(2)
+        ]
+        for reader in readers:
+            reader.start()
+        writer = multiprocessing.get_context("spawn").Process(
+            target=_stream_an_answer, args=(url, conversation)
+        )
+        writer.start()
+        log = MessageLog(redis.Redis.from_url(url), conversation)
+        deadline = time.monotonic() + 30
+        while not log.drafts():  # it is streaming
+            assert time.monotonic() < deadline and writer.is_alive()
+            time.sleep(0.01)
+        time.sleep(random.Random(seed).uniform(0.0, 0.8))
+        writer.kill()
+        writer.join()
+        for reader in readers:
+            reader.join(60)
+            assert not reader.is_alive()
+    [message] = log.all()
+    assert isinstance(message, StoredMessage) and message.interrupted
+    seen = []
+    for sink in sinks:
+        deltas = [
+            (e["data"]["pos"], e["data"]["text"]) for e in sink if e["event"] == "draft-delta"
+        ]
+        assert [pos for pos, _ in deltas] == list(range(1, len(deltas) + 1))
+        assert "".join(text for _, text in deltas) == message.text
+        ends = [e["data"] for e in sink if e["event"] == "draft-end"]
+        assert ends == [{"draft": message.draft, "outcome": "interrupted", "seq": message.seq}]
+        seen.append(deltas)
+    assert seen[0] == seen[1]

@@ -1,11 +1,12 @@
 // An AG-UI client (@ag-ui/client's HttpAgent, the runtime CopilotKit builds on) following
-// a conversation's event stream: `node agui_client.mjs URL WANT [LAST_EVENT_ID]`. It
+// a conversation's event stream: `node agui_client.mjs URL WANT [LAST_EVENT_ID [UNTIL]]`. It
 // connects with GET (the stream is a conversation's, not a run to start), lets the
 // client's own event verification and message reducer apply every event, stops once it
-// holds WANT messages, and prints the messages it built and the event types it saw.
+// holds WANT messages (or, given UNTIL, once it sees the CUSTOM event so named), and prints
+// the messages it built and the event types it saw.
 import { HttpAgent } from "@ag-ui/client";
 
-const [url, want, lastEventId] = process.argv.slice(2);
+const [url, want, lastEventId, until] = process.argv.slice(2);
 
 class ConversationAgent extends HttpAgent {
   requestInit() {
@@ -20,9 +21,10 @@ const types = [];
 agent.subscribe({
   onEvent: ({ event }) => {
     types.push(event.type);
+    if (until && event.type === "CUSTOM" && event.name === until) agent.abortRun();
   },
   onMessagesChanged: ({ messages }) => {
-    if (messages.length >= Number(want)) agent.abortRun();
+    if (!until && messages.length >= Number(want)) agent.abortRun();
   },
 });
 const timer = setTimeout(() => {
