@@ -17,6 +17,7 @@ import struct
 import subprocess
 import sys
 import threading
+import time
 import uuid
 import zlib
 from collections.abc import Callable, Iterator
@@ -55,6 +56,7 @@ CHROMIUM_ARGS = [
     "--no-first-run",
 ]
 HOSTILE = '<img src=x onerror="alert(1)"><script>alert(2)</script>'
+TYPED = "(token) => (document.querySelector('#rows li.draft') || {}).textContent?.includes(token)"
 WAIT_MS = 20_000  # how long the page may take to show a change (a wait, not an assert)
 
 
@@ -471,4 +473,63 @@ def test_viewer_reads_well_on_a_desktop_and_a_phone(
         nav, rows = page.locator("nav").bounding_box(), page.locator("#rows").bounding_box()
         assert nav and rows and rows["y"] >= nav["y"] + nav["height"] - 1  # stacked
         page.screenshot(path=str(ARTIFACTS / "10-phone-390.png"), full_page=True)
+        page.goto("about:blank")
+
+
+def test_viewer_types_a_draft_live_resumes_after_a_reload_and_marks_interrupted(
+    browser_page: Any,
+    viewer_app: Callable[[str], Any],
+    viewed: Viewed,
+) -> None:
+    """An answer written as a draft shows typing, delta by delta; a reload mid-answer
+    shows what was written so far and goes on, no token repeated or missing; the
+    committed message replaces the draft; an answer whose writer failed is marked
+    interrupted."""
+    page = browser_page
+    url, conversation, log = viewed
+    log.add("user", "count to eighty")
+    tokens = [f"{n}, " for n in range(80)]
+    started = threading.Event()
+
+    def answer() -> None:
+        with log.draft() as draft:
+            for token in tokens:
+                draft.write(token)
+                draft.flush()
+                started.set()
+                time.sleep(0.04)
+
+    with Uvicorn(viewer_app(url)) as base:
+        page.goto(f"{base}/#{conversation}")
+        page.wait_for_selector('#rows li[data-seq="1"]', timeout=WAIT_MS)
+        writer = threading.Thread(target=answer)
+        writer.start()
+        try:
+            started.wait(10)
+            typing = page.locator("#rows li.draft")
+            page.wait_for_function(TYPED, arg="5, ", timeout=WAIT_MS)
+            assert typing.locator(".label").first.inner_text() == "typing"
+            page.screenshot(path=str(ARTIFACTS / "11-typing.png"), full_page=True)
+            page.reload()  # mid-answer: the draft so far, then the rest, live
+            page.wait_for_function(TYPED, arg="40, ", timeout=WAIT_MS)
+            page.wait_for_selector('#rows li[data-seq="2"]', timeout=WAIT_MS)
+        finally:
+            writer.join(30)
+        assert page.locator("#rows li.draft").count() == 0  # the message took its place
+        text = page.locator('#rows li[data-seq="2"] .part').inner_text()
+        assert text == "text" + "".join(tokens)  # every token once, in order
+
+        def fails() -> None:
+            with log.draft() as draft:  # on_interrupt="commit": what was written is kept
+                draft.write("half an ans")
+                draft.flush()
+                raise RuntimeError("the worker failed")
+
+        with pytest.raises(RuntimeError):
+            fails()
+        page.wait_for_selector('#rows li.interrupted[data-seq="3"]', timeout=WAIT_MS)
+        third = page.locator('#rows li[data-seq="3"]')
+        assert "interrupted" in third.locator(".label").all_inner_texts()
+        assert "half an ans" in third.inner_text()
+        page.screenshot(path=str(ARTIFACTS / "12-interrupted.png"), full_page=True)
         page.goto("about:blank")

@@ -209,6 +209,10 @@ function renderMessage(entry) {
     li.classList.add("redacted");
     head.append(label("redacted"));
   }
+  if (message.interrupted) {  // its writer died mid-answer: what was written, kept
+    li.classList.add("interrupted");
+    head.append(label("interrupted"));
+  }
   const cost = usageNote(message.usage);
   if (cost) head.append(cost);
   li.append(head);
@@ -251,6 +255,7 @@ function render() {
     if (removed.has(entry.seq)) li.classList.add("gone");
     return li;
   });
+  for (const [id, draft] of current.drafts) rows.push(renderDraft(id, draft));
   list.replaceChildren(...rows);
   list.dataset.lastSeq = String(current.lastSeq);
 }
@@ -262,13 +267,20 @@ function schedule() {
   }
 }
 
+// An event's id is a resume id: the seq, then each open draft's position after a dot
+// ("12.<draft>:7"); the seq is what orders the committed entries.
+function seqOf(id) {
+  return Number(String(id).split(".")[0]);
+}
+
 function receive(kind, event) {
-  const seq = Number(event.lastEventId);
+  const seq = seqOf(event.lastEventId);
   // Exactly once even if a reconnect replays: a seq at or below the last one is old.
   if (!current || !Number.isSafeInteger(seq) || seq <= current.lastSeq) return;
   const data = JSON.parse(event.data);
   current.entries.push({ kind, seq, data });
   current.lastSeq = seq;
+  if (data.message && data.message.draft) current.drafts.delete(data.message.draft);
   touchListed(seq, data.at);
   if (data.message && data.message.usage) scheduleTotals();
   if (kind === "edit") deleted(data.edit || {});
@@ -307,6 +319,45 @@ function redact(seq) {
     .catch(() => {}); // the marker stays: the content is gone either way
 }
 
+// A message being written (a draft): shown typing below the rows, each delta once (by
+// its position), gone at its end: its committed message takes its place.
+function receiveDraft(kind, event) {
+  if (!current) return;
+  const data = JSON.parse(event.data);
+  const drafts = current.drafts;
+  if (kind === "draft-start" && !drafts.has(data.draft)) {
+    drafts.set(data.draft, { role: data.role, pos: 0, text: "", reasoning: "", calls: new Map() });
+  } else if (kind === "draft-delta") {
+    const draft = drafts.get(data.draft);
+    if (!draft || data.pos <= draft.pos) return;
+    draft.pos = data.pos;
+    if (data.kind === "text") draft.text += data.text;
+    else if (data.kind === "reasoning") draft.reasoning += data.text;
+    else {
+      const call = draft.calls.get(data.tool_call_id) || { name: data.tool_name || "?", args: "" };
+      call.args += data.text;
+      draft.calls.set(data.tool_call_id, call);
+    }
+  } else if (kind === "draft-end") {
+    drafts.delete(data.draft);
+  }
+  schedule();
+}
+
+function renderDraft(id, draft) {
+  const li = el("li", "row message draft");
+  li.dataset.draft = id;
+  const head = el("div", "meta");
+  head.append(el("span", "role", draft.role), label("typing"));
+  li.append(head);
+  if (draft.reasoning) li.append(collapsed("thinking", el("pre", null, draft.reasoning)));
+  li.append(renderText("text", draft.text));
+  for (const [callId, call] of draft.calls) {
+    li.append(renderText("tool call", call.name + " (" + callId + ") " + call.args));
+  }
+  return li;
+}
+
 let totalsDue = null;
 function scheduleTotals() {  // at most one fetch a second while messages stream in
   if (totalsDue === null) totalsDue = setTimeout(() => { totalsDue = null; showTotals(); }, 1000);
@@ -322,7 +373,7 @@ function open(id) {
   if (current) current.source.close();
   // after=0: every entry from the first; the browser resumes with Last-Event-ID itself.
   const source = new EventSource(conversationPath(id) + "/events?after=0");
-  current = { id, source, entries: [], lastSeq: 0 };
+  current = { id, source, entries: [], lastSeq: 0, drafts: new Map() };
   $("title").textContent = id;
   $("totals").replaceChildren();
   showTotals();
@@ -333,6 +384,9 @@ function open(id) {
   source.addEventListener("error", () => setStatus("reconnecting", false));
   source.addEventListener("message", (event) => receive("message", event));
   source.addEventListener("edit", (event) => receive("edit", event));
+  for (const kind of ["draft-start", "draft-delta", "draft-end"]) {
+    source.addEventListener(kind, (event) => receiveDraft(kind, event));
+  }
   source.addEventListener("overflow", () => setStatus("catching up", false));
   if (location.hash !== "#" + encodeURIComponent(id)) location.hash = encodeURIComponent(id);
 }
