@@ -10,13 +10,13 @@ from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from typing import Any, Literal, overload
 
 from .._core.args import shown
-from .._core.drafts.cursor import DraftTracker, parse_resume
+from .._core.drafts.cursor import DraftTracker, Resume, parse_resume
 from .._core.facade import require_callable, require_non_negative, require_seq
 from .._core.read.cache import read_cache
 from .._core.read.follow import FollowCursor, follow_block_ms
 from .._core.write.blobs import BlobMode
 from .._io.routing import socket_timeout
-from .._io.subscription import AsyncOnCommit, AsyncSubscription
+from .._io.subscription import AsyncOnCommit, AsyncOnItems, AsyncSubscription
 from ..edits import Entry, MessageView, View
 from ..errors import InvalidArgumentError
 from ..models import AgentMessage, Role, StoredMessage, Usage
@@ -297,8 +297,28 @@ class AsyncLogAPI(AsyncLogCarrier):
             return AsyncDraftFollow(self, cursor, DraftTracker(self._core.drafts, resume))
         return self._rows(cursor)
 
+    @overload
     async def subscribe(
-        self, callback: AsyncOnCommit, *, after: int | None = None
+        self,
+        callback: AsyncOnCommit,
+        *,
+        after: int | None = ...,
+        drafts: Literal[False] = ...,
+    ) -> AsyncSubscription: ...
+    @overload
+    async def subscribe(
+        self,
+        callback: AsyncOnItems,
+        *,
+        after: int | str | None = ...,
+        drafts: Literal[True],
+    ) -> AsyncSubscription: ...
+    async def subscribe(
+        self,
+        callback: AsyncOnCommit | AsyncOnItems,
+        *,
+        after: int | str | None = None,
+        drafts: bool = False,
     ) -> AsyncSubscription:
         """Call ``callback(rows)`` in the background (a thread; asyncio: a task, and the
         callback may be async) for commits made by any worker.
@@ -310,19 +330,22 @@ class AsyncLogAPI(AsyncLogCarrier):
         resume after a restart, store it and pass it back as ``after`` (at-least-once if
         stored after handling). If ``callback`` raises, the subscription stops and
         ``close()`` re-raises the error.
+
+        ``drafts=True``: the batches hold the drafts' events too, in order with the
+        entries, as ``follow(drafts=True)`` yields them (docs/drafts.md), from the drafts
+        in progress at the start; ``resume`` is the resume id after the last batch
+        handled, to pass back as ``after`` (a str) so no delta is lost or repeated.
         """
         require_callable("callback", callback)
-        if after is not None:
+        if not drafts and after is not None and not isinstance(after, int):
+            raise InvalidArgumentError(
+                f"after must be a seq (an int), got {shown(after)}; a resume id (a str) "
+                "needs subscribe(drafts=True)"
+            )
+        resume = parse_resume(await self.count() if after is None else after)
+        if isinstance(after, int):
             require_seq("after", after)
-        start = await self.count() if after is None else after
-        wait_ms = min(AsyncSubscription.WAIT_MS, self._block_ms())
-        cursor = FollowCursor(self._core, start, block_ms=wait_ms, reconnect_within=None)
-        return AsyncSubscription(
-            lambda stopped: self._pages(cursor, stopped),
-            callback,
-            position=start,
-            name=self.conversation,
-        )
+        return _subscription(self, callback, resume, drafts)
 
     async def _rows(self, cursor: FollowCursor) -> AsyncIterator[Entry]:
         async for page in self._pages(cursor):
@@ -348,3 +371,21 @@ class AsyncLogAPI(AsyncLogCarrier):
 
     def _block_ms(self) -> int:
         return follow_block_ms(socket_timeout(self._redis))
+
+
+def _subscription(
+    log: AsyncLogAPI, callback: Any, resume: Resume, drafts: bool
+) -> AsyncSubscription:
+    """A subscription from ``resume``: of the log's entries, or with ``drafts`` of its
+    entries and drafts' events (a ``follow(drafts=True)`` read a page at a time)."""
+    wait_ms = min(AsyncSubscription.WAIT_MS, log._block_ms())
+    cursor = FollowCursor(log._core, resume.seq, block_ms=wait_ms, reconnect_within=None)
+    name = log.conversation
+    if drafts:
+        follow = AsyncDraftFollow(log, cursor, DraftTracker(log._core.drafts, resume))
+        where = lambda: follow.resume  # noqa: E731
+        return AsyncSubscription(
+            follow._pages, callback, position=resume.seq, name=name, resume=where
+        )
+    pages = lambda stopped: log._pages(cursor, stopped)  # noqa: E731
+    return AsyncSubscription(pages, callback, position=resume.seq, name=name)

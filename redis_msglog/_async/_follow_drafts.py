@@ -4,6 +4,7 @@ events, in order, with the resume id after each (``_core/drafts/cursor.py``)."""
 from __future__ import annotations
 
 import collections
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 from .._core.drafts.cursor import DraftTracker, Item
@@ -52,3 +53,14 @@ class AsyncDraftFollow:
             self._items.extend(ended)
             for draft_id in lapsed:
                 await log._settle_draft(draft_id, "interrupt")
+
+    async def _pages(self, stopped: Callable[[], bool]) -> AsyncIterator[list[Item]]:
+        """Non-empty pages of items until ``stopped()`` (a subscription's): ``resume``
+        is the position after each page once it is handed out."""
+        while not stopped():
+            await self._page()
+            if self._items:
+                page = list(self._items)
+                self._items.clear()
+                self.resume = page[-1][1]
+                yield [item for item, _ in page]

@@ -8,7 +8,9 @@ import asyncio
 import threading
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from types import TracebackType
+from typing import Any
 
+from ..drafts import DraftEvent
 from ..edits import Entry
 from ..models import StoredMessage
 from . import io_async as _io_async
@@ -21,10 +23,14 @@ OnCommit = Callable[[list[Entry]], object]
 """A subscription's callback (sync client): called with committed entries, edits too."""
 AsyncOnCommit = Callable[[list[Entry]], "Awaitable[object] | object"]
 """A subscription's callback (asyncio client): plain or async."""
-Pages = Callable[[Callable[[], bool]], Iterator[list[Entry]]]
+OnItems = Callable[[list[Entry | DraftEvent]], object]
+"""A ``subscribe(drafts=True)`` callback (sync client): entries and drafts' events."""
+AsyncOnItems = Callable[[list[Entry | DraftEvent]], "Awaitable[object] | object"]
+"""A ``subscribe(drafts=True)`` callback (asyncio client): plain or async."""
+Pages = Callable[[Callable[[], bool]], Iterator[list[Any]]]
 """What a subscription reads from: called with its ``stopped()`` test, the non-empty pages
 of new rows, in order, until that test is true (a log's ``_pages`` on its cursor)."""
-AsyncPages = Callable[[Callable[[], bool]], AsyncIterator[list[Entry]]]
+AsyncPages = Callable[[Callable[[], bool]], AsyncIterator[list[Any]]]
 """What an asyncio subscription reads from (see :data:`Pages`)."""
 
 
@@ -37,14 +43,27 @@ class Subscription:
 
     WAIT_MS = 500
 
-    def __init__(self, pages: Pages, callback: OnCommit, *, position: int, name: str) -> None:
+    def __init__(
+        self,
+        pages: Pages,
+        callback: Callable[[list[Any]], object],
+        *,
+        position: int,
+        name: str,
+        resume: Callable[[], str] | None = None,
+    ) -> None:
         """Deliver the pages of ``pages`` (new rows after seq ``position``) to
-        ``callback`` on a thread named after ``name`` (the conversation)."""
+        ``callback`` on a thread named after ``name`` (the conversation); ``resume``
+        gives the resume id after the page last handed out (``drafts=True``)."""
         self.position = position
+        self.resume = str(position)
+        """The resume id after the last batch handled (``subscribe(drafts=True)``):
+        pass it back as ``after``; the last seq handled otherwise."""
         self.error: BaseException | None = None
         self._callback = callback
+        self._where = resume
         self._stop = threading.Event()
-        self._pages: Iterator[list[Entry]] = pages(self._stop.is_set)
+        self._pages: Iterator[list[Any]] = pages(self._stop.is_set)
         self._thread = threading.Thread(
             target=self._deliver, name=f"msglog-subscription-{name}", daemon=True
         )
@@ -54,7 +73,7 @@ class Subscription:
         try:
             for rows in self._pages:
                 self._callback(rows)
-                self.position = rows[-1].seq
+                self.position, self.resume = _advanced(rows, self.position, self._where)
         except BaseException as exc:  # kept for close(): a thread has no caller to raise to
             self.error = exc
 
@@ -95,14 +114,23 @@ class AsyncSubscription:
     WAIT_MS = 5000  # a cancel interrupts the wait: no need to wake up often
 
     def __init__(
-        self, pages: AsyncPages, callback: AsyncOnCommit, *, position: int, name: str
+        self,
+        pages: AsyncPages,
+        callback: Callable[[list[Any]], Awaitable[object] | object],
+        *,
+        position: int,
+        name: str,
+        resume: Callable[[], str] | None = None,
     ) -> None:
         """The asyncio twin of :class:`Subscription`'s, on a task."""
         self.position = position
+        self.resume = str(position)
+        """See :attr:`Subscription.resume`."""
         self.error: BaseException | None = None
         self._callback = callback
+        self._where = resume
         self._closing = False
-        self._pages: AsyncIterator[list[Entry]] = pages(lambda: self._closing)
+        self._pages: AsyncIterator[list[Any]] = pages(lambda: self._closing)
         self._task = asyncio.get_running_loop().create_task(
             self._deliver(), name=f"msglog-subscription-{name}"
         )
@@ -111,7 +139,7 @@ class AsyncSubscription:
         try:
             async for rows in self._pages:
                 await _io_async.call_hook(self._callback, rows)
-                self.position = rows[-1].seq
+                self.position, self.resume = _advanced(rows, self.position, self._where)
         except Exception as exc:  # kept for close(): a task has no caller to raise to
             self.error = exc
 
@@ -142,3 +170,10 @@ class AsyncSubscription:
         tb: TracebackType | None,
     ) -> None:
         await self.close()
+
+
+def _advanced(rows: list[Any], position: int, where: Callable[[], str] | None) -> tuple[int, str]:
+    """A subscription's place after a batch: the last seq in it (a batch of drafts'
+    events alone leaves it), and the resume id."""
+    seq = next((row.seq for row in reversed(rows) if not isinstance(row, DraftEvent)), position)
+    return seq, where() if where is not None else str(seq)

@@ -356,6 +356,85 @@ def test_a_follower_resumed_mid_draft_misses_nothing_and_repeats_nothing(
     assert isinstance(rest[-2][0], DraftEnded) and rest[-1][0].text == "abc"
 
 
+def test_a_subscription_with_drafts_gets_what_a_follower_gets_and_resumes(
+    redis_log: Callable[..., MessageLog],
+) -> None:
+    conversation = new_id()
+    log, watcher = redis_log(conversation), redis_log(conversation)
+    log.add("user", "go")
+    got: list[Any] = []
+    done = threading.Event()
+
+    def handle(items: list[Any]) -> None:
+        got.extend(items)
+        if any(committed(i) for i in items):
+            done.set()
+
+    with watcher.subscribe(handle, drafts=True) as subscription:
+        assert subscription.resume == "1"
+        with log.draft() as draft:
+            for word in ("one ", "two "):
+                draft.write(word)
+                draft.flush()
+                time.sleep(0.05)
+        assert done.wait(10)
+    assert got[0] == DraftStarted(draft.id, "assistant", None, "")
+    assert [d.text for d in got if isinstance(d, DraftDelta)] == ["one ", "two "]
+    assert got[-2:] == [DraftEnded(draft.id, "committed", 2), log.all()[-1]]
+    assert (subscription.position, subscription.resume) == (2, "2")
+    # From the resume id after its first delta, a subscription gets exactly the rest.
+    rest: list[Any] = []
+    finished = threading.Event()
+
+    def keep(items: list[Any]) -> None:
+        rest.extend(items)
+        if any(committed(i) for i in items):
+            finished.set()
+
+    with watcher.subscribe(keep, after=f"1.{draft.id}:1", drafts=True):
+        assert finished.wait(10)
+    assert rest == got[2:]
+
+
+def test_subscribe_refuses_a_resume_id_without_drafts(redis_log: Callable[..., MessageLog]) -> None:
+    log = redis_log()
+    with pytest.raises(InvalidArgumentError, match="drafts=True"):
+        log.subscribe(lambda rows: None, after="1." + "a" * 32 + ":1")  # type: ignore[call-overload]
+    for bad in ("x", "1.zz", -1):
+        with pytest.raises(InvalidArgumentError):
+            log.subscribe(lambda rows: None, after=bad, drafts=True)
+
+
+async def _async_subscription(url: str, conversation: str) -> list[Any]:
+    client = redis.asyncio.Redis.from_url(url)
+    log, got = AsyncMessageLog(client, conversation), []
+    done = asyncio.Event()
+
+    async def handle(items: list[Any]) -> None:
+        got.extend(items)
+        if any(committed(i) for i in items):
+            done.set()
+
+    async with await log.subscribe(handle, drafts=True) as subscription:
+        async with log.draft() as draft:
+            await draft.write("async ")
+            await draft.flush()
+            await draft.write("answer")
+        await asyncio.wait_for(done.wait(), 10)
+    assert subscription.resume == str(subscription.position) == "1"
+    await client.aclose()
+    return got
+
+
+def test_an_asyncio_subscription_with_drafts(
+    shared_server: Callable[[str], EphemeralServer],
+) -> None:
+    got = asyncio.run(_async_subscription(shared_server("redis").url, new_id()))
+    assert isinstance(got[0], DraftStarted) and isinstance(got[-2], DraftEnded)
+    assert "".join(d.text for d in got if isinstance(d, DraftDelta)) == "async answer"
+    assert isinstance(got[-1], StoredMessage) and got[-1].text == "async answer"
+
+
 def test_a_follower_notices_a_lapse_and_ends_the_draft(
     redis_log: Callable[..., MessageLog],
 ) -> None:

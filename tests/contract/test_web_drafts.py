@@ -84,8 +84,10 @@ def events_until(
     query: str = "",
     headers: dict[str, str] | None = None,
 ) -> list[Event]:
-    """The events (no heartbeats) of one connection until ``until(events)``."""
+    """The events (no heartbeats) of one connection until ``until(events)``; an
+    AssertionError after a minute (the heartbeats keep an idle stream's reads short)."""
     got: list[Event] = []
+    deadline = time.monotonic() + 60
     url = f"{base}/conversations/{conversation}/events{query}"
     with (
         httpx.Client(timeout=30) as http,
@@ -97,7 +99,9 @@ def events_until(
                 got.append(event)
             if until(got):
                 return got
-    raise AssertionError(f"the stream ended first: {got}")
+            if time.monotonic() > deadline:
+                break
+    raise AssertionError(f"the stream ended or stalled first: {got}")
 
 
 def _has_message(got: list[Event]) -> bool:
