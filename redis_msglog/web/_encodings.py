@@ -25,10 +25,11 @@ from ._place import Place, Reads, Sent
 @dataclass(eq=False, slots=True)
 class Shared:
     """An item of the shared follower, handed to every client of it: the follower's
-    resume id after it, the last delta it handed out of a draft that ends (``final``),
-    and its event bytes by encoding once made (``cache``)."""
+    resume ids before and after it, the last delta it handed out of a draft that ends
+    (``final``), and its event bytes by encoding once made (``cache``)."""
 
     item: Any
+    before: str
     resume: str
     final: int = 0
     cache: dict[tuple[str, bool], bytes] = field(default_factory=dict)
@@ -115,7 +116,7 @@ class AgUiEncoding(Encoding):
                 events += agui.reopened(draft, await _spelled(self.reads, draft, pos), self.opened)
             return agui.sse(events, None)
         entries = await _entries(self.reads, None)
-        self.place.seq = entries[-1].seq if entries else 0
+        self.place.move_to(entries[-1].seq if entries else 0)
         return agui.sse([started, agui.snapshot(_view(entries))], self.place.resume())
 
     async def encode(self, sent: Sent, shared: Shared | None) -> bytes:

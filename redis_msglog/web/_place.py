@@ -83,9 +83,42 @@ class Place:
         self.drafts: dict[str, int] = dict(resume.drafts)  # followed: last delta sent
         self._ended: collections.OrderedDict[str, bool] = collections.OrderedDict()
         self._reads = reads
+        self._text: str | None = None  # resume(), kept until the place moves
 
     def resume(self) -> str:
-        return str(Resume(self.seq, self.drafts))
+        if self._text is None:
+            self._text = str(Resume(self.seq, self.drafts))
+        return self._text
+
+    def move_to(self, seq: int) -> None:
+        """Start after seq ``seq`` (an opening that sent the log up to it)."""
+        self.seq, self._text = seq, None
+
+    def take(self, item: Item, before: str, after: str) -> Sent | None:
+        """The fast path of :meth:`live`, for a client exactly where the shared follower
+        was before ``item`` (its resume id ``before``: the common case, a client that
+        keeps up): the item is next, whole, and the place becomes ``after``. ``None``
+        when the client is elsewhere (then :meth:`live` decides)."""
+        if self.resume() != before:
+            return None
+        streamed = False
+        if isinstance(item, DraftStarted):
+            if item.draft in self._ended:
+                return None
+            self.drafts[item.draft] = 0
+        elif isinstance(item, DraftDelta):
+            self.drafts[item.draft] = item.pos
+        elif isinstance(item, DraftEnded):
+            del self.drafts[item.draft]
+            self._forget(item.draft, shown=True)
+        else:
+            draft = item.draft if isinstance(item, StoredMessage) else None
+            if draft is not None:
+                streamed = self._ended.get(draft, False)
+                self._forget(draft, shown=streamed)
+            self.seq = item.seq
+        self._text = after
+        return Sent(item, after, streamed)
 
     async def catch_up(self) -> AsyncIterator[Sent]:
         """What the client is sent before the live items: the rest of the drafts it was
@@ -162,7 +195,7 @@ class Place:
         streamed = draft is not None and self._ended.get(draft, False)
         if draft is not None:
             self._forget(draft, shown=streamed)
-        self.seq = row.seq
+        self.seq, self._text = row.seq, None
         yield Sent(row, self.resume(), streamed)
 
     async def _rest(self, draft: str, final: int | None) -> list[Sent]:
@@ -177,11 +210,13 @@ class Place:
 
     def _end(self, ended: DraftEnded) -> Sent:
         del self.drafts[ended.draft]
+        self._text = None
         self._forget(ended.draft, shown=True)
         return Sent(ended, self.resume())
 
     def _apply(self, item: DraftStarted | DraftDelta) -> Sent:
         self.drafts[item.draft] = item.pos if isinstance(item, DraftDelta) else 0
+        self._text = None
         return Sent(item, self.resume())
 
     def _forget(self, draft: str, *, shown: bool) -> None:

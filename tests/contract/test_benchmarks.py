@@ -267,3 +267,27 @@ def test_web_load_benchmark_smoke_run(shared_server: Any) -> None:
     assert results["reader pages, 5 streams"] > 0 and results["reader pages, no streams"] > 0
     assert results["reader p99, 5 streams (ms)"] > 0
     assert "server KiB per stream" in results
+
+
+def test_draft_stream_benchmark_smoke_run(shared_server: Any) -> None:
+    from benchmarks import draft_stream
+
+    url = shared_server("redis").url
+    results = draft_stream.main(
+        [
+            "--url",
+            url,
+            "--clients",
+            "3",
+            "--tokens",
+            "20",
+            "--rate",
+            "400",
+            "--contenders",
+            "msglog",
+        ]
+    )  # every client received every token exactly once, or it exits
+    assert results["msglog: token to client p50 (ms)"] > 0
+    assert results["msglog: raw XREAD BLOCK of the draft p50 (ms)"] > 0
+    assert results["msglog: Redis commands per 1,000 tokens"] > 0
+    assert results["msglog: Redis memory held by the open answer (KiB)"] > 0
