@@ -4,9 +4,9 @@ Messages a model or an attacker could produce (deep and huge JSON values, tool-c
 ``arguments`` that are deep, malformed or huge, every part kind, blob references known
 and unknown, ids and names of lone surrogates, NULs, controls and astral characters)
 go through every write path: ``append``, ``append_many``, ``compact``, ``replace``,
-``msglog import``, the LangChain history and the Agents SDK session, and the lifecycle
-writes (a trim under the hostile rows, a redaction of one and a hostile replacement
-for another, ``max_age`` trimming in the same call, a
+a draft's writer, ``msglog import``, the LangChain history and the Agents SDK session,
+and the lifecycle writes (a trim under the hostile rows, a redaction of one and a
+hostile replacement for another, ``max_age`` trimming in the same call, a
 ``before_append`` filter returning them, an erasure after them). Each case is
 either refused at write with a :class:`MessageLogError` and nothing written (``DUMP`` of
 every key under the case's prefix is the same before and after), or readable by every
@@ -540,6 +540,38 @@ def test_hostile_messages_written_by_a_log_with_max_age(
     writes hostile ones: refused with nothing written, or read by everything. Fewer
     examples: each waits the 1 s that ``max_age`` takes at least."""
     _check(Case(server.url), "max_age", msgs, tmp_path_factory.mktemp("hostile"))
+
+
+def _write_drafts(case: Case, msgs: list[dict[str, Any]]) -> None:
+    """Each message written as a draft: its text parts, then its tool calls' arguments."""
+    for message in msgs:
+        content = message.get("content")
+        parts = content if isinstance(content, list) else [{"type": "text", "text": content}]
+        with case.log.draft(message.get("role")) as draft:  # type: ignore[arg-type]
+            for part in parts:
+                if isinstance(part, dict) and part.get("type") == "text":
+                    draft.write(part.get("text"))  # type: ignore[arg-type]
+            for call in message.get("toolCalls") or ():
+                draft.write_tool_call(call.get("id"), call.get("name"), call.get("arguments"))
+
+
+@settings(SETTINGS, max_examples=max(EXAMPLES // 2, 2))
+@given(msgs=st.lists(messages, min_size=1, max_size=2))
+def test_hostile_messages_written_as_drafts_are_refused_or_read_by_everything(
+    server: EphemeralServer, msgs: Any
+) -> None:
+    """A draft of hostile text, names and arguments: it commits, or a bad piece is
+    refused (typed) and the draft ends as its writer's block failed (interrupted, what
+    was written kept, or no message); either way no draft is left open, nothing is
+    written outside the conversation, and everything reads what was committed."""
+    case = Case(server.url)
+    try:
+        _write_drafts(case, msgs)
+        event("accepted")
+    except MessageLogError as exc:
+        event(f"refused: {type(exc).__name__}")
+    assert case.log.drafts() == []
+    _read_everything(case, strict=True)
 
 
 def test_the_depth_constant_models_uses_is_the_limit() -> None:

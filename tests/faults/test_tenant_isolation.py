@@ -35,6 +35,7 @@ pytestmark = pytest.mark.hostile
 
 PASSWORD = "tenant-isolation"
 SECRET = "beta-secret-7f3a"  # in every message and attribute of beta's
+DRAFT = "b" * 32  # beta's draft in progress (its id known to acme: the worst case)
 
 
 def budget(examples: int) -> settings:
@@ -94,6 +95,9 @@ class Tenants:
             attrs={"title": SECRET},
         )
         log.retract([2])
+        plans = log._core.drafts  # a draft in progress, its writer elsewhere: by hand
+        log._run(plans.open_plan(DRAFT, "t" * 32, "assistant", None, 3_600_000, True))
+        log._run(plans.write_plan(DRAFT, "t" * 32, 0, [orjson.dumps({"k": "t", "v": SECRET})]))
         MessageLog(self.acme, "acme:own", scope=("acme",)).add("user", "acme's")
         return self.beta_keys()
 
@@ -147,7 +151,18 @@ LOG_CALLS: dict[str, LogCall] = {
     "redact": lambda log, own: log.redact(2),
     "erase": lambda log, own: log.erase(),
     "to_openai": lambda log, own: log.to_openai(),
+    "draft": lambda log, own: _write_a_draft(log),
+    "drafts": lambda log, own: log.drafts(),
+    "draft_deltas": lambda log, own: log.draft_deltas(DRAFT),
+    "end_lapsed_drafts": lambda log, own: log.end_lapsed_drafts(),
+    "follow_drafts": lambda log, own: next(iter(log.follow(after=f"0.{DRAFT}:0", drafts=True))),
+    "subscribe_drafts": lambda log, own: log.subscribe(lambda items: None, drafts=True),
 }
+
+
+def _write_a_draft(log: MessageLog) -> None:
+    with log.draft() as draft:
+        draft.write("x")
 
 
 @budget(1200)
@@ -266,11 +281,14 @@ def _web_requests(target: str) -> list[tuple[str, str]]:
         ("GET", "/conversations"),  # the viewer's listing: SCAN, which acme may not
         ("GET", f"/conversations?scope={quote(target, safe='')}"),
         ("GET", f"/conversations?scope=beta%2F{quote(target, safe='')}"),
+        ("GET", f"{path}/events?protocol=ag-ui"),
+        ("GET", f"{path}/events?protocol=ai-sdk"),
+        ("GET", f"{path}/events?after=1.{DRAFT}:0&protocol=ai-sdk"),
     ]
 
 
 @budget(400)
-@given(beta=BETA_IDS, target=st.one_of(BETA_IDS, FOREIGN_IDS), index=st.integers(0, 9))
+@given(beta=BETA_IDS, target=st.one_of(BETA_IDS, FOREIGN_IDS), index=st.integers(0, 12))
 def test_a_web_request_for_another_tenants_id_is_refused(
     tenants: Tenants, acme_web: str, beta: str, target: str, index: int
 ) -> None:
