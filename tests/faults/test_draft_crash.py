@@ -2,8 +2,8 @@
 answer into a draft and is SIGKILLed at a random point; followers in this process, one
 from the start and one resumed from the middle of what the first saw, end with the same
 deltas in the same order, none lost or repeated, then exactly one interrupted message
-holding exactly those deltas' text. The same through the web stream: SSE clients that
-reconnect at random points to either of two web apps."""
+holding exactly those deltas' text. The same through the web stream: SSE clients in
+processes of their own that reconnect at random points to either of two web apps."""
 
 from __future__ import annotations
 
@@ -108,6 +108,15 @@ def _sse_reader(bases: list[str], conversation: str, seed: int, sink: list[Any])
             return
 
 
+def _sse_reader_process(bases: list[str], conversation: str, seed: int, results: Any) -> None:
+    """:func:`_sse_reader` in a process of its own: its events onto ``results``."""
+    sink: list[Any] = []
+    try:
+        _sse_reader(bases, conversation, seed, sink)
+    finally:
+        results.put((seed, sink))
+
+
 def _ended(got: list[Any]) -> bool:
     """At the message, or at an end with none (which the test then refuses)."""
     last = got[-1] if got else {}
@@ -127,18 +136,19 @@ def test_sse_clients_on_two_apps_agree_on_a_killed_writers_answer(
             stack.enter_context(serving(create_app(redis.Redis.from_url(url), authorize=allow)))
             for _ in range(2)
         ]
-        sinks: list[list[Any]] = [[], []]
+        spawn = multiprocessing.get_context("spawn")
+        results = spawn.Queue()
         readers = [
-            threading.Thread(
-                target=_sse_reader, args=(bases, conversation, seed + n, sinks[n]), daemon=True
+            spawn.Process(
+                target=_sse_reader_process,
+                args=(bases, conversation, seed + n, results),
+                daemon=True,
             )
             for n in range(2)
         ]
         for reader in readers:
             reader.start()
-        writer = multiprocessing.get_context("spawn").Process(
-            target=_stream_an_answer, args=(url, conversation)
-        )
+        writer = spawn.Process(target=_stream_an_answer, args=(url, conversation))
         writer.start()
         log = MessageLog(redis.Redis.from_url(url), conversation)
         deadline = time.monotonic() + 30
@@ -148,9 +158,9 @@ def test_sse_clients_on_two_apps_agree_on_a_killed_writers_answer(
         time.sleep(random.Random(seed).uniform(0.0, 0.8))
         writer.kill()
         writer.join()
+        sinks = [sink for _, sink in sorted(results.get(timeout=90) for _ in readers)]
         for reader in readers:
-            reader.join(60)
-            assert not reader.is_alive()
+            reader.join(30)
     [message] = log.all()
     assert isinstance(message, StoredMessage) and message.interrupted
     seen = []
