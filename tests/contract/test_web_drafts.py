@@ -16,6 +16,7 @@ import httpx
 import orjson
 import pytest
 import redis
+import redis.asyncio
 
 from redis_msglog import MessageLog, StoredMessage
 from redis_msglog.testing import EphemeralServer
@@ -65,13 +66,14 @@ def message_at(log: MessageLog, seq: int) -> StoredMessage:
 def two_apps(
     shared_server: Callable[[str], EphemeralServer],
 ) -> Iterator[tuple[list[str], MessageLog]]:
-    """Two web apps (two "nodes") on one server, and a fresh conversation."""
+    """Two web apps (two "nodes") on one server, the first on a sync client, the second
+    on an asyncio one (its follower a task, not a thread), and a fresh conversation."""
     url = shared_server("redis").url
     log = MessageLog(redis.Redis.from_url(url), new_id())
+    clients = [redis.Redis.from_url(url), redis.asyncio.Redis.from_url(url)]
     with ExitStack() as stack:
         bases = [
-            stack.enter_context(serving(create_app(redis.Redis.from_url(url), authorize=allow)))
-            for _ in range(2)
+            stack.enter_context(serving(create_app(client, authorize=allow))) for client in clients
         ]
         yield bases, log
 

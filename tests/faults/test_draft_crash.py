@@ -41,6 +41,23 @@ def _stream_an_answer(url: str, conversation: str) -> None:
             time.sleep(0.001)  # a fast model: the writer's flushes coalesce these
 
 
+def _kill_a_writer_mid_answer(url: str, conversation: str, seed: int) -> None:
+    """A writer process streaming an answer, SIGKILLed at a random point once it has
+    written a delta (so a message is due: interrupted, with what was written)."""
+    writer = multiprocessing.get_context("spawn").Process(
+        target=_stream_an_answer, args=(url, conversation)
+    )
+    writer.start()
+    log = MessageLog(redis.Redis.from_url(url), conversation)
+    deadline = time.monotonic() + 30
+    while not any(d.position for d in log.drafts()):
+        assert time.monotonic() < deadline and writer.is_alive()
+        time.sleep(0.01)
+    time.sleep(random.Random(seed).uniform(0.0, 0.8))
+    writer.kill()
+    writer.join()
+
+
 def _follow(url: str, conversation: str, after: int | str, sink: list[tuple[Any, str]]) -> None:
     client = redis.Redis.from_url(url, socket_timeout=1)  # waits of 0.5 s: lapses noticed
     follower = MessageLog(client, conversation).follow(after=after, drafts=True)
@@ -62,18 +79,8 @@ def test_a_writer_killed_mid_answer_leaves_one_interrupted_message_every_reader_
     first: list[tuple[Any, str]] = []
     follower = threading.Thread(target=_follow, args=(url, conversation, 0, first))
     follower.start()
-    writer = multiprocessing.get_context("spawn").Process(
-        target=_stream_an_answer, args=(url, conversation)
-    )
-    writer.start()
     log = MessageLog(redis.Redis.from_url(url), conversation)
-    deadline = time.monotonic() + 30
-    while not any(isinstance(i, DraftDelta) for i, _ in first):  # it is streaming
-        assert time.monotonic() < deadline and writer.is_alive()
-        time.sleep(0.01)
-    time.sleep(random.Random(seed).uniform(0.0, 0.8))
-    writer.kill()
-    writer.join()
+    _kill_a_writer_mid_answer(url, conversation, seed)
     follower.join(30)
     assert not follower.is_alive()
     [message] = log.all()
@@ -148,16 +155,8 @@ def test_sse_clients_on_two_apps_agree_on_a_killed_writers_answer(
         ]
         for reader in readers:
             reader.start()
-        writer = spawn.Process(target=_stream_an_answer, args=(url, conversation))
-        writer.start()
         log = MessageLog(redis.Redis.from_url(url), conversation)
-        deadline = time.monotonic() + 30
-        while not any(d.position for d in log.drafts()):  # it is streaming: a message is due
-            assert time.monotonic() < deadline and writer.is_alive()
-            time.sleep(0.01)
-        time.sleep(random.Random(seed).uniform(0.0, 0.8))
-        writer.kill()
-        writer.join()
+        _kill_a_writer_mid_answer(url, conversation, seed)
         sinks = [sink for _, sink in sorted(results.get(timeout=90) for _ in readers)]
         for reader in readers:
             reader.join(30)
