@@ -38,7 +38,7 @@ import redis
 import redis.asyncio
 
 from benchmarks.server import server_url
-from benchmarks.web_stream import _raise_file_limit
+from benchmarks.web_stream import _raise_file_limit, open_events
 from redis_msglog import MessageLog
 from redis_msglog._core.stored.keys import ConversationKeys
 
@@ -75,13 +75,7 @@ async def sse_client(
     port: int, path: str, client: Client, connected: asyncio.Event, parse: Parse
 ) -> None:
     """Read one event stream until cancelled: each token's arrival, by ``parse``."""
-    reader, writer = await asyncio.open_connection("127.0.0.1", port)
-    writer.write(
-        f"GET {path} HTTP/1.1\r\nHost: bench\r\nAccept: text/event-stream\r\n\r\n".encode()
-    )
-    status = await reader.readline()
-    if b" 200 " not in status:
-        raise RuntimeError(f"{path} answered {status!r}")
+    reader, writer = await open_events(port, path)
     connected.set()
     event = b""
     try:

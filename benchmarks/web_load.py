@@ -31,7 +31,7 @@ import redis
 import redis.asyncio
 
 from benchmarks.server import server_url
-from benchmarks.web_stream import _memory_kib, _percentile, _raise_file_limit
+from benchmarks.web_stream import _memory_kib, _percentile, _raise_file_limit, open_events
 
 
 def serve(url: str, streams: int, kind: str) -> None:
@@ -58,13 +58,7 @@ def serve(url: str, streams: int, kind: str) -> None:
 
 async def open_stream(port: int, conversation: str) -> asyncio.StreamWriter:
     """One event stream, open once the app answered 200 (its follower joined)."""
-    reader, writer = await asyncio.open_connection("127.0.0.1", port)
-    writer.write(
-        f"GET /conversations/{conversation}/events HTTP/1.1\r\nHost: bench\r\n\r\n".encode()
-    )
-    status = await reader.readline()
-    if b" 200 " not in status:
-        raise RuntimeError(f"event stream answered {status!r}")
+    _, writer = await open_events(port, f"/conversations/{conversation}/events")
     return writer
 
 

@@ -77,18 +77,24 @@ def _memory_kib(pid: int) -> dict[str, int]:
     return {name: int(fields[name].split()[0]) for name in ("VmRSS", "VmHWM")}
 
 
+async def open_events(port: int, path: str) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+    """An event stream of the server on ``port``, once it answered 200 (its status line
+    read; the headers and events follow on the reader)."""
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    writer.write(
+        f"GET {path} HTTP/1.1\r\nHost: bench\r\nAccept: text/event-stream\r\n\r\n".encode()
+    )
+    status = await reader.readline()
+    if b" 200 " not in status:
+        raise RuntimeError(f"{path} answered {status!r}")
+    return reader, writer
+
+
 async def follow(
     port: int, conversation: str, client: Client, connected: asyncio.Event, progress: asyncio.Event
 ) -> None:
     """Read one event stream to its end: record each event's seq (``id:``) on arrival."""
-    reader, writer = await asyncio.open_connection("127.0.0.1", port)
-    writer.write(
-        f"GET /conversations/{conversation}/events?after=0 HTTP/1.1\r\n"
-        "Host: bench\r\nAccept: text/event-stream\r\n\r\n".encode()
-    )
-    status = await reader.readline()
-    if b" 200 " not in status:
-        raise RuntimeError(f"event stream answered {status!r}")
+    reader, writer = await open_events(port, f"/conversations/{conversation}/events?after=0")
     connected.set()
     try:
         while line := await reader.readline():

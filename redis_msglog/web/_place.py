@@ -101,22 +101,9 @@ class Place:
         when the client is elsewhere (then :meth:`live` decides)."""
         if self.resume() != before:
             return None
-        streamed = False
-        if isinstance(item, DraftStarted):
-            if item.draft in self._ended:
-                return None
-            self.drafts[item.draft] = 0
-        elif isinstance(item, DraftDelta):
-            self.drafts[item.draft] = item.pos
-        elif isinstance(item, DraftEnded):
-            del self.drafts[item.draft]
-            self._forget(item.draft, shown=True)
-        else:
-            draft = item.draft if isinstance(item, StoredMessage) else None
-            if draft is not None:
-                streamed = self._ended.get(draft, False)
-                self._forget(draft, shown=streamed)
-            self.seq = item.seq
+        if isinstance(item, DraftStarted) and item.draft in self._ended:
+            return None
+        streamed = self._move(item)
         self._text = after
         return Sent(item, after, streamed)
 
@@ -192,10 +179,7 @@ class Place:
             interrupted = cast(StoredMessage, row).interrupted
             outcome: DraftOutcome = "interrupted" if interrupted else "committed"
             yield self._end(DraftEnded(draft, outcome, row.seq, ""))
-        streamed = draft is not None and self._ended.get(draft, False)
-        if draft is not None:
-            self._forget(draft, shown=streamed)
-        self.seq, self._text = row.seq, None
+        streamed = self._move(row)
         yield Sent(row, self.resume(), streamed)
 
     async def _rest(self, draft: str, final: int | None) -> list[Sent]:
@@ -209,15 +193,30 @@ class Place:
         return [self._apply(delta) for delta in deltas]
 
     def _end(self, ended: DraftEnded) -> Sent:
-        del self.drafts[ended.draft]
-        self._text = None
-        self._forget(ended.draft, shown=True)
+        self._move(ended)
         return Sent(ended, self.resume())
 
     def _apply(self, item: DraftStarted | DraftDelta) -> Sent:
-        self.drafts[item.draft] = item.pos if isinstance(item, DraftDelta) else 0
-        self._text = None
+        self._move(item)
         return Sent(item, self.resume())
+
+    def _move(self, item: Item) -> bool:
+        """Move the place past ``item``, sent; for a committed message, whether it was
+        sent as a draft first (its draft's end was)."""
+        self._text = None
+        if isinstance(item, (DraftStarted, DraftDelta)):
+            self.drafts[item.draft] = item.pos if isinstance(item, DraftDelta) else 0
+            return False
+        if isinstance(item, DraftEnded):
+            del self.drafts[item.draft]
+            self._forget(item.draft, shown=True)
+            return False
+        draft = item.draft if isinstance(item, StoredMessage) else None
+        streamed = draft is not None and self._ended.get(draft, False)
+        if draft is not None:
+            self._forget(draft, shown=streamed)
+        self.seq = item.seq
+        return streamed
 
     def _forget(self, draft: str, *, shown: bool) -> None:
         self._ended[draft] = shown or self._ended.get(draft, False)
