@@ -7,14 +7,16 @@ Each figure is ``INFO commandstats`` time per call (``EVALSHA`` counts the comma
 script runs), one client calling in a loop: the median of ``--rounds`` rounds, each
 measuring every row in turn (so a change in the machine's speed hits all rows alike).
 The two rows ending in ``/ floor`` are the append script's time over the design's floor
-(the row "the append's commands, no checks"), each round's ratio, then the median: the
-bound is 1.1x. With no ``--url`` it starts a private server.
+(``INCRBY``, ``TIME``, ``XADD``, ``PUBLISH``), each round's ratio, then the median; the
+last row is decision 1's bound on the sync append (see :func:`floors`). With no
+``--url`` it starts a private server.
 """
 
 from __future__ import annotations
 
 import argparse
 import statistics
+import time
 import uuid
 from collections.abc import Callable
 from contextlib import ExitStack
@@ -38,43 +40,54 @@ return s
 
 DESIGN = """
 local t = redis.call('TIME')
+local seq = redis.call('INCRBY', KEYS[1], 1)
 local at = t[1] .. string.format('%06d', tonumber(t[2]))
-local last = tonumber(redis.call('GET', KEYS[1]) or '0')
-redis.call('XLEN', KEYS[2])
-redis.call('HGET', KEYS[3], ARGV[1])
-redis.call('XADD', KEYS[2], string.format('%d-', last + 1) .. at, 'msg', ARGV[2])
-redis.call('INCRBY', KEYS[1], 1)
-redis.call('HSET', KEYS[3], ARGV[1], '1 ' .. (last + 1))
-redis.call('PUBLISH', KEYS[4], '{"first":' .. (last + 1) .. ',"messages":[' .. ARGV[2] .. ']}')
-return {last + 1, at}
+redis.call('XADD', KEYS[2], string.format('%d-', seq) .. at, 'msg', ARGV[1])
+redis.call('PUBLISH', KEYS[3], '{"first":' .. seq .. ',"messages":[' .. ARGV[1] .. ']}')
+return seq .. ' ' .. at
 """
-"""Every command the append needs (clock, counter, stream length, the producer's record,
-the entry, the event), without the checks the append script makes around them."""
+"""The design's floor for a plain append (docs/design.md): the clock, the counter, the
+entry and the event, without the checks or the exactly-once record the append makes."""
 
 
 def server_us(client: redis.Redis, call: Callable[[int], object], calls: int) -> float:
     """``INFO commandstats`` microseconds per call of ``call`` (its commands only)."""
+    return timed(client, call, calls)[0]
+
+
+def timed(client: redis.Redis, call: Callable[[int], object], calls: int) -> tuple[float, float]:
+    """``INFO commandstats`` microseconds per call of ``call`` (its commands only), and
+    the wall-clock microseconds per call the caller saw."""
     client.config_resetstat()
+    started = time.perf_counter()
     for i in range(calls):
         call(i)
+    wall = (time.perf_counter() - started) * 1e6 / calls
     stats: Any = client.info("commandstats")
     names = ("cmdstat_xadd", "cmdstat_evalsha", "cmdstat_eval")
-    return sum(float(stats[name]["usec"]) for name in names if name in stats) / calls
+    return sum(float(stats[name]["usec"]) for name in names if name in stats) / calls, wall
 
 
-FLOOR = "script: the append's commands, no checks"
+FLOOR = "script: the design's floor (INCRBY, TIME, XADD, PUBLISH)"
+RAW = "raw XADD"
+OF_BOUND = "sync append / raw XADD, over its ceiling (bound: >= 0.95)"
 DEFAULT, NO_RETRY_ROW = "append script, producer (default)", "append script, NO_RETRY"
 
 
 def floors(client: redis.Redis, calls: int, rounds: int = 1) -> dict[str, float]:
+    """Server µs per call of each row (medians over ``rounds``), each append row over the
+    floor, and decision 1's bound (docs/benchmarks.md): the sync append's calls per second
+    over raw ``XADD``'s, wall clock, against the ceiling the floor allows,
+    ``raw / (raw + floor - xadd)`` (wall µs of a raw ``XADD``; server µs of the floor
+    script and of ``XADD``), each round's quotient, then the median."""
     body = orjson.dumps(MESSAGE)
     tag = uuid.uuid4().hex
-    keys = [f"floor:{{{tag}}}:{name}" for name in ("seq", "stream", "producers", "events")]
+    keys = [f"floor:{{{tag}}}:{name}" for name in ("seq", "stream", "events")]
     smallest, design = client.register_script(SMALLEST), client.register_script(DESIGN)
     calls_of: dict[str, Callable[[int], object]] = {
-        "raw XADD": lambda i: client.xadd(f"raw:{tag}", {"msg": body}),
+        RAW: lambda i: client.xadd(f"raw:{tag}", {"msg": body}),
         "script: TIME + INCR + XADD": lambda i: smallest(keys=keys[:2], args=[body]),
-        FLOOR: lambda i: design(keys=keys, args=["producer", body]),
+        FLOOR: lambda i: design(keys=keys, args=[body]),
     }
     variants: dict[str, dict[str, Any]] = {DEFAULT: {}, NO_RETRY_ROW: {"retry": NO_RETRY}}
     for label, options in variants.items():
@@ -82,13 +95,22 @@ def floors(client: redis.Redis, calls: int, rounds: int = 1) -> dict[str, float]
         log.add("user", "warm up")  # loads the script
         calls_of[label] = _appending(log)
     figures: dict[str, list[float]] = {label: [] for label in calls_of}
+    walls: dict[str, list[float]] = {label: [] for label in calls_of}
     for _ in range(rounds):  # every row in turn, each round
         for label, call in calls_of.items():
-            figures[label].append(server_us(client, call, calls))
+            server, wall = timed(client, call, calls)
+            figures[label].append(server)
+            walls[label].append(wall)
     results = {label: statistics.median(values) for label, values in figures.items()}
     for label in (DEFAULT, NO_RETRY_ROW):
         ratios = [ours / floor for ours, floor in zip(figures[label], figures[FLOOR], strict=True)]
         results[f"{label} / floor"] = statistics.median(ratios)
+    of_bound = []
+    for i in range(rounds):
+        raw_wall = walls[RAW][i]
+        ceiling = raw_wall / (raw_wall + figures[FLOOR][i] - figures[RAW][i])
+        of_bound.append(raw_wall / walls[DEFAULT][i] / ceiling)
+    results[OF_BOUND] = statistics.median(of_bound)
     return results
 
 

@@ -36,7 +36,7 @@ import redis.asyncio.connection
 import redis.connection
 
 import redis_msglog
-from benchmarks.floor import floors
+from benchmarks.floor import FLOOR, floors
 from benchmarks.server import server_url
 
 from . import contenders as c
@@ -667,12 +667,12 @@ def script_floor(url: str, sizes: Sizes) -> Workload:
     command the append needs and no checks (``benchmarks.floor``, ``INFO commandstats``
     per call, in this run): the bound on the script's own cost."""
     figures = floors(redis.Redis.from_url(url), max(sizes.single, 200))
-    floor_label = "script: the append's commands, no checks"
+    floor_label = FLOOR
     work = Workload(
         "13. append script server time / the design's floor (INFO commandstats)",
         "µs",
         higher_is_better=False,
-        reference=("the design's floor (its commands, no checks)", figures[floor_label]),
+        reference=("the design's floor (INCRBY, TIME, XADD, PUBLISH)", figures[floor_label]),
     )
     names = {  # the rows named as in the other workloads where they are the same thing
         "raw XADD": c.RAW,

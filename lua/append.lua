@@ -303,45 +303,8 @@ local last = 0
 if raw then
 -- @include counter_lib.lua
 end
--- A healthy log has one entry per seq, so XLEN == counter; only when it does not (an
--- operator's XDEL, a counter moved by hand, a trim; or no counter: a new conversation, or
--- one whose counter was deleted or evicted while its stream remains) is the stream's last
--- entry read. (Inline, not a function: a closure costs every append its making.)
-if length ~= last then
-  -- The seq of the newest entry (0: none), as this library writes it: ID "<seq>-<at>"
-  -- and a "msg" or "edit" field, or (older versions) ID "<seq>-0" and an "at" field
-  -- besides. An "at" field under any other ID is not ours: `XADD key *` makes IDs
-  -- "<ms>-<n>".
-  local ends = 0
-  local newest = redis.call('XREVRANGE', STREAM, '+', '-', 'COUNT', 1)[1]
-  if newest then
-    local seq, tail = string.match(newest[1], '^(%d+)-(%d+)$')
-    local has_at, has_body = false, false
-    local fields = newest[2]
-    for i = 1, #fields - 1, 2 do
-      has_at = has_at or fields[i] == 'at'
-      has_body = has_body or fields[i] == 'msg' or fields[i] == 'edit'
-    end
-    if not (seq and has_body and has_at == (tail == '0')) then
-      return redis.error_reply('MSGLOG_FOREIGN stream ' .. STREAM .. ' ends with entry ' ..
-        newest[1] .. ', not one of the form <seq>-<at> with a msg or edit field')
-    end
-    ends = tonumber(seq)
-  end
-  if not raw then
-    -- No counter: continue after the stream's last entry instead of wedging.
-    last = ends
-  elseif ends > last then
-    return redis.error_reply('MSGLOG_BEHIND seq counter ' .. SEQ .. ' (' .. last ..
-      ') is behind the last entry of stream ' .. STREAM .. ' (seq ' .. ends .. ')')
-  elseif length > last then  -- more entries than seqs: a seq written twice (by hand)
-    return redis.error_reply('MSGLOG_BEHIND seq counter ' .. SEQ .. ' (' .. last ..
-      ') is behind stream ' .. STREAM .. ', which has ' .. length .. ' entries')
-  elseif ends < last then
-    return redis.error_reply('MSGLOG_AHEAD seq counter ' .. SEQ .. ' (' .. last ..
-      ') is ahead of the last entry of stream ' .. STREAM .. ' (seq ' .. ends ..
-      '): appending would leave a gap')
-  end
+if length ~= last then  -- (see stream_end_lib.lua)
+-- @include stream_end_lib.lua
 end
 
 if expected_seq ~= '' and last ~= tonumber(expected_seq) then
@@ -457,13 +420,28 @@ if edit then
   first_field, first_value, next_arg = 'edit', edit[1], messages_from
 end
 local written = n + (edit and 1 or 0)
+local new_last = last + written
 
 -- Entry ID "<seq>-<at>": the commit time is kept in the ID, not in a field of its own.
 -- (Each seq is formatted once: a number turned into text costs a sprintf.)
 local first_text = string.format('%d', last + 1)
+local new_last_text = written == 1 and first_text or string.format('%d', new_last)
+-- The producer's result first: its HSET is what fails on a producers key of another type.
+-- @include producer_save.lua
+if producer_refused then
+  return producer_refused
+end
 local added = redis.pcall('XADD', STREAM, first_text .. '-' .. at,
   first_field, first_value)
 if type(added) == 'table' and added.err then
+  if producer_field then  -- nothing written: the HSET undone
+    -- (The sequential field's earlier value held only calls that are not sent again.)
+    if producer_held then
+      redis.call('HSET', PRODUCERS, producer_field, producer_held)
+    else
+      redis.call('HDEL', PRODUCERS, producer_field)
+    end
+  end
   local err = tostring(added.err)  -- fakeredis hands over a userdata, not a string
   if string.find(err, 'equal or smaller', 1, true) then
     -- XLEN matched the counter, but an entry beyond it exists (one foreign entry with a
@@ -477,8 +455,6 @@ for i = next_arg, #ARGV do
   redis.call('XADD', STREAM, string.format('%d-', last + 2 + i - next_arg) .. at, 'msg',
     ARGV[i])
 end
-local new_last = last + written
-local new_last_text = written == 1 and first_text or string.format('%d', new_last)
 for i = 0, blob_count - 1 do  -- content-addressed: the same bytes are stored once
   local digest = ARGV[blobs_from + 2 * i]
   if redis.call('HSETNX', BLOBS, digest, ARGV[blobs_from + 2 * i + 1]) == 1 then
@@ -583,40 +559,7 @@ if RECORD then
     redis.call('PEXPIRE', RECORDS, ttl_ms)  -- outlives every record it names (window <= ttl)
   end
 end
-if producer ~= '' then  -- this call's result (see producer_lib.lua)
-  local now_ms = string.sub(at, 1, -4) + 0  -- microseconds to milliseconds (one conversion)
-  local value
-  if producer_kept then  -- the fast path: every held result goes
-    -- Kept for the longest window of its calls: one with a short window must not let a
-    -- call with a longer one be forgotten early.
-    local kept, text = producer_kept, string.format('%d', now_ms + record_ttl_ms)
-    if #text > #kept or (#text == #kept and text > kept) then
-      kept = text
-    end
-    value = kept .. ' 1 ' .. producer_through .. ',0 ' .. pseq .. ',' .. new_last_text
-    if call ~= '' then
-      value = value .. ',' .. call
-    end
-  else
-    value = producer_value(producer_state, new_last_text, now_ms)
-  end
-  -- Idle producers are pruned (never this one: it is not idle) when this write adds a
-  -- field, so producers that come and go cannot outgrow the ones pruned, and when its
-  -- seqs pass a multiple of PRUNE_EVERY, so the idle ones go with no new writer too: not
-  -- on every write (an HLEN on every append cost ~2,000 instructions).
-  if redis.call('HSET', PRODUCERS, producer, value) == 1 or new_last % PRUNE_EVERY < written then
-    local sample, idle = redis.call('HRANDFIELD', PRODUCERS, PRUNE_SAMPLE, 'WITHVALUES'), {}
-    for i = 1, #sample, 2 do
-      local idle_after = tonumber(string.match(sample[i + 1], '^(%d+) '))
-      if idle_after and idle_after < now_ms then
-        idle[#idle + 1] = sample[i]
-      end
-    end
-    if idle[1] then  -- one HDEL for them all
-      redis.call('HDEL', PRODUCERS, unpack(idle))
-    end
-  end
-end
+-- @include producer_prune.lua
 if ttl_ms ~= '' then
   if redis.call('EXISTS', BLOBS) == 0 then
     -- Named by every append of a log with a lifetime, so it must exist (see the view

@@ -1,19 +1,23 @@
-"""The contract of ``lua/append.lua``, in one place: its ``KEYS`` and ``ARGV`` built from
-one list of names (the script binds the same names, in the same order, at its top; a
-test checks they agree) and read back by name, its reply parsed into a typed value, and
-its error codes mapped to this library's errors through one table."""
+"""The contract of the append scripts, in one place: ``lua/append_plain.lua`` (the plain
+append, nearly every call) and ``lua/append.lua`` (every other form: a caller's key,
+``expected_seq``, edits, blobs, a lifetime, retention, usage). Their ``KEYS`` and ``ARGV``
+built from lists of names (each script binds the same names, in the same order, at its
+top; a test checks they agree) and read back by name, their reply parsed into a typed
+value; their error codes are mapped to this library's errors in :mod:`.refusals`."""
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
+from functools import cache
 from typing import Any, Literal, TypeVar
 
-from .. import errors
-from .._core.steps import Command, Refused
+from .._core.steps import Command
 from .._core.stored.keys import ConversationKeys
 from ..edits import EditCall
 from .load import LuaScript, load_script
+from .refusals import error_for
+
+__all__ = ["AppendCall", "AppendReply", "error_for"]
 
 KEY_NAMES = ("seq", "stream", "blobs", "producers", "view", "hidden", "record", "records")
 """``KEYS`` of the script, in order; the script binds each to a local of the same name in
@@ -52,8 +56,31 @@ _KEY_LAYOUTS = {  # by numkeys: whether view and hidden, and a record, were sent
 _RECORD_LAYOUT = (*_PLAIN_KEYS, "record", "records")
 
 
+PLAIN_KEY_NAMES = ("seq", "stream", "producers", "owner")
+"""``KEYS`` of ``lua/append_plain.lua``, in order: ``producers`` only with a producer,
+``owner`` (last) only with a scope."""
+PLAIN_ARGV_NAMES = (
+    "publish", "channel", "record_ttl_ms", "look_up", "call", "producer", "pseq", "floor",
+    "scope",
+)  # fmt: skip
+"""The named ``ARGV`` of ``lua/append_plain.lua``, in order; the messages follow. The
+first eight are ``append.lua``'s first eight."""
+_PLAIN_ARGV_AT = {name: at for at, name in enumerate(PLAIN_ARGV_NAMES)}
+PLAIN_SCRIPT = "append_plain.lua"
+GENERAL_SCRIPT = "append.lua"
+
+
 def script() -> LuaScript:
-    return load_script("append.lua")
+    return load_script(GENERAL_SCRIPT)
+
+
+@cache
+def _plain_ids() -> frozenset[Any]:
+    """How a sent command names the plain script: its digest or its body, with and
+    without its shebang line."""
+    plain = load_script(PLAIN_SCRIPT)
+    bare = plain.without_shebang()
+    return frozenset({plain.sha, plain.body, bare.sha, bare.body})
 
 
 # Not frozen (on every append's path: a frozen dataclass's __init__ costs ~0.15 µs a
@@ -87,8 +114,30 @@ class AppendCall:
     rewrite: str = ""  # "<max_rewrite_bytes> <stream_node_entries>" for a trim or a redact
     usage: str = ""  # what the call adds to the usage totals ("": nothing, no totals key)
 
+    @property
+    def plain(self) -> bool:
+        """Whether this call is a plain append (``lua/append_plain.lua``): no caller's key,
+        ``expected_seq``, edit, attribute, blob, lifetime, retention by age or usage. A
+        scope and a producer (or none) are settled when the log is made, and fit."""
+        return (
+            self.record is None
+            and self.ttl_ms is None
+            and not self.blobs
+            and self.expected_seq is None
+            and not self.op
+            and not self.attrs
+            and not self.blob_refs
+            and self.max_age_us is None
+            and not self.usage
+        )
+
+    @property
+    def script_name(self) -> str:
+        """The script that runs this call."""
+        return PLAIN_SCRIPT if self.plain else GENERAL_SCRIPT
+
     def sent_key_names(self) -> tuple[str, ...]:
-        """The ``KEYS`` this call sends, in order."""
+        """The ``KEYS`` this call sends to ``append.lua``, in order."""
         # Only keys that exist once the conversation does (or that the script needs):
         # during a cluster slot move a declared key that does not exist holds the
         # append up (TRYAGAIN). Unused positions repeat the stream's name.
@@ -118,11 +167,35 @@ class AppendCall:
             keys = (*keys, self.keys.usage)
         return (*keys, self.keys.owner) if self.scope else keys
 
+    def _plain_keys_and_args(self) -> Command:
+        """:meth:`keys_and_args` of a plain call: a literal tuple, ``PLAIN_ARGV_NAMES``."""
+        keys: tuple[str, ...] = (self.keys.seq, self.keys.stream)
+        if self.producer:
+            keys += (self.keys.producers,)
+        if self.scope:
+            keys += (self.keys.owner,)
+        return (
+            len(keys),
+            *keys,
+            self.publish,
+            self.keys.channel,
+            self.record_ttl_ms if self.producer else "",
+            "1" if self.look_up and self.producer else "0",  # else nothing to look up
+            self.call,
+            self.producer,
+            self.pseq if self.producer else "",
+            "" if self.floor is None else self.floor,
+            self.scope,
+            *self.messages,
+        )
+
     def keys_and_args(self) -> Command:
-        """``numkeys, KEYS..., ARGV...`` for ``EVALSHA``/``EVAL``."""
+        """``numkeys, KEYS..., ARGV...`` for ``EVALSHA``/``EVAL`` of :attr:`script_name`."""
+        if self.plain:  # most calls
+            return self._plain_keys_and_args()
         keys = self._sent_keys()
         recorded = self.record is not None or bool(self.producer)
-        common = (  # in ARGV_NAMES order: a literal tuple, on every append's path
+        common = (  # in ARGV_NAMES order: a literal tuple
             self.publish,
             self.keys.channel,
             self.record_ttl_ms if recorded else "",
@@ -132,19 +205,6 @@ class AppendCall:
             self.pseq if self.producer else "",
             "" if self.floor is None else self.floor,
         )
-        if (
-            self.record is None
-            and self.ttl_ms is None
-            and not self.blobs
-            and self.expected_seq is None
-            and not self.op
-            and not self.attrs
-            and not self.blob_refs
-            and self.max_age_us is None
-            and not self.scope
-            and not self.usage
-        ):  # most calls: the rest at their defaults, not sent, and only messages follow
-            return (len(keys), *keys, *common, "", *self.messages)
         argv = (
             *common,
             "1",
@@ -175,10 +235,16 @@ class AppendCall:
 
     @staticmethod
     def sent_keys(command: Command) -> dict[str, Any]:
-        """The keys of a sent ``EVALSHA``/``EVAL`` of the script (or of a
+        """The keys of a sent ``EVALSHA``/``EVAL`` of an append script (or of a
         ``keys_and_args()``), by name, in the order sent (for tests and tools)."""
         head = 0 if isinstance(command[0], int) else 2  # no "EVALSHA", sha in front
         keys = command[head + 1 : head + 1 + int(command[head])]
+        if _is_plain(command):
+            named = dict(zip(PLAIN_KEY_NAMES[:2], keys, strict=False))
+            rest = list(keys[2:])
+            if AppendCall.argument(command, "producer"):
+                named["producers"] = rest.pop(0)
+            return {**named, **({"owner": rest[0]} if rest else {})}
         last: dict[str, Any] = {}
         if AppendCall.argument(command, "scope"):  # a scoped log's owner record, last
             keys, last = keys[:-1], {"owner": keys[-1]}
@@ -192,9 +258,22 @@ class AppendCall:
         the script (or of a ``keys_and_args()``), as sent."""
         head = 0 if isinstance(command[0], int) else 2
         base = head + 1 + int(command[head])
+        if _is_plain(command):
+            at = _PLAIN_ARGV_AT.get(name)
+            return _DEFAULTS.get(name, "") if at is None else command[base + at]
         if _ARGV_AT[name] > _REST and command[base + _REST] == "":
             return _DEFAULTS[name]  # not sent: its default
         return command[base + _ARGV_AT[name]]
+
+
+def _is_plain(command: Command) -> bool:
+    """Whether ``command`` runs ``lua/append_plain.lua``: named by its head (``EVALSHA``
+    and the digest, or ``EVAL`` and the body); a bare ``keys_and_args()`` by its ninth
+    argument, which ``append.lua``'s calls always send as ``rest`` = ``"1"`` (a bare plain
+    call of a log whose scope is ``"1"`` reads as ``append.lua``'s: send the head)."""
+    if not isinstance(command[0], int):
+        return command[1] in _plain_ids()
+    return bool(command[1 + int(command[0]) + _REST] != "1")
 
 
 def _named_keys(keys: tuple[Any, ...]) -> dict[str, Any]:
@@ -239,216 +318,3 @@ class AppendReply:
         text = writer.decode() if isinstance(writer, bytes) else str(writer)
         popped = rest[0] if rest and isinstance(rest[0], list) else None
         return cls(int(last_seq), int(at), bool(int(replayed)), text, popped)
-
-
-ERRORS: dict[str, type[errors.MessageLogError]] = {
-    "WRONGTYPE": errors.WrongTypeError,
-    "OOM": errors.OutOfMemoryError,
-    "MSGLOG_BADSEQ": errors.CorruptLogError,  # the counter is not a seq
-    "MSGLOG_BEHIND": errors.CorruptLogError,  # the counter is behind the stream
-    "MSGLOG_AHEAD": errors.CorruptLogError,  # the counter is ahead: an append would leave a gap
-    "MSGLOG_FOREIGN": errors.CorruptLogError,  # the stream ends with an entry we did not write
-    "MSGLOG_BADRECORD": errors.CorruptLogError,  # an idempotency record we did not write
-    "MSGLOG_KEYREUSED": errors.IdempotencyConflictError,
-    "MSGLOG_CONFLICT": errors.SeqConflictError,  # an expected_seq the log has moved past
-    "MSGLOG_BADEDIT": errors.InvalidEditError,  # an edit of a seq that is not in the view
-    "MSGLOG_TOOBIG": errors.RewriteTooLargeError,  # a trim or redact over max_rewrite_bytes
-    "MSGLOG_BADVIEW": errors.CorruptLogError,  # a view hash we did not write
-    "MSGLOG_STALE": errors.AppendInDoubtError,  # a producer's result no longer held
-    "MSGLOG_BADBLOB": errors.InvalidMessageError,  # a blob reference the log does not hold
-    "MSGLOG_ERASED": errors.ConversationErasedError,  # the tombstone of an erasure stands
-    "MSGLOG_UNOWNED": errors.ConversationErasedError,  # a scoped log's owner record is gone
-    "MSGLOG_SCOPE": errors.ScopeMismatchError,  # its owner record names another scope
-    "MSGLOG_CURRENCY": errors.UsageCurrencyError,  # a cost in another currency than the totals'
-    "MSGLOG_USAGEBIG": errors.UsageCurrencyError,  # totals past 2**53 - 1 (see _usage_refused)
-    "MSGLOG_BADUSAGE": errors.CorruptLogError,  # usage totals we did not write
-    # The draft scripts (lua/draft_*.lua, docs/drafts.md).
-    "MSGLOG_DRAFTGONE": errors.DraftEndedError,  # no such draft: never opened, or forgotten
-    "MSGLOG_DRAFTENDED": errors.DraftEndedError,  # claimed or ended (by whoever noticed)
-    "MSGLOG_DRAFTBIG": errors.DraftTooLargeError,  # deltas over the draft's cap
-    "MSGLOG_DRAFTS": errors.TooManyDraftsError,  # the conversation holds its most drafts
-    "MSGLOG_DRAFTID": errors.InvalidArgumentError,  # a draft id taken by another writer
-    "MSGLOG_DRAFTOWNER": errors.InvalidArgumentError,  # another writer's token
-    "MSGLOG_BADDRAFT": errors.CorruptLogError,  # a draft state we did not write
-    "MSGLOG_DRAFTSTATE": errors.CorruptLogError,  # finishing a draft nobody claimed
-    "MSGLOG_DRAFTPOS": errors.CorruptLogError,  # two writers with one token
-    "NOAUTH": errors.AuthenticationError,  # the server needs credentials
-    "WRONGPASS": errors.AuthenticationError,  # wrong password, unknown or disabled user
-    "NOPERM": errors.PermissionDeniedError,  # the user's ACL refuses a command or key
-}
-"""What each error code of the script (and of the server, for its keys) means."""
-
-
-_SCRIPT_ACL_REFUSAL = "The user executing the script can't"  # Redis 7: ERR, not NOPERM
-_DENIED: dict[type[errors.MessageLogError], str] = {
-    errors.AuthenticationError: "Redis refused the client's login ({}): check the username "
-    "and password it connects with. Nothing was written.",
-    errors.PermissionDeniedError: "Redis's ACL refused it to the client's user ({}): see "
-    "acl_rules() for what the user needs. Nothing was written.",
-}
-
-
-def _code_of(refused: Refused) -> str:
-    if _SCRIPT_ACL_REFUSAL in refused.text:  # an ACL refusal of a call inside the script
-        return "NOPERM"
-    code = refused.code
-    if code not in ERRORS:
-        # Some servers (fakeredis) wrap a script's error reply: find its code inside.
-        code = next((c for c in ERRORS if f" {c} " in f" {refused.text} "), code)
-    return code
-
-
-_AFTER: dict[type[errors.MessageLogError], str] = {
-    errors.IdempotencyConflictError: " of messages. Nothing was written.",
-    # The log's keys are not what this library writes.
-    errors.CorruptLogError: ". Nothing was written; `msglog verify` lists what is wrong.",
-}
-"""What follows a refusal's words in the error's message, by the error's type."""
-
-
-def _said(refused: Refused, code: str) -> str:
-    """What a refusal says in words: its text without the script's error code (and
-    without what wraps it on some servers, ``ERR Error running script ...``); the codes
-    name the cases for the client, not for the person reading the error."""
-    if not code.startswith("MSGLOG_"):
-        return refused.text
-    return refused.text.partition(code)[2].strip() or refused.text
-
-
-def error_for(refused: Refused, keys: ConversationKeys) -> errors.MessageLogError:
-    """This library's error for a refusal of the append script or of a read."""
-    code = _code_of(refused)
-    kind, said = ERRORS.get(code), _said(refused, code)
-    if kind is errors.WrongTypeError:
-        return kind(f"a key of {keys.stream!r}'s conversation: {refused.text}")
-    if kind is errors.OutOfMemoryError:
-        return kind(f"Redis refused the write (maxmemory reached): {refused.text}")
-    if kind is errors.SeqConflictError:
-        current = int(said.split(" ")[0])
-        return errors.SeqConflictError(
-            f"{said}: another writer appended first. Nothing was "
-            "written; read what changed and decide again.",
-            current_seq=current,
-        )
-    if kind is errors.InvalidEditError or kind is errors.RewriteTooLargeError:
-        return _edit_refused(said)
-    if kind is errors.InvalidMessageError:
-        return _missing_blob(refused.text, keys)
-    if kind is errors.AppendInDoubtError:
-        return kind(
-            f"{said}: an earlier try of this append may have committed, and the server "
-            "no longer remembers (more than 64 calls of this process were in flight, "
-            "or it was idle past the retry window). This try wrote nothing; read the log to "
-            "find out whether the first did."
-        )
-    if kind in _TOLD_BY_CODE:
-        return _TOLD_BY_CODE[kind](code, said, keys)
-    if kind in _DENIED:
-        return kind(_DENIED[kind].format(refused.text))
-    if kind is not None:
-        return kind(said + _AFTER.get(kind, ""))
-    return errors.StorageError(f"Redis error: {refused.text}")
-
-
-def _erased_or_scope_error(code: str, said: str, keys: ConversationKeys) -> errors.MessageLogError:
-    """A write refused by the conversation's tombstone, or a scoped log's by its owner
-    record."""
-    if code == "MSGLOG_UNOWNED":
-        return errors.ConversationErasedError(
-            f"{keys.owner} is gone: the conversation was erased while this log object was "
-            "writing, and taken again before its scoped writes could register it. Nothing "
-            "was written."
-        )
-    if code == "MSGLOG_ERASED":
-        return errors.ConversationErasedError(
-            f"{keys.stream.removesuffix(':stream')} was erased (its tombstone {keys.seq} still "
-            "stands): no append, edit or fork into it is accepted until the tombstone "
-            "expires. Nothing was written."
-        )
-    return errors.ScopeMismatchError(
-        f"the conversation belongs to scope {said!r}, not this log's: a conversation "
-        "keeps the scope it was created with. Nothing was written.",
-        recorded=tuple(said.split("/")),
-    )
-
-
-def _usage_refused(code: str, said: str, keys: ConversationKeys) -> errors.MessageLogError:
-    """An append whose usage the totals cannot take: a cost in another currency
-    (MSGLOG_CURRENCY <theirs>), or sums past what they hold exactly (MSGLOG_USAGEBIG)."""
-    if code == "MSGLOG_USAGEBIG":
-        return errors.InvalidMessageError(
-            f"this append's usage would take {keys.usage} past {2**53 - 1} (tokens of one "
-            "kind, or billionths of the cost's unit), more than totals hold. Nothing was "
-            "written."
-        )
-    return errors.UsageCurrencyError(
-        f"this append's cost is in another currency than {keys.usage}, which keeps costs "
-        f"in {said}: a conversation keeps its costs in one currency (convert before "
-        "writing). Nothing was written.",
-        currencies=(said,),
-    )
-
-
-def _draft_refused(code: str, said: str, keys: ConversationKeys) -> errors.MessageLogError:
-    """A draft script's refusal (lua/draft_*.lua)."""
-    drafts = keys.drafts
-    if code in ("MSGLOG_DRAFTGONE", "MSGLOG_DRAFTENDED"):
-        outcome = said if code == "MSGLOG_DRAFTENDED" else "gone"
-        return errors.DraftEndedError(
-            f"the draft has ended ({outcome}): its lease lapsed and someone ended it, or it "
-            f"was ended, erased or forgotten ({drafts}). Nothing was written.",
-            outcome=outcome,
-        )
-    if code == "MSGLOG_DRAFTBIG":
-        return errors.DraftTooLargeError(
-            f"the draft holds {said} bytes of deltas, and this write would take it over its "
-            "cap (the log's max_message_bytes). Nothing was written."
-        )
-    if code == "MSGLOG_DRAFTS":
-        return errors.TooManyDraftsError(
-            f"{drafts} holds {said.split(' ')[0]} drafts (open, or ended with deltas kept), "
-            "as many as a conversation may. Nothing was written."
-        )
-    return errors.InvalidArgumentError(
-        f"{said}: the draft belongs to another writer (a draft is written by the writer "
-        "that opened it). Nothing was written."
-    )
-
-
-_TOLD_BY_CODE = {  # the errors whose words depend on the code (and the keys)
-    errors.DraftEndedError: _draft_refused,
-    errors.DraftTooLargeError: _draft_refused,
-    errors.TooManyDraftsError: _draft_refused,
-    errors.InvalidArgumentError: _draft_refused,
-    errors.UsageCurrencyError: _usage_refused,
-    errors.ConversationErasedError: _erased_or_scope_error,
-    errors.ScopeMismatchError: _erased_or_scope_error,
-}
-
-
-def _edit_refused(said: str) -> errors.InvalidEditError:
-    """An edit the script refused: MSGLOG_BADEDIT, or MSGLOG_TOOBIG (a rewrite over
-    max_rewrite_bytes, which the text names)."""
-    cap = re.search(r"more than (\d+) bytes of the stream \(max_rewrite_bytes", said)
-    if cap is None:
-        return errors.InvalidEditError(f"{said}. Nothing was written.")
-    return errors.RewriteTooLargeError(
-        f"{said}. Nothing was written: trim the log first, or raise max_rewrite_bytes.",
-        cap=int(cap.group(1)),
-    )
-
-
-def _missing_blob(text: str, keys: ConversationKeys) -> errors.InvalidMessageError:
-    """MSGLOG_BADBLOB <message> <part> <sha256>: a reference to bytes this conversation
-    does not hold (a row read with ``blobs="refs"`` from another log, or a made-up digest)."""
-    found = re.search(r"MSGLOG_BADBLOB (\d+) (\d+) ([0-9a-fA-F]+)", text)
-    message, part, digest = found.groups() if found else ("0", "?", "?")
-    return errors.InvalidMessageError(
-        f"message {message}: content.{part} refers to blob {digest}, which "
-        f"{keys.blobs} does not hold. Nothing was written. A reference is accepted only in "
-        "the conversation holding its bytes (or with them in the same call): to copy a "
-        'message to another conversation, append the row read with blobs="hydrate" (the '
-        "default), whose as_message() carries the bytes (`msglog export` writes them "
-        "inline too).",
-        index=int(message),
-    )

@@ -1,4 +1,5 @@
-"""Running the library's Lua scripts (``append.lua``, ``view.lua``, ``erase.lua``) with their
+"""Running the library's Lua scripts (``append_plain.lua``, ``append.lua``, ``view.lua``,
+``erase.lua``) with their
 fallbacks: ``EVALSHA`` first, ``EVAL`` when the server has not cached the script, and
 the script without its ``#!lua`` line on servers that cannot parse one."""
 
@@ -18,9 +19,8 @@ class ScriptRunner:
     __slots__ = ("scripts",)
 
     def __init__(self) -> None:
-        self.scripts: dict[str, LuaScript] = {
-            name: load_script(name) for name in ("append.lua", "view.lua", "erase.lua")
-        }
+        names = ("append_plain.lua", "append.lua", "view.lua", "erase.lua")
+        self.scripts: dict[str, LuaScript] = {name: load_script(name) for name in names}
 
     def evalsha(self, name: str) -> tuple[str, str]:
         """The start of a command running ``name`` by its digest."""

@@ -14,7 +14,7 @@ from .._core.lifecycle.scope import Scoped
 from .._core.read.views import Edit, redact_edit, retract_edit, through_edit, trim_edit
 from .._core.write.blobs import BlobMode, check_blob_mode
 from ..edits import Attributes
-from ..errors import InvalidMessageError
+from ..errors import InvalidArgumentError, InvalidMessageError
 from ..models import AgentMessage, StoredMessage
 from ..telemetry import traced
 from ._api import LogAPI
@@ -210,6 +210,8 @@ class LogEdits(LogAPI):
         the entries they go with: every append and edit takes ``attrs=`` too, and
         ``expected_seq`` makes a change a compare-and-set. Every change is an entry, so
         the physical log holds their history (docs/edits.md, "Attributes")."""
+        if attrs is None:  # (batch() reads None as "no change": this call needs one)
+            raise InvalidArgumentError("attrs must be a non-empty mapping, got None")
         batch = self._core.batch((), attrs=attrs)
         return self._commit(batch, idempotency_key, expected_seq)
 

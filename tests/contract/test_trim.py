@@ -442,8 +442,9 @@ def test_a_bad_max_age_is_refused(env: Env, max_age: Any) -> None:
 def test_a_plain_append_without_max_age_sends_it_empty() -> None:
     call = AppendCall(keys=ConversationKeys.build("msglog", "c"), messages=(b"{}",), call="")
     sent = call.keys_and_args()
+    assert call.script_name == "append_plain.lua"  # which takes no max_age at all
     assert AppendCall.argument(sent, "max_age_us") == ""
-    assert list(AppendCall.sent_keys(sent)) == ["seq", "stream", "blobs", "producers"]
+    assert list(AppendCall.sent_keys(sent)) == ["seq", "stream"]
 
 
 def contents(env: Env, log: Any) -> list[Any]:

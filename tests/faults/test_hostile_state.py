@@ -12,6 +12,7 @@ truncation or a traceback.
 from __future__ import annotations
 
 import asyncio
+import re
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
@@ -375,19 +376,32 @@ def test_append_is_correct_or_writes_nothing(
     assert seq == end + added and after.counter == str(seq).encode()
 
 
-@pytest.mark.parametrize(
-    "damage, error",
-    [("producers-wrong-type", WrongTypeError), ("producers-garbage", CorruptLogError)],
-)
-def test_a_damaged_producer_record_refuses_the_append_clearly(
-    hostile_env: Env, damage: str, error: type[MessageLogError]
-) -> None:
-    (chosen,) = [d for d in DAMAGES if d.name == damage]
+def test_a_producers_key_of_another_type_refuses_the_append_clearly(hostile_env: Env) -> None:
+    (chosen,) = [d for d in DAMAGES if d.name == "producers-wrong-type"]
     log, keys, before = _damaged(hostile_env, chosen)
-    with pytest.raises(error, match="producer"):
+    with pytest.raises(WrongTypeError, match="producer"):
         log.add("user", "new")
     assert _truth(hostile_env.raw, keys).dump == before.dump  # nothing written
     assert log.add("user", "new", idempotency_key="k") == SEEDED + 1  # a caller's key: fine
+
+
+def test_a_garbled_producer_record_refuses_a_look_up_and_a_first_try_replaces_it(
+    hostile_env: Env,
+) -> None:
+    """A retry must read its producer's record, and refuses one it cannot read (it could
+    not tell whether its call committed); the first try of a sequential call reads
+    nothing there and writes its own result over it (lua/producer_lib.lua)."""
+    (chosen,) = [d for d in DAMAGES if d.name == "producers-garbage"]
+    log, keys, before = _damaged(hostile_env, chosen)
+    (producer,) = [_raw_bytes(name).decode() for name in hostile_env.raw.hkeys(keys.producers)]
+    message = {"role": "user", "content": "new"}
+    short = log._core.batch([message]).fingerprint()[:16]
+    with pytest.raises(CorruptLogError, match="producer"):
+        log.append(message, idempotency_key=f"msglog-retry:{producer}:1:{short}")
+    assert _truth(hostile_env.raw, keys).dump == before.dump  # nothing written
+    assert log.append(message) == SEEDED + 1
+    held = _raw_bytes(hostile_env.raw.hget(keys.producers, producer))
+    assert re.fullmatch(rb"\d+ 1 \d+,0 \d+,%d" % (SEEDED + 1), held), held
 
 
 # -- reads ----------------------------------------------------------------------------------------

@@ -136,7 +136,7 @@ def _try(
     prepared.settle()  # sent by hand below: not one of the process producer's calls
     call = dataclasses.replace(prepared.call, pseq=pseq, look_up=look_up, floor=floor)
     try:
-        return AppendReply.parse(log._run(core._eval(call.keys_and_args(), None)))
+        return AppendReply.parse(log._run(core._eval(call, None)))
     except Refused as refused:
         return error_for(refused, core.keys)
 

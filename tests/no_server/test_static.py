@@ -5,6 +5,7 @@ type-checked with the frameworks, by ``contract/test_integration_types.py``)."""
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import subprocess
 import sys
@@ -154,6 +155,45 @@ def test_the_append_scripts_bindings_match_its_wrapper() -> None:
     assert block and f"local NAMED = {len(ARGV_NAMES)} " in block[1]  # the tail's base
 
 
+def test_the_plain_append_scripts_bindings_match_its_wrapper() -> None:
+    """``lua/append_plain.lua`` binds the names ``PLAIN_ARGV_NAMES`` and
+    ``PLAIN_KEY_NAMES`` say, where they say, and documents each; its owner record is the
+    last key, bound by count."""
+    from redis_msglog._lua.contract import PLAIN_ARGV_NAMES, PLAIN_KEY_NAMES
+
+    expected = (_positions(PLAIN_ARGV_NAMES), _positions(PLAIN_KEY_NAMES[:3], keys=True))
+    assert _bindings("append_plain.lua") == expected
+    assert _documented("append_plain.lua") == expected
+    block = _BINDING.search((ROOT / "lua" / "append_plain.lua").read_text(encoding="utf-8"))
+    assert block and f"local NAMED = {len(PLAIN_ARGV_NAMES)} " in block[1]
+    assert "OWNER = KEYS[#KEYS]" in block[1]
+
+
+def test_a_plain_append_call_sends_its_keys_and_names_by_position() -> None:
+    """A plain call of a scoped log with a producer: every key and name read back."""
+    from redis_msglog._core.stored.keys import ConversationKeys
+    from redis_msglog._lua.contract import PLAIN_ARGV_NAMES, AppendCall
+    from redis_msglog._lua.load import load_script
+
+    keys = ConversationKeys.build("msglog", "conv")
+    call = AppendCall(
+        keys, (b"m1", b"m2"), "", publish="PUBLISH", record_ttl_ms=7, look_up=True,
+        producer="prod", pseq=4, floor=3, scope="acme/eu",
+    )  # fmt: skip
+    assert call.plain
+    command = ("EVALSHA", load_script("append_plain.lua").sha, *call.keys_and_args())
+    assert AppendCall.sent_keys(command) == {
+        "seq": keys.seq, "stream": keys.stream, "producers": keys.producers, "owner": keys.owner,
+    }  # fmt: skip
+    assert {name: AppendCall.argument(command, name) for name in PLAIN_ARGV_NAMES} == {
+        "publish": "PUBLISH", "channel": keys.channel, "record_ttl_ms": 7, "look_up": "1",
+        "call": "", "producer": "prod", "pseq": 4, "floor": 3, "scope": "acme/eu",
+    }  # fmt: skip
+    assert AppendCall.argument(command, "op") == "" and command[-2:] == (b"m1", b"m2")
+    # Anything the plain script does not take makes it append.lua's call.
+    assert not dataclasses.replace(call, expected_seq=2).plain
+
+
 def test_the_view_scripts_bindings_match_its_names() -> None:
     from redis_msglog._lua.load import VIEW_ARGV_NAMES, VIEW_KEY_NAMES
 
@@ -231,15 +271,11 @@ def test_an_append_call_sends_each_field_at_its_named_position() -> None:
     tail = command[3 + 9 + len(ARGV_NAMES) :]
     assert tail == ("d" * 64, b"bytes", "+a", "1", b"m1", b"m2")
     plain = AppendCall(keys, (b"m",), "")
-    assert AppendCall.sent_keys(plain.keys_and_args()) == {
-        "seq": keys.seq, "stream": keys.stream, "blobs": keys.stream, "producers": keys.stream,
-    }  # fmt: skip
-    assert AppendCall.argument(plain.keys_and_args(), "look_up") == "1"
-    # A plain append sends the names up to ``rest`` only ("": the others at their
-    # defaults), then its messages; and no placeholder key (two keys without a producer).
+    assert plain.script_name == "append_plain.lua"
+    assert AppendCall.sent_keys(plain.keys_and_args()) == {"seq": keys.seq, "stream": keys.stream}
+    # No producer: nothing to look up, whatever the try.
+    assert AppendCall.argument(plain.keys_and_args(), "look_up") == "0"
+    # A plain append sends PLAIN_ARGV_NAMES, then its messages; no placeholder key.
     sent = plain.keys_and_args()
-    assert sent[:3] == (2, keys.seq, keys.stream)
-    assert sent[3 : 3 + ARGV_NAMES.index("rest") + 2] == (
-        "", keys.channel, "", "1", "", "", "", "", "", b"m",
-    )  # fmt: skip
+    assert sent == (2, keys.seq, keys.stream, "", keys.channel, "", "0", "", "", "", "", "", b"m")
     assert AppendCall.argument(sent, "blob_count") == 0 and AppendCall.argument(sent, "op") == ""

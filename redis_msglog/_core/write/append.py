@@ -167,7 +167,8 @@ class Appends:
         if batch.edit is not None:
             call = _with_edit(call, batch)
         then = None if self.durability is None else self.durability.command()
-        command = ("EVALSHA", self._reader.runner.scripts["append.lua"].sha, *call.keys_and_args())
+        sha = self._reader.runner.scripts[call.script_name].sha
+        command = ("EVALSHA", sha, *call.keys_and_args())
         # Packed by the shell as it is sent, all but its numbers and messages from a cache
         # (Write.split): not a call with a record, whose key is among the cached head's and
         # differs call by call.

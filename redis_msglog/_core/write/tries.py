@@ -94,7 +94,7 @@ class Tries:
                 raise
             call, then = prepared.call, prepared.first_try.then
             try:
-                reply = yield from self.eval_append(call.keys_and_args(), then)
+                reply = yield from self.eval_append(call, then)
             except StepFailure as again:
                 return (yield from self.retry_plan(prepared, again, first_sent))
             return self.commit_of(prepared, reply)
@@ -122,7 +122,7 @@ class Tries:
             try:
                 if isinstance(failure, Refused):  # the first try's script did not run
                     cached = failure.code != "NOSCRIPT"  # else the shebang: see run_script
-                    reply = yield from self._fallback(call.keys_and_args(), then, cached)
+                    reply = yield from self._fallback(call, then, cached)
                 else:
                     if not (yield from self._pause(prepared, tries, first_sent, maybe_committed)):
                         break
@@ -134,7 +134,7 @@ class Tries:
                     if prepared.first_try_new and maybe_committed:
                         call = _replace_look_up(call, prepared.producer)
                     tries += 1
-                    reply = yield from self.eval_append(call.keys_and_args(), then)
+                    reply = yield from self.eval_append(call, then)
             except ReplyLost as lost:
                 maybe_committed, failure = True, lost
             except NotSent as not_sent:
@@ -211,25 +211,28 @@ class Tries:
         error.__cause__ = cause
         return error
 
-    def eval_append(self, keys_and_args: Command, then: Command | None) -> Plan[Any]:
-        """Run the append script once (a write): ``EVALSHA`` first; a refusal to run it
-        goes to the fallback, ``EVAL`` (see :meth:`ScriptRunner.run_script`)."""
+    def eval_append(self, call: script.AppendCall, then: Command | None) -> Plan[Any]:
+        """Run ``call``'s append script once (a write): ``EVALSHA`` first; a refusal to run
+        it goes to the fallback, ``EVAL`` (see :meth:`ScriptRunner.run_script`)."""
         try:
-            reply = yield Write((*self.runner.evalsha("append.lua"), *keys_and_args), then)
+            sent = (*self.runner.evalsha(call.script_name), *call.keys_and_args())
+            reply = yield Write(sent, then)
         except Refused as refused:
             if not script_not_run(refused):
                 raise
             cached = refused.code != "NOSCRIPT"  # else the shebang: run_script sees to it
-            reply = yield from self._fallback(keys_and_args, then, cached)
+            reply = yield from self._fallback(call, then, cached)
         return reply
 
-    def _fallback(self, keys_and_args: Command, then: Command | None, cached: bool) -> Plan[Any]:
+    def _fallback(self, call: script.AppendCall, then: Command | None, cached: bool) -> Plan[Any]:
         def write(command: Command) -> Plan[Any]:
             reply = yield Write(command, then)
             return reply
 
         return (
-            yield from self.runner.run_script("append.lua", keys_and_args, write, cached=cached)
+            yield from self.runner.run_script(
+                call.script_name, call.keys_and_args(), write, cached=cached
+            )
         )
 
 

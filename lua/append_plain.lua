@@ -1,0 +1,189 @@
+#!lua
+-- append_plain.lua: append one or more encoded messages to a conversation, atomically:
+-- the plain append, the call nearly every append makes. Everything else (a caller's
+-- idempotency key, expected_seq, an edit, blobs, a lifetime, retention by age, usage)
+-- is append.lua's; a log object picks the script from options fixed when it is made and
+-- from what the call carries (redis_msglog/_lua/contract.py), so this one tests none of
+-- them. The keys and entries it writes are append.lua's (see its header).
+--
+-- The shebang declares no flags on purpose: a write script, which a server over
+-- `maxmemory` (noeviction) rejects before it runs.
+--
+-- Arguments, by name: redis_msglog/_lua/contract.py sends them from one list of names
+-- (PLAIN_KEY_NAMES, PLAIN_ARGV_NAMES), and the binding block below gives each a local of
+-- that name (keys in capitals); a test checks the three agree.
+--
+-- KEYS[1]   SEQ: the seq counter
+-- KEYS[2]   STREAM: the conversation's entries
+-- KEYS[3]   PRODUCERS: the producers hash (producer_lib.lua), only with a producer
+-- KEYS[last] OWNER: a scoped log's call only: the conversation's owner record, which
+--           must name `scope` (MSGLOG_UNOWNED, MSGLOG_SCOPE: see append.lua)
+-- ARGV[1]   publish: "PUBLISH", "SPUBLISH" (cluster) or "" for no event
+-- ARGV[2]   channel: the channel of the post-commit event
+-- ARGV[3]   record_ttl_ms: how long the producer's results live after its last write
+-- ARGV[4]   look_up: "1": a retry, which looks its call up among the producer's results
+--           first; "0": the first try (nothing can have committed it)
+-- ARGV[5]   call: the call's token ("" for a producer's own calls)
+-- ARGV[6]   producer: the producer id, or "" for none (NO_RETRY)
+-- ARGV[7]   pseq: the producer's call number of this call, the same on every try
+-- ARGV[8]   floor: the lowest pseq of the producer still in flight ("": cannot tell)
+-- ARGV[9]   scope: "" (a log made without a scope), or the log's scope
+-- ARGV[10..] the encoded messages (JSON), in order: at least one
+--
+-- Returns "<last_seq> <at> 0 <call>", or a replay {last_seq, at, 1, call} (append.lua).
+--
+-- The first try runs the design's floor and no more: INCRBY, XLEN, TIME, XADD, the
+-- producer's HSET, PUBLISH. The checks ride on them: INCRBY refuses an erasure's
+-- tombstone, a counter of another type and every counter that is not a canonical integer
+-- (what counter_lib.lua refuses); XLEN equal to the counter is the healthy log (one entry
+-- a seq, see stream_end_lib.lua); the explicit-ID XADD refuses a stream that is ahead.
+-- When one of them says the log is not healthy, the INCRBY is undone and the checked path
+-- runs: the counter read with GET, as append.lua reads it, and the same verdicts.
+
+-- == Binding block: every KEYS and ARGV position, bound once to its name ==
+local publish = ARGV[1]
+local channel = ARGV[2]
+local record_ttl_ms = ARGV[3]
+local look_up = ARGV[4]
+local call = ARGV[5]
+local producer = ARGV[6]
+local pseq = ARGV[7]
+local floor = ARGV[8]
+local scope = ARGV[9]
+local NAMED = 9  -- the named arguments above: the messages follow them
+local SEQ = KEYS[1]
+local STREAM = KEYS[2]
+local PRODUCERS = STREAM  -- (no producer: unused)
+if producer ~= '' then
+  PRODUCERS = KEYS[3]
+end
+local OWNER = nil
+if scope ~= '' then
+  OWNER = KEYS[#KEYS]
+end
+-- == End of the binding block ==
+
+local n = #ARGV - NAMED
+
+-- A retry reads the counter first: an erasure's tombstone refuses even a replay.
+local raw = nil
+if look_up == '1' then
+  raw = redis.pcall('GET', SEQ)
+  if raw == 'erased' then
+    return redis.error_reply('MSGLOG_ERASED ' .. SEQ .. ': the conversation was erased')
+  end
+end
+if OWNER then
+  local recorded = redis.call('HGET', OWNER, 'scope')
+  if not recorded then
+    if look_up == '0' and redis.pcall('GET', SEQ) == 'erased' then  -- the erasure's verdict
+      return redis.error_reply('MSGLOG_ERASED ' .. SEQ .. ': the conversation was erased')
+    end
+    return redis.error_reply('MSGLOG_UNOWNED ' .. OWNER .. ' is missing')
+  elseif recorded ~= scope then
+    return redis.error_reply('MSGLOG_SCOPE ' .. recorded)
+  end
+end
+
+-- @include producer_lib.lua
+
+-- Refused before anything is written (see append.lua).
+if publish ~= '' and redis.acl_check_cmd and not redis.acl_check_cmd(publish, channel, '') then
+  return redis.error_reply('NOPERM this user has no permissions to publish the append ' ..
+    'event on channel ' .. channel)
+end
+
+local last, counted = 0, false  -- counted: the INCRBY ran, and the log is healthy
+if look_up == '0' then
+  local counter = redis.pcall('INCRBY', SEQ, n)
+  if type(counter) == 'number' then
+    last = counter - n
+    if last >= 0 and last <= 999999999999999 and redis.pcall('XLEN', STREAM) == last then
+      counted = true
+    elseif last == 0 then  -- the INCRBY made it (or it held "0"): no counter, to heal
+      redis.call('UNLINK', SEQ)
+    else
+      redis.call('INCRBY', SEQ, -n)  -- (the commands the library's ACL rules allow)
+    end
+  end
+end
+if not counted then  -- the checked path: append.lua's verdicts
+  if look_up == '0' then
+    raw = redis.pcall('GET', SEQ)
+    if raw == 'erased' then
+      return redis.error_reply('MSGLOG_ERASED ' .. SEQ .. ': the conversation was erased')
+    end
+  end
+  if type(raw) == 'table' and raw.err then
+    return redis.error_reply('WRONGTYPE seq counter ' .. SEQ .. ' is not a string')
+  end
+  local length = redis.pcall('XLEN', STREAM)
+  if type(length) == 'table' and length.err then
+    return redis.error_reply('WRONGTYPE stream ' .. STREAM .. ' is not a stream')
+  end
+  last = 0
+  if raw then
+-- @include counter_lib.lua
+  end
+  if length ~= last then
+-- @include stream_end_lib.lua
+  end
+end
+
+local time = redis.call('TIME')
+local micros = time[2]
+if #micros < 6 then  -- (9 times in 10 it has 6 digits: no padding to make)
+  micros = string.sub('00000' .. micros, -6)
+end
+local at = time[1] .. micros  -- microseconds, 6 digits
+
+-- The first entry is added alone: it is the one that can still fail (an entry beyond the
+-- counter). Entry ID "<seq>-<at>": the commit time is kept in the ID. Before it, the
+-- producer's result, which fails on a producers key of another type (producer_save.lua).
+local first_text = string.format('%d', last + 1)
+local written, new_last = n, last + n
+local new_last_text = n == 1 and first_text or string.format('%d', new_last)
+-- @include producer_save.lua
+local added = producer_refused
+if not added then
+  added = redis.pcall('XADD', STREAM, first_text .. '-' .. at, 'msg', ARGV[NAMED + 1])
+end
+if type(added) == 'table' and added.err then  -- nothing written: undo the INCRBY, the HSET
+  if counted and last == 0 then  -- (the INCRBY made the counter, or it held "0")
+    redis.call('UNLINK', SEQ)
+  elseif counted then
+    redis.call('INCRBY', SEQ, -n)
+  end
+  if producer_field and not producer_refused then
+    -- The sequential field's earlier value held only calls that are not sent again.
+    if producer_held then
+      redis.call('HSET', PRODUCERS, producer_field, producer_held)
+    else
+      redis.call('HDEL', PRODUCERS, producer_field)
+    end
+  end
+  local err = tostring(added.err)  -- fakeredis hands over a userdata, not a string
+  if string.find(err, 'equal or smaller', 1, true) then
+    return redis.error_reply('MSGLOG_BEHIND seq counter ' .. SEQ .. ' (' .. last ..
+      ') is behind the last entry of stream ' .. STREAM)
+  end
+  return redis.error_reply(err)
+end
+for i = NAMED + 2, #ARGV do
+  redis.call('XADD', STREAM, string.format('%d-', last + i - NAMED) .. at, 'msg', ARGV[i])
+end
+if not counted then
+  if raw then
+    redis.call('INCRBY', SEQ, n)
+  else
+    redis.call('SET', SEQ, new_last_text)  -- a new counter, or one healed from the stream
+  end
+end
+-- @include producer_prune.lua
+
+if publish ~= '' then
+  local messages = n == 1 and ARGV[NAMED + 1] or table.concat(ARGV, ',', NAMED + 1)
+  redis.call(publish, channel, '{"first":' .. first_text .. ',"last":' .. new_last_text ..
+    ',"at":' .. at .. ',"messages":[' .. messages .. ']}')
+end
+return new_last_text .. ' ' .. at .. ' 0 ' .. call
