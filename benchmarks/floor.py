@@ -111,6 +111,8 @@ def floors(client: redis.Redis, calls: int, rounds: int = 1) -> dict[str, float]
         ceiling = raw_wall / (raw_wall + figures[FLOOR][i] - figures[RAW][i])
         of_bound.append(raw_wall / walls[DEFAULT][i] / ceiling)
     results[OF_BOUND] = statistics.median(of_bound)
+    results[f"{RAW}, wall µs a call"] = statistics.median(walls[RAW])
+    results[f"{DEFAULT}, wall µs a call"] = statistics.median(walls[DEFAULT])
     return results
 
 

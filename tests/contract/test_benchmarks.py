@@ -211,7 +211,7 @@ def test_floor_benchmark_runs() -> None:
     from benchmarks import floor
 
     results = floor.main(["--calls", "20", "--rounds", "1"])
-    assert len(results) == 8 and all(value > 0 for value in results.values())
+    assert len(results) == 10 and all(value > 0 for value in results.values())
     for row in (floor.DEFAULT, floor.NO_RETRY_ROW):  # one round: exactly the quotient
         assert results[f"{row} / floor"] == pytest.approx(results[row] / results[floor.FLOOR])
 
