@@ -155,6 +155,32 @@ def test_a_producer_s_calls_may_commit_out_of_order(env: Env) -> None:
     assert _text(value).split(" ")[1:] == ["2", "0,0", "1,2", "2,1"]  # none dropped
 
 
+def test_a_sequential_call_overtaken_by_a_later_one_keeps_both_results(env: Env) -> None:
+    """Call 1 is its producer's lowest in flight (floor 1): its first try replaces the
+    sequential field without reading it. Call 2, begun while call 1 was in flight,
+    commits first, into the concurrent field (``<id>+``), which call 1's write leaves
+    alone: a re-send of either is answered from its own result, nothing written twice."""
+    log = env.log()
+    assert _try(log, 2, look_up=False, content="2", floor=1).last_seq == 1
+    assert _try(log, 1, look_up=False, content="1", floor=1).last_seq == 2
+    for pseq, seq in ((2, 1), (1, 2)):
+        again = _try(log, pseq, look_up=True, floor=1)
+        assert (again.last_seq, again.replayed) == (seq, True)
+    assert [m.content for m in log.all()] == ["2", "1"]
+    held = {
+        _text(k): _text(v).split(" ")[1:] for k, v in env.raw.hgetall(log.keys.producers).items()
+    }
+    (sequential,) = [name for name in held if not name.endswith("+")]
+    assert held == {sequential: ["1", "0,0", "1,2"], f"{sequential}+": ["1", "0,0", "2,1"]}
+    # Call 3, the lowest in flight once both settled: its result replaces call 1's, and
+    # calls 1 and 2 are dropped (neither is sent again).
+    assert _try(log, 3, look_up=False, content="3", floor=3).last_seq == 3
+    stale = _try(log, 1, look_up=True)
+    assert isinstance(stale, AppendInDoubtError)
+    assert _try(log, 2, look_up=True).last_seq == 1  # still held in the concurrent field
+    assert log.count() == 3
+
+
 def test_a_producer_keeps_the_results_its_calls_in_flight_may_ask_for(env: Env) -> None:
     log = env.log()
     for pseq in range(1, 6):  # five calls in flight at once
