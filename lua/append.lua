@@ -259,12 +259,7 @@ if publish ~= '' and redis.acl_check_cmd and not redis.acl_check_cmd(publish, ch
     'event on channel ' .. channel)
 end
 
-local time = redis.call('TIME')
-local micros = time[2]
-if #micros < 6 then  -- (9 times in 10 it has 6 digits: no padding to make)
-  micros = string.sub('00000' .. micros, -6)
-end
-local at = time[1] .. micros  -- microseconds, 6 digits
+-- @include commit_time.lua
 
 if type(raw) == 'table' and raw.err then
   return redis.error_reply('WRONGTYPE seq counter ' .. SEQ .. ' is not a string')
@@ -434,14 +429,7 @@ end
 local added = redis.pcall('XADD', STREAM, first_text .. '-' .. at,
   first_field, first_value)
 if type(added) == 'table' and added.err then
-  if producer_field then  -- nothing written: the HSET undone
-    -- (The sequential field's earlier value held only calls that are not sent again.)
-    if producer_held then
-      redis.call('HSET', PRODUCERS, producer_field, producer_held)
-    else
-      redis.call('HDEL', PRODUCERS, producer_field)
-    end
-  end
+-- @include producer_undo.lua
   local err = tostring(added.err)  -- fakeredis hands over a userdata, not a string
   if string.find(err, 'equal or smaller', 1, true) then
     -- XLEN matched the counter, but an entry beyond it exists (one foreign entry with a

@@ -130,12 +130,7 @@ if not counted then  -- the checked path: append.lua's verdicts
   end
 end
 
-local time = redis.call('TIME')
-local micros = time[2]
-if #micros < 6 then  -- (9 times in 10 it has 6 digits: no padding to make)
-  micros = string.sub('00000' .. micros, -6)
-end
-local at = time[1] .. micros  -- microseconds, 6 digits
+-- @include commit_time.lua
 
 -- The first entry is added alone: it is the one that can still fail (an entry beyond the
 -- counter). Entry ID "<seq>-<at>": the commit time is kept in the ID. Before it, the
@@ -154,14 +149,7 @@ if type(added) == 'table' and added.err then  -- nothing written: undo the INCRB
   elseif counted then
     redis.call('INCRBY', SEQ, -n)
   end
-  if producer_field and not producer_refused then
-    -- The sequential field's earlier value held only calls that are not sent again.
-    if producer_held then
-      redis.call('HSET', PRODUCERS, producer_field, producer_held)
-    else
-      redis.call('HDEL', PRODUCERS, producer_field)
-    end
-  end
+-- @include producer_undo.lua
   local err = tostring(added.err)  -- fakeredis hands over a userdata, not a string
   if string.find(err, 'equal or smaller', 1, true) then
     return redis.error_reply('MSGLOG_BEHIND seq counter ' .. SEQ .. ' (' .. last ..

@@ -109,11 +109,24 @@ def test_agui_client_builds_a_streamed_answer_from_its_draft(
     url, log = served
     log.add("user", "what is 1 + 2?")
     writer = threading.Thread(target=stream_answer, args=(log, LONG, 0.02))
-    writer.start()
+    # The answer starts once the client is connected: started before, it could be
+    # committed before a slow Node start (CI: over a second), leaving no commit to see.
+    client = subprocess.Popen(
+        [node, str(JS / "agui_client.mjs"), url, "0", "", "msglog.commit"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
     try:
-        got = run_client(node, url, 0, until="msglog.commit")
+        assert client.stderr is not None
+        first = client.stderr.readline()
+        assert first == "connected\n", first + client.stderr.read()
+        writer.start()
+        out, err = client.communicate(timeout=60)
+        assert client.returncode == 0, err or out
+        got = orjson.loads(out)
     finally:
-        writer.join(30)
+        client.kill()
+        if writer.is_alive() or writer.ident is not None:
+            writer.join(30)
     [_, answer] = log.all()
     assert isinstance(answer, StoredMessage) and answer.tool_calls
     assert "TEXT_MESSAGE_CONTENT" in got["types"] and "TOOL_CALL_ARGS" in got["types"]

@@ -104,7 +104,8 @@ def test_producer_records_stay_flat_over_10_000_short_lived_log_objects(
         # asyncio, 50 calls in flight at once: the process's producer has a second field
         # for the calls made while an older one was in flight, holding at most WINDOW (64)
         # results, whatever the number of objects (measured: 752-944 B).
-        producers = {str(name).rstrip("+") for name in raw.hkeys(key)}
+        names = [n.decode() if isinstance(n, bytes) else n for n in raw.hkeys(key)]
+        producers = {name.rstrip("+") for name in names}
         assert fields_1k <= 2 and fields_10k <= 2 and len(producers) == 1
         assert after_1k <= 2_000 and after_10k <= 2_000
     expected = 10_000 + (0 if flavor == "sync" else 2)

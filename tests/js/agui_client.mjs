@@ -20,6 +20,7 @@ const agent = new ConversationAgent({ url });
 const types = [];
 agent.subscribe({
   onEvent: ({ event }) => {
+    if (types.length === 0) process.stderr.write("connected\n"); // the test may start now
     types.push(event.type);
     if (until && event.type === "CUSTOM" && event.name === until) agent.abortRun();
   },
