@@ -98,12 +98,9 @@ if look_up == '0' then
   local counter = redis.pcall('INCRBY', SEQ, n)
   if type(counter) == 'number' then
     last = counter - n
-    if last >= 0 and last <= 999999999999999 and redis.pcall('XLEN', STREAM) == last then
-      counted = true
-    elseif last == 0 then  -- the INCRBY made it (or it held "0"): no counter, to heal
-      redis.call('UNLINK', SEQ)
-    else
-      redis.call('INCRBY', SEQ, -n)  -- (the commands the library's ACL rules allow)
+    counted = true
+    if last < 0 or last > 999999999999999 or redis.pcall('XLEN', STREAM) ~= last then
+-- @include counter_undo.lua
     end
   end
 end
@@ -144,11 +141,7 @@ if not added then
   added = redis.pcall('XADD', STREAM, first_text .. '-' .. at, 'msg', ARGV[NAMED + 1])
 end
 if type(added) == 'table' and added.err then  -- nothing written: undo the INCRBY, the HSET
-  if counted and last == 0 then  -- (the INCRBY made the counter, or it held "0")
-    redis.call('UNLINK', SEQ)
-  elseif counted then
-    redis.call('INCRBY', SEQ, -n)
-  end
+-- @include counter_undo.lua
 -- @include producer_undo.lua
   local err = tostring(added.err)  -- fakeredis hands over a userdata, not a string
   if string.find(err, 'equal or smaller', 1, true) then

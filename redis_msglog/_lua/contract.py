@@ -189,10 +189,19 @@ class AppendCall:
             *self.messages,
         )
 
+    def script_and_args(self) -> tuple[str, Command]:
+        """:attr:`script_name` and :meth:`keys_and_args`, telling a plain call once (on
+        every append's path)."""
+        if self.plain:
+            return PLAIN_SCRIPT, self._plain_keys_and_args()
+        return GENERAL_SCRIPT, self._general_keys_and_args()
+
     def keys_and_args(self) -> Command:
         """``numkeys, KEYS..., ARGV...`` for ``EVALSHA``/``EVAL`` of :attr:`script_name`."""
-        if self.plain:  # most calls
-            return self._plain_keys_and_args()
+        return self.script_and_args()[1]
+
+    def _general_keys_and_args(self) -> Command:
+        """:meth:`keys_and_args` of a call of ``append.lua``."""
         keys = self._sent_keys()
         recorded = self.record is not None or bool(self.producer)
         common = (  # in ARGV_NAMES order: a literal tuple

@@ -167,8 +167,8 @@ class Appends:
         if batch.edit is not None:
             call = _with_edit(call, batch)
         then = None if self.durability is None else self.durability.command()
-        sha = self._reader.runner.scripts[call.script_name].sha
-        command = ("EVALSHA", sha, *call.keys_and_args())
+        name, keys_and_args = call.script_and_args()
+        command = ("EVALSHA", self._reader.runner.scripts[name].sha, *keys_and_args)
         # Packed by the shell as it is sent, all but its numbers and messages from a cache
         # (Write.split): not a call with a record, whose key is among the cached head's and
         # differs call by call.

@@ -215,7 +215,8 @@ class Tries:
         """Run ``call``'s append script once (a write): ``EVALSHA`` first; a refusal to run
         it goes to the fallback, ``EVAL`` (see :meth:`ScriptRunner.run_script`)."""
         try:
-            sent = (*self.runner.evalsha(call.script_name), *call.keys_and_args())
+            name, keys_and_args = call.script_and_args()
+            sent = (*self.runner.evalsha(name), *keys_and_args)
             reply = yield Write(sent, then)
         except Refused as refused:
             if not script_not_run(refused):
@@ -229,11 +230,7 @@ class Tries:
             reply = yield Write(command, then)
             return reply
 
-        return (
-            yield from self.runner.run_script(
-                call.script_name, call.keys_and_args(), write, cached=cached
-            )
-        )
+        return (yield from self.runner.run_script(*call.script_and_args(), write, cached=cached))
 
 
 def _replace_look_up(call: script.AppendCall, producer: Producer | None) -> script.AppendCall:
