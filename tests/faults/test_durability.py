@@ -94,6 +94,9 @@ def primary_and_replica(
 
 def test_wait_for_a_replica(primary_and_replica: tuple[EphemeralServer, EphemeralServer]) -> None:
     primary, replica = primary_and_replica
+    # The replica linked and caught up first: a loaded CI machine's full sync outlasted
+    # the 500 ms the first append waits.
+    assert redis.Redis(port=primary.port).wait(1, 30_000) == 1
     durable = Durability(replicas=1, timeout=timedelta(milliseconds=500))
     fired: list[int] = []
     log = MessageLog(
