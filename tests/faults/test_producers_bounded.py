@@ -19,6 +19,7 @@ import redis
 import redis.asyncio
 
 from redis_msglog import AsyncMessageLog, ConversationKeys, MessageLog, RetryPolicy
+from redis_msglog._core.write import producer as process_producer
 from redis_msglog._core.write.producer import Producer
 from redis_msglog.testing import EphemeralServer
 
@@ -66,13 +67,36 @@ async def _async_writers(url: str, conversation: str, count: int, fresh_clients:
     await shared.aclose()
 
 
+def _count_retirements(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The ids of the process's producers retired from now on (each call of
+    ``producer.retire``, which every retirement of the process's producer goes through)."""
+    retired: list[str] = []
+    retire = process_producer.retire
+
+    def counted(producer: Producer) -> None:
+        if producer is process_producer.current():
+            retired.append(producer.id)
+        retire(producer)
+
+    monkeypatch.setattr(process_producer, "retire", counted)
+    return retired
+
+
 @pytest.mark.parametrize("flavor", ["sync", "async"])
 def test_producer_records_stay_flat_over_10_000_short_lived_log_objects(
-    real_backend: str, flavor: str, shared_server: Callable[[str], EphemeralServer]
+    real_backend: str,
+    flavor: str,
+    shared_server: Callable[[str], EphemeralServer],
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """The producers hash after 1,000 and after 10,000 log objects appending once each
     holds one producer (this process) and the same bytes but a digit: a log object per
-    call costs nothing there. (Before: one field per object, ~85 B each, for 2 minutes.)"""
+    call costs nothing there. (Before: one field per object, ~85 B each, for 2 minutes.)
+
+    A call whose reply is lost retires the process's producer (its result must stay in
+    the old one's window): a writer more. On a loaded CI machine that happened once in
+    this test (4 fields: two producers), so the bounds are per writer, counted here."""
+    retired = _count_retirements(monkeypatch)
     server = shared_server(real_backend)
     raw = redis.Redis.from_url(server.url)
     conversation = new_id()
@@ -89,14 +113,18 @@ def test_producer_records_stay_flat_over_10_000_short_lived_log_objects(
     encoding_1k = raw.object("encoding", key)
     write(9_000, fresh_clients=0)
     after_10k, fields_10k = _producers_bytes(raw, conversation)
+    writers = 1 + len(retired)
     print(f"producers hash ({real_backend}, {flavor}): {after_1k} B after 1,000 log objects, "
-          f"{after_10k} B after 10,000")  # fmt: skip
+          f"{after_10k} B after 10,000; {len(retired)} producer(s) retired")  # fmt: skip
+    names = [n.decode() if isinstance(n, bytes) else n for n in raw.hkeys(key)]
+    assert len({name.rstrip("+") for name in names}) <= writers
     if flavor == "sync":
-        # One field, whatever the number of objects: each call the lowest in flight
-        # replaces it (lua/producer_lib.lua, the sequential field).
-        assert fields_1k == fields_10k == 1
-        assert after_1k <= 400 and after_10k <= 400
-        if raw.object("encoding", key) == encoding_1k:
+        # One field per writer, whatever the number of objects: each call the lowest in
+        # flight replaces it (lua/producer_lib.lua, the sequential field). A retried call
+        # (its reply lost) writes its old producer's concurrent field too.
+        assert fields_1k <= 2 * writers - 1 and fields_10k <= 2 * writers - 1
+        assert after_1k <= 400 * writers and after_10k <= 400 * writers
+        if not retired and raw.object("encoding", key) == encoding_1k:
             # 10x the objects adds a digit to its call number and to its last seq: at
             # most one allocator size class (16 bytes).
             assert after_1k <= after_10k <= after_1k + 16
@@ -104,10 +132,8 @@ def test_producer_records_stay_flat_over_10_000_short_lived_log_objects(
         # asyncio, 50 calls in flight at once: the process's producer has a second field
         # for the calls made while an older one was in flight, holding at most WINDOW (64)
         # results, whatever the number of objects (measured: 752-944 B).
-        names = [n.decode() if isinstance(n, bytes) else n for n in raw.hkeys(key)]
-        producers = {name.rstrip("+") for name in names}
-        assert fields_1k <= 2 and fields_10k <= 2 and len(producers) == 1
-        assert after_1k <= 2_000 and after_10k <= 2_000
+        assert fields_1k <= 2 * writers and fields_10k <= 2 * writers
+        assert after_1k <= 2_000 * writers and after_10k <= 2_000 * writers
     expected = 10_000 + (0 if flavor == "sync" else 2)
     assert raw.get(ConversationKeys.build("msglog", conversation).seq) == str(expected).encode()
 
