@@ -40,7 +40,9 @@ def test_benchmarks_smoke_run(tmp_path: Path) -> None:
     titles = [w["title"] for w in document["workloads"]]
     assert [t.split(".")[0] for t in titles] == [
         # memory: allocator bytes (the published figure), then MEMORY USAGE's estimate
-        *["1", "2", "3", "4", "5", "5", "6", "7", "7b", "12", "8"],
+        *["1", "2", "3", "4", "5", "5", "6", "7", "7b"],
+        # the warm read at the small and the large history (decision 3's sizes)
+        *["12", "12", "8"],
         # server time per append: INFO commandstats, then the server's CPU
         *["10", "11"],
         # the append script against the design's floor (benchmarks.floor, in the run)
@@ -78,11 +80,15 @@ def test_benchmarks_smoke_run(tmp_path: Path) -> None:
     assert floor["ratio_to_baseline"]["msglog sync"] > 0
     assert 0 < floor["ratio_to_baseline"]["raw redis-py"] < 1
     assert any("floor" in t["name"] and t["ratio"] for t in document["targets"])
-    warm = by_number["12"]  # ratios to one count() of ours; raw reads everything again
-    assert warm["baseline"] == "one count() of msglog sync"
+    warm = by_number["12"]  # ratios to decision 3's bound; raw reads everything again
+    assert warm["baseline"].startswith("2 x count() + 1.5 x copying the list")
+    assert warm["reference"][1] > 0
     assert set(warm["median"]) == {
         "raw redis-py", "raw redis.asyncio", "msglog sync", "msglog async"
     }  # fmt: skip
+    # issue 36's four decisions, each a ratio of this run (the warm read at both sizes)
+    decided = [t["name"].split(" ")[0] for t in document["targets"][:8]]
+    assert decided == ["D1", "D1", "D2", "D2", "D2", "D3", "D3", "D4"]
     assert "(inline)" in titles[-6]
     assert all("(inline)" in t for t in titles[-6:-3])
     assert all("(offload)" in t for t in titles[-3:])
@@ -181,7 +187,11 @@ def test_read_path_runs(shared_server: Any, capsys: pytest.CaptureFixture[str]) 
         "msglog all() of 120, cold": "raw XRANGE paging + orjson.loads, 120",
         "msglog count()": "",
         "msglog all() after one new message, warm": "msglog count()",
+        "list(rows) of the list all() returned": "",
+        "warm all() / (2 x count() + 1.5 x list(rows)): at most 1.0": "",
     }
+    decision_3 = next(cells for cells in rows if cells[1].strip().startswith("warm all() /"))
+    assert float(decision_3[2]) > 0 and float(decision_3[3]) > 0  # measured (not its bound)
 
 
 def test_compare_runs_both_trees_in_one_run(
@@ -201,7 +211,7 @@ def test_compare_runs_both_trees_in_one_run(
     # The reads: both trees' figures, and each measured row over its baseline.
     rows = [line.split("|") for line in reads.strip().splitlines()[2:]]
     named = {cells[1].strip(): cells for cells in rows}
-    assert len(named) == 6 and all(cell.strip() for cells in rows for cell in cells[2:6])
+    assert len(named) == 8 and all(cell.strip() for cells in rows for cell in cells[2:6])
     for name in ("msglog last(50), cold", "msglog all() of 120, cold"):
         assert all(float(cell) > 0 for cell in named[name][6:10])
     assert named["msglog all() after one new message, warm"][10].strip() == "msglog count()"
