@@ -108,7 +108,16 @@ def test_agui_client_builds_a_streamed_answer_from_its_draft(
 ) -> None:
     url, log = served
     log.add("user", "what is 1 + 2?")
-    writer = threading.Thread(target=stream_answer, args=(log, LONG, 0.02))
+    failed: list[BaseException] = []  # the writer's error, named if the client waits on
+
+    def write() -> None:
+        try:
+            stream_answer(log, LONG, 0.02)
+        except BaseException as exc:
+            failed.append(exc)
+            raise
+
+    writer = threading.Thread(target=write)
     # The answer starts once the client is connected: started before, it could be
     # committed before a slow Node start (CI: over a second), leaving no commit to see.
     client = subprocess.Popen(
@@ -121,12 +130,13 @@ def test_agui_client_builds_a_streamed_answer_from_its_draft(
         assert first == "connected\n", first + client.stderr.read()
         writer.start()
         out, err = client.communicate(timeout=60)
-        assert client.returncode == 0, err or out
+        assert client.returncode == 0, f"{err or out}; the writer: {failed or 'no error'}"
         got = orjson.loads(out)
     finally:
         client.kill()
         if writer.is_alive() or writer.ident is not None:
             writer.join(30)
+    assert not failed
     [_, answer] = log.all()
     assert isinstance(answer, StoredMessage) and answer.tool_calls
     assert "TEXT_MESSAGE_CONTENT" in got["types"] and "TOOL_CALL_ARGS" in got["types"]
