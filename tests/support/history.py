@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -188,6 +188,7 @@ class History:
             raise AssertionError(
                 f"history check of {self.conversation!r} ({len(log)} entries, "
                 f"{len(self.records)} operations): {len(found)} problem(s)\n  - {shown}{more}"
+                + _near_anomalies(client, self.keys, log, self.records)
             )
         return self.summary(log)
 
@@ -349,6 +350,28 @@ def _all(appends: Iterable[Append]) -> set[str]:
 def _few(values: Sequence[int]) -> str:
     shown = ", ".join(map(str, values[:10]))
     return f"[{shown}{', ...' if len(values) > 10 else ''}]"
+
+
+def _near_anomalies(
+    client: Any, keys: ConversationKeys, log: Sequence[tuple[int, str]], records: list[Record]
+) -> str:
+    """For a failed check: the stream's raw entries (IDs carry the commit time, µs) around
+    the first seqs stored twice or missing, and every record of a content stored twice
+    (its outcome and error), so that a rare failure says when each copy was written and
+    what its writer was told. (A kill -9 test stored one call twice at one seq, once.)"""
+    seqs = [seq for seq, _ in log]
+    twice = sorted(seq for seq, times in Counter(seqs).items() if times > 1)[:3]
+    missing = sorted(set(range(1, max(seqs, default=0) + 1)) - set(seqs))[:3]
+    lines = []
+    for seq in [*twice, *missing]:
+        near = client.xrange(keys.stream, min=str(max(seq - 2, 1)), max=str(seq + 2))
+        ids = ", ".join(_text(entry_id) for entry_id, _ in near)
+        lines.append(f"entries near seq {seq}: {ids}")
+    contents = [content for seq, content in log if seq in twice]
+    for record in records:
+        if isinstance(record, Append) and set(record.contents) & set(contents):
+            lines.append(f"record of {record.contents}: {record}")
+    return "".join(f"\n  * {line}" for line in lines)
 
 
 def read_stream(client: Any, keys: ConversationKeys) -> tuple[list[tuple[int, str]], int | None]:
