@@ -681,10 +681,10 @@ def script_floor(url: str, sizes: Sizes) -> Workload:
     """Workload 13: the append script's server time against the design's floor, every
     command the append needs and no checks (``benchmarks.floor``, ``INFO commandstats``
     per call, in this run): the bound on the script's own cost."""
-    # In a fresh process (spawn), as `python -m benchmarks.floor` runs: in this one, which
-    # holds every contender's histories, the collector's passes over them slowed the
-    # append's loop more than raw XADD's (measured, 2026-12-07: 141.5 µs a call against
-    # 110.0 alone, raw XADD 97.1 against 84.8), and decision 1 is read from its walls.
+    # In a fresh process (spawn), as `python -m benchmarks.floor` runs: decision 1 is read
+    # from its walls, and in this process, which holds every contender's histories, the
+    # append took 141.5 µs a call where the standalone command took 110.0 minutes later
+    # (2026-12-07; whether this heap is the cause, one A/B could not tell from noise).
     spawn = multiprocessing.get_context("spawn")
     with concurrent.futures.ProcessPoolExecutor(1, mp_context=spawn) as alone:
         figures = alone.submit(_floors, url, max(sizes.single, 200)).result()
