@@ -143,3 +143,29 @@ def test_each_operation_runs_no_more_commands_than_today(client: redis.Redis, na
     ran = commands_run(client, lambda: call(log))
     ran.pop(PRUNE, None)
     assert sum(ran.values()) <= ceiling, dict(ran)
+
+
+DRAFT_DELTA = Counter({"time": 1, "xadd": 1, "hset": 1, "hget": 1, "pexpire": 1})
+"""A draft's flush (lua/draft_write.lua), the per-token path of a streamed answer: the
+clock, the delta, the draft's state, its owner check and the delta stream's lifetime."""
+
+
+def test_a_drafts_flush_runs_five_commands_and_its_ends_stay_under_their_ceilings(
+    client: redis.Redis,
+) -> None:
+    """A streamed answer: opening the draft, each flush (exactly, every token pays it),
+    and the commit (the draft ended and its message appended, a keyed append)."""
+    log = a_log(client)
+    draft = log.draft()
+    opened = commands_run(client, draft.__enter__)
+    assert sum(opened.values()) <= 6, dict(opened)
+    for i in range(5):
+        draft.write(f" token {i}")
+        assert commands_run(client, draft.flush) == DRAFT_DELTA
+    draft.write(" last")
+    committed = commands_run(client, lambda: draft.__exit__(None, None, None))
+    committed.pop(PRUNE, None)
+    # The pending text's flush (5), then the draft ended and its message appended (18).
+    assert sum(committed.values()) <= 5 + 18, dict(committed)
+    assert committed["xadd"] == 3  # the last delta, the draft's end, the message
+    assert [m.content for m in log.all()][-1] == "".join(f" token {i}" for i in range(5)) + " last"
