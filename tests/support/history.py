@@ -229,7 +229,7 @@ def _log_problems(log: Sequence[tuple[int, str]], counter: int | None) -> list[s
     found: list[str] = []
     seqs = [seq for seq, _ in log]
     if seqs != list(range(1, len(seqs) + 1)):
-        missing = sorted(set(range(1, max(seqs, default=0) + 1)) - set(seqs))
+        missing = _missing(seqs)
         found.append(f"seqs are not gap-free 1..{len(seqs)}: missing {_few(missing)}")
     if counter is not None and counter != len(log):
         found.append(f"the seq counter says {counter} but the log has {len(log)} entries")
@@ -352,6 +352,11 @@ def _few(values: Sequence[int]) -> str:
     return f"[{shown}{', ...' if len(values) > 10 else ''}]"
 
 
+def _missing(seqs: Sequence[int]) -> list[int]:
+    """The seqs from 1 to the highest of ``seqs`` that are not among them, in order."""
+    return sorted(set(range(1, max(seqs, default=0) + 1)) - set(seqs))
+
+
 def _near_anomalies(
     client: Any, keys: ConversationKeys, log: Sequence[tuple[int, str]], records: list[Record]
 ) -> str:
@@ -361,15 +366,14 @@ def _near_anomalies(
     what its writer was told. (A kill -9 test stored one call twice at one seq, once.)"""
     seqs = [seq for seq, _ in log]
     twice = sorted(seq for seq, times in Counter(seqs).items() if times > 1)[:3]
-    missing = sorted(set(range(1, max(seqs, default=0) + 1)) - set(seqs))[:3]
     lines = []
-    for seq in [*twice, *missing]:
+    for seq in [*twice, *_missing(seqs)[:3]]:
         near = client.xrange(keys.stream, min=str(max(seq - 2, 1)), max=str(seq + 2))
         ids = ", ".join(_text(entry_id) for entry_id, _ in near)
         lines.append(f"entries near seq {seq}: {ids}")
-    contents = [content for seq, content in log if seq in twice]
+    contents = {content for seq, content in log if seq in twice}
     for record in records:
-        if isinstance(record, Append) and set(record.contents) & set(contents):
+        if isinstance(record, Append) and contents.intersection(record.contents):
             lines.append(f"record of {record.contents}: {record}")
     return "".join(f"\n  * {line}" for line in lines)
 
