@@ -9,7 +9,9 @@ written: not the server's cron or event loop), and counts each row: ``--calls`` 
 after 200 to warm up, the counters zeroed before them and dumped after. The rows: a raw
 ``XADD``, the design's floor script (``benchmarks.floor.DESIGN``: ``INCRBY``, ``TIME``,
 ``XADD``, ``PUBLISH``), the plain append (default: the idempotent producer) and with
-``NO_RETRY``; then each append over the floor (the bound: 1.1x). Needs ``valgrind``.
+``NO_RETRY``, a keyed append (a new key each call) and a conditional one
+(``expected_seq``, none conflicting); then each plain append over the floor (the bound:
+1.1x). Needs ``valgrind``.
 """
 
 from __future__ import annotations
@@ -108,11 +110,29 @@ def rows(client: redis.Redis) -> dict[str, Callable[[int], object]]:
     variants["plain append, NO_RETRY"] = {"retry": NO_RETRY}
     for label, options in variants.items():
         calls[label] = _appending(MessageLog(client, f"calls-{uuid.uuid4().hex}", **options))
+    keyed = MessageLog(client, f"calls-{uuid.uuid4().hex}")
+    calls["keyed append (a new key each call)"] = lambda i: keyed.append(
+        MESSAGE, idempotency_key=f"key-{i}"
+    )
+    calls["conditional append (expected_seq)"] = _conditional(
+        MessageLog(client, f"calls-{uuid.uuid4().hex}")
+    )
     return calls
 
 
 def _appending(log: MessageLog) -> Callable[[int], object]:
     return lambda i: log.append(MESSAGE)
+
+
+def _conditional(log: MessageLog) -> Callable[[int], object]:
+    """Appends each expecting the seq the one before it returned (none conflicts)."""
+    last = [0]
+
+    def append(i: int) -> object:
+        last[0] = log.append(MESSAGE, expected_seq=last[0])
+        return last[0]
+
+    return append
 
 
 def main(argv: list[str] | None = None) -> dict[str, float]:

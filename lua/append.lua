@@ -194,7 +194,6 @@ else  -- the view keys, then (if sent) the record
 end
 -- == End of the binding block ==
 
-local PRUNE_RECORDS = 16  -- expired names dropped from RECORDS per record written, at most
 
 -- The tail, by its named base indexes: blob_count pairs from blobs_from, attr_count pairs
 -- from attrs_from, then the n messages from messages_from.
@@ -217,36 +216,10 @@ local raw = redis.pcall('GET', SEQ)
 if raw == 'erased' then
   return redis.error_reply('MSGLOG_ERASED ' .. SEQ .. ': the conversation was erased')
 end
--- A scoped log writes only into a conversation its owner record gives its scope: one left
--- running across an erasure would otherwise re-create the conversation outside any scope.
-if OWNER then
-  local recorded = redis.call('HGET', OWNER, 'scope')
-  if not recorded then
-    return redis.error_reply('MSGLOG_UNOWNED ' .. OWNER .. ' is missing')
-  elseif recorded ~= scope then
-    return redis.error_reply('MSGLOG_SCOPE ' .. recorded)
-  end
-end
+local checked = true  -- the counter read, and not the tombstone (owner_check.lua, ...)
+-- @include owner_check.lua
 
-if RECORD and look_up == '1' then
-  local record = redis.pcall('GET', RECORD)
-  if type(record) == 'table' and record.err then
-    return redis.error_reply('WRONGTYPE idempotency record ' .. RECORD .. ' is not a string')
-  end
-  if record then
-    local last, at, count, held_fingerprint, held_call =
-      string.match(record, '^(%d+) (%d+) (%d+) (%x+) ?(%x*)$')
-    if not last then
-      return redis.error_reply('MSGLOG_BADRECORD idempotency record ' .. RECORD .. ' holds ' ..
-        record)
-    end
-    if held_fingerprint ~= fingerprint or tonumber(count) ~= n then
-      return redis.error_reply('MSGLOG_KEYREUSED idempotency key ' .. RECORD ..
-        ' was used for a different batch')
-    end
-    return {tonumber(last), at, 1, held_call}
-  end
-end
+-- @include record_lookup.lua
 
 -- The idempotent producer: exactly-once without a caller's key.
 -- @include producer_lib.lua
@@ -532,20 +505,9 @@ elseif USAGE then
   redis.call('HSETNX', USAGE, 'input', 0)  -- a lifetime's placeholder (see above)
 end
 
-if RECORD then
-  redis.call('SET', RECORD, new_last_text .. ' ' .. at .. ' ' .. n .. ' ' ..
-    fingerprint .. ' ' .. call, 'PX', record_ttl_ms)
-  -- Named in RECORDS for an erasure; expired names pruned, a few a call (bounded work).
-  local now_ms = string.sub(at, 1, -4) + 0
-  redis.call('ZADD', RECORDS, now_ms + record_ttl_ms, RECORD)
-  local expired = redis.call('ZRANGEBYSCORE', RECORDS, '-inf', '(' .. now_ms, 'LIMIT', 0,
-    PRUNE_RECORDS)
-  if expired[1] then
-    redis.call('ZREM', RECORDS, unpack(expired))
-  end
-  if ttl_ms ~= '' then
-    redis.call('PEXPIRE', RECORDS, ttl_ms)  -- outlives every record it names (window <= ttl)
-  end
+-- @include record_save.lua
+if RECORD and ttl_ms ~= '' then
+  redis.call('PEXPIRE', RECORDS, ttl_ms)  -- outlives every record it names (window <= ttl)
 end
 -- @include producer_prune.lua
 if ttl_ms ~= '' then

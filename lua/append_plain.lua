@@ -67,23 +67,14 @@ local n = #ARGV - NAMED
 
 -- A retry reads the counter first: an erasure's tombstone refuses even a replay.
 local raw = nil
-if look_up == '1' then
+local checked = look_up == '1'  -- the counter read, not taken
+if checked then
   raw = redis.pcall('GET', SEQ)
   if raw == 'erased' then
     return redis.error_reply('MSGLOG_ERASED ' .. SEQ .. ': the conversation was erased')
   end
 end
-if OWNER then
-  local recorded = redis.call('HGET', OWNER, 'scope')
-  if not recorded then
-    if look_up == '0' and redis.pcall('GET', SEQ) == 'erased' then  -- the erasure's verdict
-      return redis.error_reply('MSGLOG_ERASED ' .. SEQ .. ': the conversation was erased')
-    end
-    return redis.error_reply('MSGLOG_UNOWNED ' .. OWNER .. ' is missing')
-  elseif recorded ~= scope then
-    return redis.error_reply('MSGLOG_SCOPE ' .. recorded)
-  end
-end
+-- @include owner_check.lua
 
 -- @include producer_lib.lua
 
@@ -94,7 +85,7 @@ if publish ~= '' and redis.acl_check_cmd and not redis.acl_check_cmd(publish, ch
 end
 
 local last, counted = 0, false  -- counted: the INCRBY ran, and the log is healthy
-if look_up == '0' then
+if not checked then
   local counter = redis.pcall('INCRBY', SEQ, n)
   if type(counter) == 'number' then
     last = counter - n
@@ -105,26 +96,7 @@ if look_up == '0' then
   end
 end
 if not counted then  -- the checked path: append.lua's verdicts
-  if look_up == '0' then
-    raw = redis.pcall('GET', SEQ)
-    if raw == 'erased' then
-      return redis.error_reply('MSGLOG_ERASED ' .. SEQ .. ': the conversation was erased')
-    end
-  end
-  if type(raw) == 'table' and raw.err then
-    return redis.error_reply('WRONGTYPE seq counter ' .. SEQ .. ' is not a string')
-  end
-  local length = redis.pcall('XLEN', STREAM)
-  if type(length) == 'table' and length.err then
-    return redis.error_reply('WRONGTYPE stream ' .. STREAM .. ' is not a stream')
-  end
-  last = 0
-  if raw then
--- @include counter_lib.lua
-  end
-  if length ~= last then
--- @include stream_end_lib.lua
-  end
+-- @include counter_checked.lua
 end
 
 -- @include commit_time.lua
@@ -136,30 +108,7 @@ local first_text = string.format('%d', last + 1)
 local written, new_last = n, last + n
 local new_last_text = n == 1 and first_text or string.format('%d', new_last)
 -- @include producer_save.lua
-local added = producer_refused
-if not added then
-  added = redis.pcall('XADD', STREAM, first_text .. '-' .. at, 'msg', ARGV[NAMED + 1])
-end
-if type(added) == 'table' and added.err then  -- nothing written: undo the INCRBY, the HSET
--- @include counter_undo.lua
--- @include producer_undo.lua
-  local err = tostring(added.err)  -- fakeredis hands over a userdata, not a string
-  if string.find(err, 'equal or smaller', 1, true) then
-    return redis.error_reply('MSGLOG_BEHIND seq counter ' .. SEQ .. ' (' .. last ..
-      ') is behind the last entry of stream ' .. STREAM)
-  end
-  return redis.error_reply(err)
-end
-for i = NAMED + 2, #ARGV do
-  redis.call('XADD', STREAM, string.format('%d-', last + i - NAMED) .. at, 'msg', ARGV[i])
-end
-if not counted then
-  if raw then
-    redis.call('INCRBY', SEQ, n)
-  else
-    redis.call('SET', SEQ, new_last_text)  -- a new counter, or one healed from the stream
-  end
-end
+-- @include entries_add.lua
 -- @include producer_prune.lua
 
 if publish ~= '' then

@@ -1,5 +1,5 @@
 -- commit_time.lua: the commit time of an append, read once from the server's clock (so
--- workers with skewed clocks agree), for append.lua and append_plain.lua. Not a script of
+-- workers with skewed clocks agree), for the append scripts. Not a script of
 -- its own: the loader puts it where a script says `-- @include commit_time.lua`; it sets
 -- `at`, microseconds since the Unix epoch as digits (the entry IDs' second part).
 local time = redis.call('TIME')

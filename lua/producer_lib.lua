@@ -1,5 +1,5 @@
 -- producer_lib.lua: the idempotent producer's look-up, exactly-once without a caller's
--- key, for append.lua and append_plain.lua. Not a script of its own: the loader puts it
+-- key, for the append scripts. Not a script of its own: the loader puts it
 -- where a script says `-- @include producer_lib.lua`, after its argument bindings (the
 -- names below); producer_save.lua writes the call's result before the entries,
 -- producer_prune.lua prunes idle fields after them.

@@ -1,5 +1,5 @@
 -- producer_prune.lua: idle fields of the producers hash dropped, after a call's entries
--- are written (producer_save.lua wrote its result), for append.lua and append_plain.lua.
+-- are written (producer_save.lua wrote its result), for the append scripts.
 -- Not a script of its own: the loader puts it where a script says `-- @include
 -- producer_prune.lua`, where `new_last` and `written` are set.
 --

@@ -1,5 +1,5 @@
 -- producer_save.lua: the idempotent producer's result of this call (producer_lib.lua),
--- for append.lua and append_plain.lua. Not a script of its own: the loader puts it where
+-- for the append scripts. Not a script of its own: the loader puts it where
 -- a script says `-- @include producer_save.lua`: after every check and before the first
 -- entry is written, where `at` (the commit time, µs) and `new_last_text` (the call's last
 -- seq) are set. Written first because the HSET is what fails on a producers key of

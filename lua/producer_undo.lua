@@ -1,6 +1,6 @@
 -- producer_undo.lua: the producer's result taken back when the first entry of its call
--- could not be written (producer_save.lua wrote it before), for append.lua and
--- append_plain.lua. Not a script of its own: the loader puts it where a script says
+-- could not be written (producer_save.lua wrote it before), for the append
+-- scripts. Not a script of its own: the loader puts it where a script says
 -- `-- @include producer_undo.lua`. The concurrent field gets its value back; the
 -- sequential one, written without reading it, goes: its earlier value held only results
 -- of calls that are not sent again.

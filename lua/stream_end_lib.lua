@@ -1,5 +1,5 @@
 -- stream_end_lib.lua: where the stream ends, read when XLEN is not the counter, for
--- append.lua and append_plain.lua. Not a script of its own: the loader puts it where a
+-- the append scripts. Not a script of its own: the loader puts it where a
 -- script says `-- @include stream_end_lib.lua`, inline where `raw` holds the counter's
 -- text (nil: none), `last` its value and `length` the stream's XLEN; it sets `last` to
 -- the seq to continue after, or returns the error that refuses the append.

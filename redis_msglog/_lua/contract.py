@@ -1,6 +1,7 @@
 """The contract of the append scripts, in one place: ``lua/append_plain.lua`` (the plain
-append, nearly every call) and ``lua/append.lua`` (every other form: a caller's key,
-``expected_seq``, edits, blobs, a lifetime, retention, usage). Their ``KEYS`` and ``ARGV``
+append, nearly every call), ``lua/append_keyed.lua`` (a caller's idempotency key,
+``expected_seq``) and ``lua/append.lua`` (every other form: edits, blobs, a lifetime,
+retention, usage). Their ``KEYS`` and ``ARGV``
 built from lists of names (each script binds the same names, in the same order, at its
 top; a test checks they agree) and read back by name, their reply parsed into a typed
 value; their error codes are mapped to this library's errors in :mod:`.refusals`."""
@@ -66,8 +67,19 @@ PLAIN_ARGV_NAMES = (
 """The named ``ARGV`` of ``lua/append_plain.lua``, in order; the messages follow. The
 first eight are ``append.lua``'s first eight."""
 _PLAIN_ARGV_AT = {name: at for at, name in enumerate(PLAIN_ARGV_NAMES)}
+KEYED_KEY_NAMES = ("seq", "stream", "producers", "record", "records", "owner")
+"""``KEYS`` of ``lua/append_keyed.lua``, in order: ``producers`` only with a producer,
+``record`` and ``records`` only with a caller's record (never both), ``owner`` (last)
+only with a scope."""
+KEYED_ARGV_NAMES = (*PLAIN_ARGV_NAMES, "fingerprint", "expected_seq")
+"""The named ``ARGV`` of ``lua/append_keyed.lua``, in order: the plain script's, then the
+two checks it adds; the messages follow."""
+_KEYED_ARGV_AT = {name: at for at, name in enumerate(KEYED_ARGV_NAMES)}
 PLAIN_SCRIPT = "append_plain.lua"
+KEYED_SCRIPT = "append_keyed.lua"
 GENERAL_SCRIPT = "append.lua"
+APPEND_SCRIPTS = (PLAIN_SCRIPT, KEYED_SCRIPT, GENERAL_SCRIPT)
+"""Every script an :class:`AppendCall` may run, from the leanest."""
 
 
 def script() -> LuaScript:
@@ -75,12 +87,12 @@ def script() -> LuaScript:
 
 
 @cache
-def _plain_ids() -> frozenset[Any]:
-    """How a sent command names the plain script: its digest or its body, with and
+def _script_ids(name: str) -> frozenset[Any]:
+    """How a sent command names the script ``name``: its digest or its body, with and
     without its shebang line."""
-    plain = load_script(PLAIN_SCRIPT)
-    bare = plain.without_shebang()
-    return frozenset({plain.sha, plain.body, bare.sha, bare.body})
+    lua = load_script(name)
+    bare = lua.without_shebang()
+    return frozenset({lua.sha, lua.body, bare.sha, bare.body})
 
 
 # Not frozen (on every append's path: a frozen dataclass's __init__ costs ~0.15 µs a
@@ -115,26 +127,31 @@ class AppendCall:
     usage: str = ""  # what the call adds to the usage totals ("": nothing, no totals key)
 
     @property
-    def plain(self) -> bool:
-        """Whether this call is a plain append (``lua/append_plain.lua``): no caller's key,
-        ``expected_seq``, edit, attribute, blob, lifetime, retention by age or usage. A
-        scope and a producer (or none) are settled when the log is made, and fit."""
-        return (
-            self.record is None
-            and self.ttl_ms is None
-            and not self.blobs
-            and self.expected_seq is None
-            and not self.op
-            and not self.attrs
-            and not self.blob_refs
-            and self.max_age_us is None
-            and not self.usage
+    def general(self) -> bool:
+        """Whether only ``lua/append.lua`` runs this call: an edit, an attribute, a blob,
+        a lifetime, retention by age or usage."""
+        return bool(
+            self.op
+            or self.ttl_ms is not None
+            or self.blobs
+            or self.attrs
+            or self.blob_refs
+            or self.max_age_us is not None
+            or self.usage
         )
 
     @property
+    def plain(self) -> bool:
+        """Whether this call is a plain append (``lua/append_plain.lua``): no caller's key,
+        ``expected_seq``, nor anything :attr:`general`. A scope and a producer (or none)
+        are settled when the log is made, and fit."""
+        return self.record is None and self.expected_seq is None and not self.general
+
+    @property
     def script_name(self) -> str:
-        """The script that runs this call."""
-        return PLAIN_SCRIPT if self.plain else GENERAL_SCRIPT
+        """The script that runs this call: ``lua/append_plain.lua``, then
+        ``lua/append_keyed.lua`` (a caller's key, ``expected_seq``), else ``append.lua``."""
+        return self.script_and_args()[0]
 
     def sent_key_names(self) -> tuple[str, ...]:
         """The ``KEYS`` this call sends to ``append.lua``, in order."""
@@ -189,22 +206,30 @@ class AppendCall:
             *self.messages,
         )
 
-    def script_and_args(self) -> tuple[str, Command]:
-        """:attr:`script_name` and :meth:`keys_and_args`, telling a plain call once (on
-        every append's path)."""
-        if self.plain:
-            return PLAIN_SCRIPT, self._plain_keys_and_args()
-        return GENERAL_SCRIPT, self._general_keys_and_args()
+    def _keyed_keys_and_args(self) -> Command:
+        """:meth:`keys_and_args` of a call of ``lua/append_keyed.lua``: ``KEYED_ARGV_NAMES``."""
+        keys: tuple[str, ...] = (self.keys.seq, self.keys.stream)
+        if self.producer:
+            keys += (self.keys.producers,)
+        elif self.record is not None:
+            keys += (self.record, self.keys.records)
+        if self.scope:
+            keys += (self.keys.owner,)
+        return (
+            len(keys),
+            *keys,
+            *self._first_arguments(),
+            self.scope,
+            self.fingerprint if self.record is not None else "",
+            "" if self.expected_seq is None else self.expected_seq,
+            *self.messages,
+        )
 
-    def keys_and_args(self) -> Command:
-        """``numkeys, KEYS..., ARGV...`` for ``EVALSHA``/``EVAL`` of :attr:`script_name`."""
-        return self.script_and_args()[1]
-
-    def _general_keys_and_args(self) -> Command:
-        """:meth:`keys_and_args` of a call of ``append.lua``."""
-        keys = self._sent_keys()
+    def _first_arguments(self) -> tuple[Any, ...]:
+        """The first eight ``ARGV`` of ``append_keyed.lua`` and ``append.lua`` (their
+        names' order: a literal tuple)."""
         recorded = self.record is not None or bool(self.producer)
-        common = (  # in ARGV_NAMES order: a literal tuple
+        return (
             self.publish,
             self.keys.channel,
             self.record_ttl_ms if recorded else "",
@@ -214,8 +239,27 @@ class AppendCall:
             self.pseq if self.producer else "",
             "" if self.floor is None else self.floor,
         )
+
+    def script_and_args(self) -> tuple[str, Command]:
+        """:attr:`script_name` and :meth:`keys_and_args`, telling the script once (on
+        every append's path)."""
+        if self.general:
+            return GENERAL_SCRIPT, self._general_keys_and_args()
+        if self.record is None and self.expected_seq is None:
+            return PLAIN_SCRIPT, self._plain_keys_and_args()
+        if self.record is None or not self.producer:  # (a key makes no producer's call)
+            return KEYED_SCRIPT, self._keyed_keys_and_args()
+        return GENERAL_SCRIPT, self._general_keys_and_args()
+
+    def keys_and_args(self) -> Command:
+        """``numkeys, KEYS..., ARGV...`` for ``EVALSHA``/``EVAL`` of :attr:`script_name`."""
+        return self.script_and_args()[1]
+
+    def _general_keys_and_args(self) -> Command:
+        """:meth:`keys_and_args` of a call of ``append.lua``."""
+        keys = self._sent_keys()
         argv = (
-            *common,
+            *self._first_arguments(),
             "1",
             self.fingerprint if self.record is not None else "",
             "" if self.ttl_ms is None else self.ttl_ms,
@@ -248,11 +292,14 @@ class AppendCall:
         ``keys_and_args()``), by name, in the order sent (for tests and tools)."""
         head = 0 if isinstance(command[0], int) else 2  # no "EVALSHA", sha in front
         keys = command[head + 1 : head + 1 + int(command[head])]
-        if _is_plain(command):
+        script = _script_of(command)
+        if script != GENERAL_SCRIPT:
             named = dict(zip(PLAIN_KEY_NAMES[:2], keys, strict=False))
             rest = list(keys[2:])
             if AppendCall.argument(command, "producer"):
                 named["producers"] = rest.pop(0)
+            elif script == KEYED_SCRIPT and AppendCall.argument(command, "fingerprint"):
+                named["record"], named["records"] = rest.pop(0), rest.pop(0)
             return {**named, **({"owner": rest[0]} if rest else {})}
         last: dict[str, Any] = {}
         if AppendCall.argument(command, "scope"):  # a scoped log's owner record, last
@@ -264,25 +311,31 @@ class AppendCall:
     @staticmethod
     def argument(command: Command, name: str) -> Any:
         """The argument ``name`` (one of ``ARGV_NAMES``) of a sent ``EVALSHA``/``EVAL`` of
-        the script (or of a ``keys_and_args()``), as sent."""
+        an append script (or of a ``keys_and_args()``), as sent; one the script does not
+        take, its default."""
         head = 0 if isinstance(command[0], int) else 2
         base = head + 1 + int(command[head])
-        if _is_plain(command):
-            at = _PLAIN_ARGV_AT.get(name)
+        script = _script_of(command)
+        if script != GENERAL_SCRIPT:
+            at = (_PLAIN_ARGV_AT if script == PLAIN_SCRIPT else _KEYED_ARGV_AT).get(name)
             return _DEFAULTS.get(name, "") if at is None else command[base + at]
         if _ARGV_AT[name] > _REST and command[base + _REST] == "":
             return _DEFAULTS[name]  # not sent: its default
         return command[base + _ARGV_AT[name]]
 
 
-def _is_plain(command: Command) -> bool:
-    """Whether ``command`` runs ``lua/append_plain.lua``: named by its head (``EVALSHA``
-    and the digest, or ``EVAL`` and the body); a bare ``keys_and_args()`` by its ninth
-    argument, which ``append.lua``'s calls always send as ``rest`` = ``"1"`` (a bare plain
-    call of a log whose scope is ``"1"`` reads as ``append.lua``'s: send the head)."""
+def _script_of(command: Command) -> str:
+    """The script ``command`` runs: named by its head (``EVALSHA`` and the digest, or
+    ``EVAL`` and the body). A bare ``keys_and_args()`` reads as ``append.lua``'s when its
+    ninth argument is ``rest`` = ``"1"``, as that script's calls always send it, else as
+    the plain script's (a bare call of the keyed script, or a plain one of a log whose
+    scope is ``"1"``, reads wrong: send the head)."""
     if not isinstance(command[0], int):
-        return command[1] in _plain_ids()
-    return bool(command[1 + int(command[0]) + _REST] != "1")
+        for name in (PLAIN_SCRIPT, KEYED_SCRIPT):
+            if command[1] in _script_ids(name):
+                return name
+        return GENERAL_SCRIPT
+    return GENERAL_SCRIPT if command[1 + int(command[0]) + _REST] == "1" else PLAIN_SCRIPT
 
 
 def _named_keys(keys: tuple[Any, ...]) -> dict[str, Any]:

@@ -1,7 +1,6 @@
-"""Running the library's Lua scripts (``append_plain.lua``, ``append.lua``, ``view.lua``,
-``erase.lua``) with their
-fallbacks: ``EVALSHA`` first, ``EVAL`` when the server has not cached the script, and
-the script without its ``#!lua`` line on servers that cannot parse one."""
+"""Running the library's Lua scripts (the append scripts, ``view.lua``, ``erase.lua``)
+with their fallbacks: ``EVALSHA`` first, ``EVAL`` when the server has not cached the
+script, and the script without its ``#!lua`` line on servers that cannot parse one."""
 
 from __future__ import annotations
 
@@ -9,6 +8,7 @@ from collections.abc import Callable
 from typing import Any
 
 from .._core.steps import Command, Plan, Refused
+from .contract import APPEND_SCRIPTS
 from .load import LuaScript, load_script
 
 
@@ -19,7 +19,7 @@ class ScriptRunner:
     __slots__ = ("scripts",)
 
     def __init__(self) -> None:
-        names = ("append_plain.lua", "append.lua", "view.lua", "erase.lua")
+        names = (*APPEND_SCRIPTS, "view.lua", "erase.lua")
         self.scripts: dict[str, LuaScript] = {name: load_script(name) for name in names}
 
     def evalsha(self, name: str) -> tuple[str, str]:

@@ -36,6 +36,17 @@ def test_an_append_commits_only_where_the_log_ends(env: Env) -> None:
     assert [m.content for m in log.all()] == ["first", "a", "b"]
 
 
+def test_a_conflict_on_a_new_conversation_leaves_no_key(env: Env) -> None:
+    """The script takes the counter first (``INCRBY``) and undoes it on a conflict: a
+    conversation that had no counter has none after it, and a later append starts at 1."""
+    log = env.log()
+    with pytest.raises(SeqConflictError) as caught:
+        log.append_many([{"role": "user", "content": "a"}] * 2, expected_seq=2)
+    assert caught.value.current_seq == 0
+    assert not env.raw.exists(log.keys.seq) and not env.raw.exists(log.keys.stream)
+    assert log.add("user", "first", expected_seq=0) == 1
+
+
 def test_an_empty_batch_checks_the_count(env: Env) -> None:
     log = env.log()
     log.add("user", "x")

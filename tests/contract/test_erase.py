@@ -134,6 +134,30 @@ def test_every_write_into_an_erased_conversation_is_refused(env: Env) -> None:
     )
 
 
+def test_a_record_left_behind_by_an_erasure_replays_nothing(env: Env) -> None:
+    """A keyed call committed just before an erasure may leave its record behind (the
+    erasure deletes the records it finds): its replay is refused as erased, not
+    answered from the record, in every script that takes a key."""
+    log = env.log()
+    log.append(user("x"), idempotency_key="k1")
+    log.append(user("y"), idempotency_key="k2", expected_seq=1)
+    held = {key: env.raw.get(log.keys.idempotency_record(key)) or b"" for key in ("k1", "k2")}
+    assert all(held.values())
+    log.erase()
+    for key, value in held.items():  # the stragglers, as a racing commit leaves them
+        env.raw.set(log.keys.idempotency_record(key), value, px=60_000)
+    usage = {"input_tokens": 1, "output_tokens": 1}
+    replays: list[Callable[[], Any]] = [
+        lambda: log.append(user("x"), idempotency_key="k1"),  # lua/append_keyed.lua
+        lambda: log.append(user("y"), idempotency_key="k2", expected_seq=1),
+        lambda: log.append(user("x") | {"usage": usage}, idempotency_key="k1"),  # append.lua
+    ]
+    for replay in replays:
+        with pytest.raises(ConversationErasedError):
+            replay()
+    assert env.raw.get(log.keys.seq) == b"erased"
+
+
 def test_erase_is_idempotent_and_reports_the_owner(env: Env) -> None:
     log = full_log(env)
     erasure = log._erase(timedelta(hours=1))  # what Directory.erase builds on

@@ -194,6 +194,61 @@ def test_a_plain_append_call_sends_its_keys_and_names_by_position() -> None:
     assert not dataclasses.replace(call, expected_seq=2).plain
 
 
+def test_the_keyed_append_scripts_bindings_match_its_wrapper() -> None:
+    """``lua/append_keyed.lua`` binds ``KEYED_ARGV_NAMES`` in order, and its third key as
+    the producers hash or, with a record, the record and its set (never both); its
+    owner record is the last key, bound by count. Its header documents each."""
+    from redis_msglog._lua.contract import KEYED_ARGV_NAMES, KEYED_KEY_NAMES
+
+    keys = [("SEQ", 1), ("STREAM", 2), ("PRODUCERS", 3), ("RECORD", 3), ("RECORDS", 4)]
+    assert [name.lower() for name, _ in keys] == list(KEYED_KEY_NAMES[:5])
+    expected = (_positions(KEYED_ARGV_NAMES), keys)
+    assert _bindings("append_keyed.lua") == expected
+    assert _documented("append_keyed.lua") == expected
+    block = _BINDING.search((ROOT / "lua" / "append_keyed.lua").read_text(encoding="utf-8"))
+    assert block and f"local NAMED = {len(KEYED_ARGV_NAMES)} " in block[1]
+    assert "OWNER = KEYS[#KEYS]" in block[1]
+
+
+@pytest.mark.parametrize("keyed_by", ["record", "producer", "neither"])
+def test_a_keyed_append_call_sends_its_keys_and_names_by_position(keyed_by: str) -> None:
+    """A call with a caller's record, a producer (an in-doubt key's, or the process's with
+    ``expected_seq``) or neither: every key and name read back; anything else the general
+    script takes makes it that script's call."""
+    from redis_msglog._core.stored.keys import ConversationKeys
+    from redis_msglog._lua.contract import KEYED_ARGV_NAMES, AppendCall
+    from redis_msglog._lua.load import load_script
+
+    keys = ConversationKeys.build("msglog", "conv")
+    record = keys.idempotency_record("k") if keyed_by == "record" else None
+    producer = "prod" if keyed_by == "producer" else ""
+    call = AppendCall(
+        keys, (b"m1", b"m2"), "tok", publish="PUBLISH", record=record, record_ttl_ms=7,
+        fingerprint="fp" if record else "", look_up=True, expected_seq=5, producer=producer,
+        pseq=4 if producer else 0, floor=3, scope="acme",
+    )  # fmt: skip
+    name, sent = call.script_and_args()
+    assert name == call.script_name == "append_keyed.lua" and not call.plain
+    command = ("EVALSHA", load_script(name).sha, *sent)
+    named = {"seq": keys.seq, "stream": keys.stream}
+    if record:
+        named |= {"record": record, "records": keys.records}
+    elif producer:
+        named["producers"] = keys.producers
+    assert AppendCall.sent_keys(command) == named | {"owner": keys.owner}
+    assert {name: AppendCall.argument(command, name) for name in KEYED_ARGV_NAMES} == {
+        "publish": "PUBLISH", "channel": keys.channel, "record_ttl_ms": 7 if keyed_by !=
+        "neither" else "", "look_up": "1", "call": "tok", "producer": producer,
+        "pseq": 4 if producer else "", "floor": 3, "scope": "acme",
+        "fingerprint": "fp" if record else "", "expected_seq": 5,
+    }  # fmt: skip
+    assert AppendCall.argument(command, "op") == "" and command[-2:] == (b"m1", b"m2")
+    assert dataclasses.replace(call, ttl_ms=9).script_name == "append.lua"
+    assert dataclasses.replace(call, expected_seq=None, record=None).script_name == (
+        "append_plain.lua"
+    )
+
+
 def test_the_view_scripts_bindings_match_its_names() -> None:
     from redis_msglog._lua.load import VIEW_ARGV_NAMES, VIEW_KEY_NAMES
 
