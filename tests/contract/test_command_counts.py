@@ -3,7 +3,9 @@ scripts and outside them (``INFO commandstats`` around the call, on a server of 
 module's own, ``EVALSHA`` itself, ``INFO`` and ``CONFIG`` aside). Counts do not move
 with load, so CI checks them where it cannot check times: each operation has a ceiling,
 today's count, and a change that adds a command to its path fails here. Lower a ceiling
-when a change makes an operation cheaper (docs/benchmarks.md, "Counts").
+when a change makes an operation cheaper (docs/benchmarks.md, "Counts"). Its round trips
+(the client's sends, counted with its scripts already loaded) are checked exactly: one
+for nearly every operation.
 
 The design's floor for a plain append is ``INCRBY``, ``TIME``, ``XADD``, ``PUBLISH``
 (4); ``lua/append_plain.lua`` runs 6: the floor, the ``XLEN`` that tells a healthy log
@@ -58,13 +60,15 @@ FLOOR = Counter({"incrby": 1, "time": 1, "xadd": 1, "publish": 1})
 
 
 def test_a_plain_append_runs_the_floor_an_xlen_and_the_producers_hset(
-    client: redis.Redis,
+    client: redis.Redis, round_trips: list[int]
 ) -> None:
     log = a_log(client)
     for _ in range(20):
+        round_trips[0] = 0
         ran = commands_run(client, lambda: log.add("user", "hi"))
         ran.pop(PRUNE, None)
         assert ran == FLOOR + Counter({"xlen": 1, "hset": 1})
+        assert round_trips[0] == 1 + 2  # the append; CONFIG RESETSTAT and INFO around it
 
 
 def test_a_plain_append_without_retries_runs_the_floor_and_an_xlen(client: redis.Redis) -> None:
@@ -114,35 +118,64 @@ def keyed(log: MessageLog, key: str) -> int:
 
 
 Operation = Callable[[MessageLog], Any]
-CEILINGS: dict[str, tuple[Operation, int]] = {
-    # name: (the call on a warmed log of 10 messages, the commands it may run: today's)
+CEILINGS: dict[str, tuple[Operation, int, int]] = {
+    # name: (the call on a warmed log of 10 messages, the commands it may run: today's,
+    # and its round trips: every operation is one, but for those named)
     # lua/append_keyed.lua: the record's GET, SET, ZADD and ZRANGEBYSCORE besides the
     # plain path (the producer's HSET aside); the condition rides on the INCRBY.
-    "keyed append": (lambda log: keyed(log, "k"), 9),
-    "keyed replay": (lambda log: (keyed(log, "r"), keyed(log, "r")), 9 + 2),
-    "conditional append": (lambda log: log.add("user", "x", expected_seq=10), 6),
-    "append_many(100)": (lambda log: log.append_many([USER] * 100), 6 + 99),
-    "all() cold": (lambda log: cold(log).all(), 6),
-    "last(50) cold": (lambda log: cold(log).last(50), 3),
-    "count()": (lambda log: log.count(), 4),
-    "retract": (lambda log: log.retract([3]), 21),
-    "pop": (lambda log: log.pop(), 22),
-    "set_attrs": (lambda log: log.set_attrs({"a": "b"}), 17),
-    "compact": (lambda log: log.compact([{"role": "system", "content": "s"}], through_seq=5), 25),
-    # The 10 entries re-added, and the XRANGE that finds a draft's deltas to forget with it.
-    "redact": (lambda log: log.redact(10), 38 + 1),
-    "trim": (lambda log: log.trim(through_seq=2), 41),  # the tail re-added
-    # The keys past the first four: one UNLINK; HKEYS names the drafts' delta streams.
-    "erase": (lambda log: log.erase(), 10 + 1),
-    "append with usage": (lambda log: log.append(USER | {"usage": USAGE}), 7 + 2),  # HMGET, HSET
+    "keyed append": (lambda log: keyed(log, "k"), 9, 1),
+    "keyed replay": (lambda log: (keyed(log, "r"), keyed(log, "r")), 9 + 2, 2),  # two calls
+    "conditional append": (lambda log: log.add("user", "x", expected_seq=10), 6, 1),
+    "append_many(100)": (lambda log: log.append_many([USER] * 100), 6 + 99, 1),
+    "all() cold": (lambda log: cold(log).all(), 6, 1),
+    "last(50) cold": (lambda log: cold(log).last(50), 3, 1),
+    "count()": (lambda log: log.count(), 4, 1),
+    "retract": (lambda log: log.retract([3]), 21, 1),
+    "pop": (lambda log: log.pop(), 22, 1),
+    "set_attrs": (lambda log: log.set_attrs({"a": "b"}), 17, 1),
+    "compact": (
+        lambda log: log.compact([{"role": "system", "content": "s"}], through_seq=5), 25, 1
+    ),
+    # The 10 entries re-added, and the XRANGE that finds a draft's deltas to forget with it;
+    # the entry read first (its blobs, the replacement's size), then the script.
+    "redact": (lambda log: log.redact(10), 38 + 1, 2),
+    "trim": (lambda log: log.trim(through_seq=2), 41, 1),  # the tail re-added
+    # The keys past the first four: one UNLINK; HKEYS names the drafts' delta streams, in
+    # a round trip of its own before the script.
+    "erase": (lambda log: log.erase(), 10 + 1, 2),
+    "append with usage": (lambda log: log.append(USER | {"usage": USAGE}), 7 + 2, 1),
 }  # fmt: skip
 
 
+@pytest.fixture
+def round_trips(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The sync client's sends counted (one packed send, a pipeline's included, is one
+    round trip): what the client asks of the network, observed, the server untouched."""
+    sent = [0]
+    send: Callable[..., Any] = redis.connection.AbstractConnection.send_packed_command
+
+    def counted(self: Any, *args: Any, **kwargs: Any) -> Any:
+        sent[0] += 1
+        return send(self, *args, **kwargs)
+
+    monkeypatch.setattr(redis.connection.AbstractConnection, "send_packed_command", counted)
+    return sent
+
+
 @pytest.mark.parametrize("name", sorted(CEILINGS))
-def test_each_operation_runs_no_more_commands_than_today(client: redis.Redis, name: str) -> None:
-    call, ceiling = CEILINGS[name]
+def test_each_operation_runs_no_more_commands_and_round_trips_than_today(
+    client: redis.Redis, round_trips: list[int], name: str
+) -> None:
+    call, ceiling, trips = CEILINGS[name]
+    call(a_log(client))  # its scripts loaded (a first EVALSHA is refused: NOSCRIPT)
     log = a_log(client)
-    ran = commands_run(client, lambda: call(log))
+
+    def counted() -> None:
+        round_trips[0] = 0
+        call(log)
+        assert round_trips[0] == trips, f"{name}: {round_trips[0]} round trips, not {trips}"
+
+    ran = commands_run(client, counted)
     ran.pop(PRUNE, None)
     assert sum(ran.values()) <= ceiling, dict(ran)
 
@@ -153,21 +186,37 @@ clock, the delta, the draft's state, its owner check and the delta stream's life
 
 
 def test_a_drafts_flush_runs_five_commands_and_its_ends_stay_under_their_ceilings(
-    client: redis.Redis,
+    client: redis.Redis, round_trips: list[int]
 ) -> None:
     """A streamed answer: opening the draft, each flush (exactly, every token pays it),
     and the commit (the draft ended and its message appended, a keyed append)."""
+    with a_log(client).draft() as warming:  # the draft scripts loaded (NOSCRIPT first)
+        warming.write("w")
+        warming.flush()
     log = a_log(client)
     draft = log.draft()
-    opened = commands_run(client, draft.__enter__)
+
+    def trips(call: Callable[[], Any]) -> Callable[[], Any]:
+        def counted() -> None:
+            round_trips[0] = 0
+            call()
+            sent.append(round_trips[0])
+
+        return counted
+
+    sent: list[int] = []
+    opened = commands_run(client, trips(draft.__enter__))
     assert sum(opened.values()) <= 6, dict(opened)
     for i in range(5):
         draft.write(f" token {i}")
-        assert commands_run(client, draft.flush) == DRAFT_DELTA
+        assert commands_run(client, trips(draft.flush)) == DRAFT_DELTA
     draft.write(" last")
-    committed = commands_run(client, lambda: draft.__exit__(None, None, None))
+    committed = commands_run(client, trips(lambda: draft.__exit__(None, None, None)))
     committed.pop(PRUNE, None)
     # The pending text's flush (5), then the draft ended and its message appended (17).
     assert sum(committed.values()) <= 5 + 17, dict(committed)
+    # One round trip to open, one a flush; the commit: the flush, the end, the append,
+    # and the draft's cleanup.
+    assert sent == [1] + [1] * 5 + [4], sent
     assert committed["xadd"] == 3  # the last delta, the draft's end, the message
     assert [m.content for m in log.all()][-1] == "".join(f" token {i}" for i in range(5)) + " last"
