@@ -75,8 +75,12 @@ def sync_figures(url: str, appends: int, rounds: int) -> Figures:
         log.append(msgs[0])  # connect and load the script first
     alone = MessageLog(client, uuid.uuid4().hex)
     alone.append(msgs[0])
-    figures: Figures = {"raw redis-py XADD": [], **{name: [] for name in logs}, ALONE: []}
-    for _ in range(rounds):
+    checked = _checked_appends(client, msgs)
+    figures: Figures = {
+        "raw redis-py XADD": [], **{name: [] for name in logs}, ALONE: [],
+        **{name: [] for name in checked},
+    }  # fmt: skip
+    for round_ in range(rounds):
         figures["raw redis-py XADD"].append(
             _measure(admin, payloads, lambda p: client.xadd(key, {"msg": p}))
         )
@@ -84,7 +88,35 @@ def sync_figures(url: str, appends: int, rounds: int) -> Figures:
             figures[name].append(_measure(admin, msgs, log.append))
         send, commands = _script_alone(client, alone, msgs)
         figures[ALONE].append(_measure(admin, commands, send))
+        for name, (items, call) in checked.items():
+            figures[name].append(_measure(admin, items(round_), call))
     return figures
+
+
+def _checked_appends(
+    client: redis.Redis, msgs: list[Any]
+) -> dict[str, tuple[Callable[[int], list[Any]], Callable[[Any], Any]]]:
+    """The appends a caller's check makes: a new idempotency key each call, and
+    ``expected_seq`` (each the seq the one before it returned: none conflicts). Each
+    row: a round's items, made before it is timed, and the call that takes one."""
+    keyed = MessageLog(client, uuid.uuid4().hex)
+    keyed.append(msgs[0], idempotency_key="warm")
+    conditional = MessageLog(client, uuid.uuid4().hex)
+    last = [conditional.append(msgs[0], expected_seq=0)]
+
+    def expecting(msg: Any) -> None:
+        last[0] = conditional.append(msg, expected_seq=last[0])
+
+    def keyed_items(round_: int) -> list[Any]:
+        return [(f"key-{round_}-{i}", msg) for i, msg in enumerate(msgs)]
+
+    return {
+        "msglog sync, keyed (a new idempotency key each call)": (
+            keyed_items,
+            lambda item: keyed.append(item[1], idempotency_key=item[0]),
+        ),
+        "msglog sync, conditional (expected_seq)": (lambda round_: msgs, expecting),
+    }
 
 
 ALONE = "the append script alone (floor: no client work)"
