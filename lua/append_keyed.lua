@@ -43,11 +43,12 @@
 -- Returns "<last_seq> <at> 0 <call>", or a replay {last_seq, at, 1, call} (append.lua).
 --
 -- Like append_plain.lua, a call that need not read the counter first (not a producer's
--- retry) takes it with INCRBY, and the checks ride on the commands it runs: the INCRBY
--- refuses a tombstone and every counter that is not a canonical integer, XLEN equal to
--- the counter is the healthy log, and the condition is the counter's old value. When one
--- of them fails, the INCRBY is undone and the checked path gives append.lua's verdict:
--- the counter read with GET, the stream's end, then the condition.
+-- retry) takes it with INCRBY, and the checks ride on the commands it runs: XLEN is the
+-- last seq of a healthy log, so the condition is checked against it before the INCRBY;
+-- the INCRBY refuses a tombstone and every counter that is not a canonical integer, and
+-- its old value must be the XLEN. When one of them fails, the INCRBY (if it ran) is
+-- undone and the checked path gives append.lua's verdict: the counter read with GET, the
+-- stream's end, then the condition.
 
 -- == Binding block: every KEYS and ARGV position, bound once to its name ==
 local publish = ARGV[1]
@@ -101,18 +102,21 @@ if publish ~= '' and redis.acl_check_cmd and not redis.acl_check_cmd(publish, ch
     'event on channel ' .. channel)
 end
 
+-- The stream's length first: on a healthy log it is the last seq, so a condition it
+-- does not meet goes to the checked path, which refuses it without writing (a conflict,
+-- the common refusal of a compare-and-set, then takes no INCRBY to undo: nothing reaches
+-- the replicas, the AOF or a keyspace notification).
 local last, counted = 0, false  -- counted: the INCRBY ran, and the log is healthy
 if not checked then
-  local counter = redis.pcall('INCRBY', SEQ, n)
-  if type(counter) == 'number' then
-    last = counter - n
-    counted = true
-    if last < 0 or last > 999999999999999 or redis.pcall('XLEN', STREAM) ~= last then
+  local length = redis.pcall('XLEN', STREAM)
+  if expected_seq == '' or length == tonumber(expected_seq) then
+    local counter = redis.pcall('INCRBY', SEQ, n)
+    if type(counter) == 'number' then
+      last = counter - n
+      counted = true
+      if last ~= length or last > 999999999999999 then  -- (an error table is no number)
 -- @include counter_undo.lua
-    elseif expected_seq ~= '' and last ~= tonumber(expected_seq) then
--- @include counter_undo.lua
-      return redis.error_reply('MSGLOG_CONFLICT ' .. string.format('%d', last) ..
-        ' is the last seq of ' .. STREAM .. ', not ' .. expected_seq)
+      end
     end
   end
 end

@@ -1,6 +1,5 @@
 -- counter_undo.lua: the INCRBY of append_plain.lua or append_keyed.lua taken back, when
--- the log it found is not healthy (or not at `expected_seq`) or its first entry could
--- not be written. Not a script of its own: the loader puts it where the script says
+-- the log it found is not healthy or its first entry could not be written. Not a script of its own: the loader puts it where the script says
 -- `-- @include counter_undo.lua`, where `counted` says the INCRBY ran (and is left
 -- false), `last` is the seq before it and `n` what it added.
 if counted then

@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 import redis
 
-from redis_msglog import NO_RETRY, ConversationKeys, MessageLog
+from redis_msglog import NO_RETRY, ConversationKeys, MessageLog, SeqConflictError
 from redis_msglog._core.write.producer import Producer
 
 from ..conftest import new_id, own_server_client
@@ -102,6 +102,18 @@ def test_a_call_with_an_older_one_in_flight_reads_and_writes_the_concurrent_fiel
         assert ran == FLOOR + Counter({"xlen": 1, "hset": 1, "hmget": 1})
     fields = client.hkeys(ConversationKeys.build("msglog", log.conversation).producers)
     assert f"{producer.id}+".encode() in fields
+
+
+def test_a_conflict_of_a_conditional_append_runs_reads_only(client: redis.Redis) -> None:
+    """A compare-and-set's refusal writes nothing, not even a write it undoes: nothing of
+    it reaches the replicas, the AOF or a keyspace notification."""
+    log = a_log(client)
+
+    def conflict() -> None:
+        with pytest.raises(SeqConflictError):
+            log.add("user", "stale", expected_seq=3)
+
+    assert commands_run(client, conflict) == Counter({"xlen": 2, "get": 1})
 
 
 def cold(log: MessageLog) -> MessageLog:
