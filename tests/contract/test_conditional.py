@@ -10,8 +10,10 @@ from typing import Any
 
 import pytest
 import redis
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
-from redis_msglog import MessageLog, SeqConflictError
+from redis_msglog import DEFAULT_RETRY, NO_RETRY, MessageLog, SeqConflictError
 from redis_msglog.testing import EphemeralServer
 
 from ..conftest import Env, new_id
@@ -63,6 +65,39 @@ def test_a_replay_with_its_key_wins_even_after_the_log_moved_on(env: Env) -> Non
     # The same call again (a retry after a lost reply, say): its first result, no conflict.
     assert log.add("user", "once", idempotency_key="k", expected_seq=0) == 1
     assert log.count() == 2
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    length=st.integers(0, 4),
+    expected=st.integers(0, 6),
+    batch=st.integers(1, 3),
+    keyed=st.booleans(),
+    retries=st.booleans(),
+)
+def test_a_conditional_append_commits_exactly_where_the_log_ends(
+    shared_server: Any, length: int, expected: int, batch: int, keyed: bool, retries: bool
+) -> None:
+    """Any length, condition, batch, key or none, producer or none: it commits iff the
+    log ends at ``expected_seq``, else refuses with the log's end and changes no byte of
+    the conversation's keys (each example its own conversation: no keyspace scan)."""
+    client = redis.Redis.from_url(shared_server("redis").url)
+    log = MessageLog(client, new_id(), retry=DEFAULT_RETRY if retries else NO_RETRY)
+    if length:
+        log.append_many([{"role": "user", "content": f"m{i}"} for i in range(length)])
+    keys = (log.keys.seq, log.keys.stream, log.keys.producers, log.keys.records)
+    before = [client.dump(key) for key in keys]
+    rows = [{"role": "user", "content": f"new{i}"} for i in range(batch)]
+    key = new_id() if keyed else None
+    if expected != length:
+        with pytest.raises(SeqConflictError) as caught:
+            log.append_many(rows, expected_seq=expected, idempotency_key=key)
+        assert caught.value.current_seq == length
+        assert [client.dump(key) for key in keys] == before
+        return
+    assert log.append_many(rows, expected_seq=expected, idempotency_key=key) == length + batch
+    assert [m.content for m in log.all()][length:] == [r["content"] for r in rows]
+    assert client.get(log.keys.seq) == str(length + batch).encode()
 
 
 @pytest.mark.parametrize("bad", [-1, "3", 2.0, True])
