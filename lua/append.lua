@@ -241,19 +241,23 @@ local length = redis.pcall('XLEN', STREAM)
 if type(length) == 'table' and length.err then
   return redis.error_reply('WRONGTYPE stream ' .. STREAM .. ' is not a stream')
 end
-if VIEW and op == '' then  -- a log with a lifetime refreshes (and creates) its view keys
-  local view_kind = redis.call('TYPE', VIEW)['ok']
+-- A log with a lifetime refreshes (and creates) its view keys, blobs and usage totals:
+-- each key's TYPE, read here, also says whether it must be made below (`none`), so no
+-- EXISTS runs for it again.
+local view_kind, hidden_kind, blobs_kind, usage_kind = nil, nil, nil, nil
+if VIEW and op == '' then
+  view_kind = redis.call('TYPE', VIEW)['ok']
   if view_kind ~= 'none' and view_kind ~= 'hash' then
     return redis.error_reply('WRONGTYPE view ' .. VIEW .. ' is not a hash')
   end
-  local hidden_kind = redis.call('TYPE', HIDDEN)['ok']
+  hidden_kind = redis.call('TYPE', HIDDEN)['ok']
   if hidden_kind ~= 'none' and hidden_kind ~= 'zset' then
     return redis.error_reply('WRONGTYPE hidden ranges ' .. HIDDEN .. ' is not a sorted set')
   end
 end
 if blob_count > 0 or ttl_ms ~= '' or blob_refs ~= '' then
-  local kind = redis.call('TYPE', BLOBS)['ok']
-  if kind ~= 'none' and kind ~= 'hash' then
+  blobs_kind = redis.call('TYPE', BLOBS)['ok']
+  if blobs_kind ~= 'none' and blobs_kind ~= 'hash' then
     return redis.error_reply('WRONGTYPE blobs ' .. BLOBS .. ' is not a hash')
   end
 end
@@ -314,8 +318,8 @@ if USAGE then
     end
     totals[6] = added[6] ~= '' and added[6] or held[6] or ''
   else
-    local kind = redis.call('TYPE', USAGE)['ok']
-    if kind ~= 'none' and kind ~= 'hash' then
+    usage_kind = redis.call('TYPE', USAGE)['ok']
+    if usage_kind ~= 'none' and usage_kind ~= 'hash' then
       return redis.error_reply('WRONGTYPE usage totals ' .. USAGE .. ' is not a hash')
     end
   end
@@ -490,10 +494,10 @@ elseif VIEW then
   -- A log with a lifetime names its view keys in every append (to refresh their expiry),
   -- so they must exist, or a cluster slot move would hold its appends up (TRYAGAIN). An
   -- edit-free view, and a hidden range no seq falls in, from its first append on.
-  if redis.call('EXISTS', VIEW) == 0 then
+  if view_kind == 'none' then
     redis.call('HSET', VIEW, 'g1', '1-', 'front', 1, 'back', 1, 'rows', 0, 'version', 0)
   end
-  if redis.call('EXISTS', HIDDEN) == 0 then
+  if hidden_kind == 'none' then
     redis.call('ZADD', HIDDEN, 0, '0-0', -1, '@1')
   end
 end
@@ -502,7 +506,9 @@ if totals then
   redis.call('HSET', USAGE, 'input', totals[1], 'output', totals[2], 'cached', totals[3],
     'reasoning', totals[4], 'cost', totals[5], 'currency', totals[6] or '')
 elseif USAGE then
-  redis.call('HSETNX', USAGE, 'input', 0)  -- a lifetime's placeholder (see above)
+  if usage_kind == 'none' then
+    redis.call('HSETNX', USAGE, 'input', 0)  -- a lifetime's placeholder (see above)
+  end
 end
 
 -- @include record_save.lua
@@ -511,7 +517,9 @@ if RECORD and ttl_ms ~= '' then
 end
 -- @include producer_prune.lua
 if ttl_ms ~= '' then
-  if redis.call('EXISTS', BLOBS) == 0 then
+  -- (A hash before a call that edits nothing still is one: such a call only adds
+  -- fields. An edit may delete its last field.)
+  if (blobs_kind ~= 'hash' or edit) and redis.call('EXISTS', BLOBS) == 0 then
     -- Named by every append of a log with a lifetime, so it must exist (see the view
     -- keys above): a placeholder field, never a digest.
     redis.call('HSET', BLOBS, '-', '')

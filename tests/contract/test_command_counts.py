@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable, Iterator
+from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -85,6 +86,23 @@ def test_a_scoped_plain_append_adds_the_owner_records_hget(client: redis.Redis) 
         ran = commands_run(client, lambda: log.add("user", "hi"))
         ran.pop(PRUNE, None)
         assert ran == FLOOR + Counter({"xlen": 1, "hset": 1, "hget": 1})
+
+
+def test_an_append_of_a_log_with_a_lifetime_refreshes_seven_keys_and_types_four(
+    client: redis.Redis,
+) -> None:
+    """``lua/append.lua`` for a log with a lifetime: the append, a ``PEXPIRE`` of each of
+    its seven keys, and one ``TYPE`` of each key it may have to make (view, hidden ranges,
+    blobs, usage totals), which also says whether to make it (no ``EXISTS`` after)."""
+    log = MessageLog(client, new_id(), ttl=timedelta(days=1))
+    log.append_many([{"role": "user", "content": f"m{i}"} for i in range(10)])
+    for _ in range(5):
+        ran = commands_run(client, lambda: log.add("user", "hi"))
+        ran.pop(PRUNE, None)
+        assert ran == Counter(
+            {"get": 1, "time": 1, "xlen": 1, "type": 4, "hset": 1, "xadd": 1, "incrby": 1,
+             "pexpire": 7, "publish": 1}
+        )  # fmt: skip
 
 
 def test_a_call_with_an_older_one_in_flight_reads_and_writes_the_concurrent_field(

@@ -259,6 +259,31 @@ def test_edits_refresh_the_lifetime_of_every_key(env: Env) -> None:
             assert 0 < env.raw.pttl(key) <= 100_000, key
 
 
+@pytest.mark.parametrize("damaged", ["view", "hidden", "blobs", "usage"])
+def test_an_append_of_a_log_with_a_lifetime_keeps_every_key_or_refuses_a_wrong_type(
+    env: Env, damaged: str
+) -> None:
+    """Each append of a log with a lifetime names its view keys, blobs and usage totals
+    (to refresh their expiry; a key named must exist, for cluster slot moves): one it
+    finds gone is made again, and one of another type refuses the append, nothing
+    written (the type read once: it also says whether the key must be made)."""
+    from datetime import timedelta
+
+    log = env.log(ttl=timedelta(seconds=100))
+    log.add("user", "a")
+    key = getattr(log.keys, damaged)
+    env.raw.delete(key)
+    log.add("user", "b")
+    assert env.raw.exists(key) and 0 < env.raw.pttl(key) <= 100_000
+    assert all(0 < env.raw.pttl(k) <= 100_000 for k in keys_of(log) if env.raw.exists(k))
+    env.raw.delete(key)
+    env.raw.set(key, "not mine")
+    before = {k: env.raw.dump(k) for k in (log.keys.seq, log.keys.stream, key)}
+    with pytest.raises(WrongTypeError):
+        log.add("user", "c")
+    assert {k: env.raw.dump(k) for k in before} == before  # (a read refuses it too)
+
+
 # -- the views against the fold, over random edit sequences ------------------------------
 
 OPS = st.lists(
