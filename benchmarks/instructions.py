@@ -9,9 +9,9 @@ written: not the server's cron or event loop), and counts each row: ``--calls`` 
 after 200 to warm up, the counters zeroed before them and dumped after. The rows: a raw
 ``XADD``, the design's floor script (``benchmarks.floor.DESIGN``: ``INCRBY``, ``TIME``,
 ``XADD``, ``PUBLISH``), the plain append (default: the idempotent producer) and with
-``NO_RETRY``, a keyed append (a new key each call) and a conditional one
-(``expected_seq``, none conflicting); then each plain append over the floor (the bound:
-1.1x). Needs ``valgrind``.
+``NO_RETRY``, one of a log with a lifetime, a keyed append (a new key each call) and a
+conditional one (``expected_seq``, none conflicting); then each plain append over the
+floor (the bound: 1.1x). Needs ``valgrind``.
 """
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from datetime import timedelta
 from typing import Any
 
 import orjson
@@ -108,6 +109,7 @@ def rows(client: redis.Redis) -> dict[str, Callable[[int], object]]:
     }
     variants: dict[str, dict[str, Any]] = {"plain append (default)": {}}
     variants["plain append, NO_RETRY"] = {"retry": NO_RETRY}
+    variants["append of a log with a lifetime (ttl)"] = {"ttl": timedelta(days=1)}
     for label, options in variants.items():
         calls[label] = _appending(MessageLog(client, f"calls-{uuid.uuid4().hex}", **options))
     keyed = MessageLog(client, f"calls-{uuid.uuid4().hex}")
