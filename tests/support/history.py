@@ -371,6 +371,11 @@ def _near_anomalies(
         near = client.xrange(keys.stream, min=str(max(seq - 2, 1)), max=str(seq + 2))
         ids = ", ".join(_text(entry_id) for entry_id, _ in near)
         lines.append(f"entries near seq {seq}: {ids}")
+    if log and client.get(keys.seq) != str(len(log)).encode():  # the counter disagrees
+        tail = client.xrevrange(keys.stream, count=3)
+        ids = ", ".join(_text(entry_id) for entry_id, _ in tail)
+        lines.append(f"counter now {client.get(keys.seq)!r}; the last entries: {ids}")
+        lines.extend(f"record in doubt: {r}" for r in records[-30:] if _in_doubt(r))
     contents = {content for seq, content in log if seq in twice}
     for record in records:
         if isinstance(record, Append) and contents.intersection(record.contents):
@@ -378,10 +383,27 @@ def _near_anomalies(
     return "".join(f"\n  * {line}" for line in lines)
 
 
+def _in_doubt(record: Record) -> bool:
+    return isinstance(record, Append) and record.outcome != "ok"
+
+
 def read_stream(client: Any, keys: ConversationKeys) -> tuple[list[tuple[int, str]], int | None]:
     """The (seq, content) entries of a conversation's stream, in stream order, and its
-    seq counter, read with XRANGE and GET: the checker does not trust the reader under
-    test."""
+    seq counter, read with XRANGE and GET (the checker does not trust the reader under
+    test), as one snapshot: the counter is read before and after the stream, and all
+    is read again if it moved. A write can land after the writers have stopped: a
+    command a timed-out connection left in the server's buffer runs when the server
+    reads it (a kill -9 test once saw the counter one past the stream it had just read)."""
+    for _ in range(5):
+        before = client.get(keys.seq)
+        log, raw = _read_once(client, keys)
+        if raw == before:
+            break
+    return log, None if raw is None else int(raw)
+
+
+def _read_once(client: Any, keys: ConversationKeys) -> tuple[list[tuple[int, str]], Any]:
+    """The stream's (seq, content) entries, then the counter as stored (see above)."""
     log: list[tuple[int, str]] = []
     start = "-"
     while entries := client.xrange(keys.stream, min=start, count=1000):
@@ -396,8 +418,7 @@ def read_stream(client: Any, keys: ConversationKeys) -> tuple[list[tuple[int, st
             doc = orjson.loads(fields[b"msg"] if b"msg" in fields else fields["msg"])
             log.append((int(seq), doc["content"]))
         start = "(" + _text(entries[-1][0])
-    raw = client.get(keys.seq)
-    return log, None if raw is None else int(raw)
+    return log, client.get(keys.seq)
 
 
 def _text(value: bytes | str) -> str:
