@@ -3,7 +3,8 @@
 Messages a model or an attacker could produce (deep and huge JSON values, tool-call
 ``arguments`` that are deep, malformed or huge, every part kind, blob references known
 and unknown, ids and names of lone surrogates, NULs, controls and astral characters)
-go through every write path: ``append``, ``append_many``, ``compact``, ``replace``,
+go through every write path: ``append``, ``append_many`` (also with a caller's key and
+``expected_seq``), ``compact``, ``replace``,
 a draft's writer, ``msglog import``, the LangChain history and the Agents SDK session,
 and the lifecycle writes (a trim under the hostile rows, a redaction of one and a
 hostile replacement for another, ``max_age`` trimming in the same call, a
@@ -202,6 +203,7 @@ messages = st.fixed_dictionaries(
 WRITES = [
     "append",
     "append_many",
+    "keyed",  # a caller's key and expected_seq: lua/append_keyed.lua (append.lua with blobs)
     "compact",
     "replace",
     "import",
@@ -255,8 +257,13 @@ def _write(case: Case, how: str, msgs: list[dict[str, Any]], tmp: Path) -> None:
     log = case.log
     if how == "append":
         log.append(msgs[0])
-    elif how == "append_many":
-        log.append_many(msgs)
+    elif how in ("append_many", "keyed"):
+        keyed = how == "keyed"  # a caller's key and expected_seq: lua/append_keyed.lua
+        log.append_many(
+            msgs,
+            idempotency_key="hostile" if keyed else None,
+            expected_seq=log.count() if keyed else None,
+        )
     elif how == "compact":
         log.compact(msgs, through_seq=1)
     elif how == "replace":
