@@ -234,13 +234,10 @@ end
 
 -- @include commit_time.lua
 
-if type(raw) == 'table' and raw.err then
-  return redis.error_reply('WRONGTYPE seq counter ' .. SEQ .. ' is not a string')
-end
-local length = redis.pcall('XLEN', STREAM)
-if type(length) == 'table' and length.err then
-  return redis.error_reply('WRONGTYPE stream ' .. STREAM .. ' is not a stream')
-end
+-- The counter and the stream's end (the counter is read above: `checked`).
+local last = 0
+-- @include counter_checked.lua
+
 -- A log with a lifetime refreshes (and creates) its view keys, blobs and usage totals:
 -- each key's TYPE, read here, also says whether it must be made below (`none`), so no
 -- EXISTS runs for it again.
@@ -271,13 +268,6 @@ if blob_refs ~= '' then
   end
 end
 
-local last = 0
-if raw then
--- @include counter_lib.lua
-end
-if length ~= last then  -- (see stream_end_lib.lua)
--- @include stream_end_lib.lua
-end
 
 if expected_seq ~= '' and last ~= tonumber(expected_seq) then
   return redis.error_reply('MSGLOG_CONFLICT ' .. string.format('%d', last) ..
